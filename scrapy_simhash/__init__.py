@@ -1,0 +1,37 @@
+"""scrapy-simhash: drop reposted news while you crawl.
+
+Public names only; each lives in a small module named for what it does. They are imported on
+first use, so the engine (``Deduplicator``) and the command line start without loading Scrapy.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from .__version__ import __version__
+
+if TYPE_CHECKING:
+    from .addon import Addon
+    from .dedup import Deduplicator, Verdict
+    from .fingerprint import Fingerprinter
+    from .pipeline import NearDuplicate, SimhashPipeline
+    from .simhash import hamming_distance
+
+_WHERE = {
+    "Addon": ".addon",
+    "Deduplicator": ".dedup",
+    "Verdict": ".dedup",
+    "Fingerprinter": ".fingerprint",
+    "NearDuplicate": ".pipeline",
+    "SimhashPipeline": ".pipeline",
+    "hamming_distance": ".simhash",
+}
+
+__all__ = [*_WHERE, "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(import_module(_WHERE[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,230 @@
+"""The tiered rule: title within ``title_max_distance`` bits → duplicate; else body within
+``body_max_distance`` bits → duplicate; else new, and added to the index in the same step.
+
+The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
+benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index
+transaction) are separate calls, so a caller can run the first on many workers and keep the
+second serialized.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .fingerprint import Fingerprinter, Fingerprints
+from .index import IndexParams, open_index
+from .index.base import BandIndex, Entry, Query, Tier
+
+Status = Literal["new", "duplicate", "flagged", "skipped"]
+Action = Literal["drop", "flag"]
+ACTIONS: tuple[str, ...] = ("drop", "flag")
+
+DEFAULT_TITLE_MAX_DISTANCE = 2
+DEFAULT_BODY_MAX_DISTANCE = 3
+#: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
+SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
+LONG_BODY_CHARS, LONG_BODY_MALUS = 2000, 1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rule decided about one item, and why."""
+
+    status: Status
+    tier: Tier | None = None
+    distance: int | None = None
+    original: Entry | None = None  # the earlier item it matched
+    entry_id: int | None = None  # id of the new entry when status is "new"
+    title_fp: int | None = None
+    body_fp: int | None = None
+    reason: str | None = None  # why it was skipped
+
+    @property
+    def is_new(self) -> bool:
+        return self.status == "new"
+
+    def summary(self) -> str:
+        """One short line: tier, distance, original URL (used in drop messages and logs)."""
+        if self.status in ("duplicate", "flagged") and self.original is not None:
+            original = self.original.url or f"entry #{self.original.id}"
+            return f"{self.tier} tier, distance {self.distance}, original {original}"
+        if self.status == "skipped":
+            return f"skipped: {self.reason}"
+        return self.status
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (fingerprints as hex strings)."""
+        original = None
+        if self.original is not None:
+            original = {
+                "id": self.original.id,
+                "url": self.original.url,
+                "title": self.original.title,
+                "first_seen": self.original.first_seen,
+            }
+        return {
+            "status": self.status,
+            "tier": self.tier,
+            "distance": self.distance,
+            "original": original,
+            "title_fp": None if self.title_fp is None else f"{self.title_fp:x}",
+            "body_fp": None if self.body_fp is None else f"{self.body_fp:x}",
+            "reason": self.reason,
+        }
+
+
+class Deduplicator:
+    """Fingerprints items and checks-and-adds them against a band index, tier by tier."""
+
+    def __init__(
+        self,
+        index: BandIndex,
+        fingerprinter: Fingerprinter,
+        *,
+        title_max_distance: int = DEFAULT_TITLE_MAX_DISTANCE,
+        body_max_distance: int = DEFAULT_BODY_MAX_DISTANCE,
+        title_action: Action = "drop",
+        body_action: Action = "drop",
+        ttl_days: float | None = None,
+        dynamic_threshold: bool = False,
+    ) -> None:
+        for name, action in (("title_action", title_action), ("body_action", body_action)):
+            if action not in ACTIONS:
+                raise ValueError(f"{name} must be one of {ACTIONS}, not {action!r}")
+        if ttl_days is not None and ttl_days <= 0:
+            raise ValueError(f"ttl_days must be positive, not {ttl_days!r}")
+        needed = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)
+        params = index.params
+        if params.bits != fingerprinter.bits:
+            raise ValueError(f"index {index.location} holds {params.bits}-bit fingerprints, not {fingerprinter.bits}")
+        if params.title_bands < needed.title_bands or params.body_bands < needed.body_bands:
+            raise ValueError(
+                f"index {index.location} answers title distances up to {params.max_title_distance} and body "
+                f"distances up to {params.max_body_distance}; these settings need {needed.max_title_distance} "
+                f"and {needed.max_body_distance}: use a new index (or reset this one)"
+            )
+        self.index = index
+        self.fingerprinter = fingerprinter
+        self.title_max_distance = title_max_distance
+        self.body_max_distance = body_max_distance
+        self.actions: dict[str, str] = {"title": title_action, "body": body_action}
+        self.ttl_days = ttl_days
+        self.dynamic_threshold = dynamic_threshold
+
+    @classmethod
+    def open(
+        cls,
+        index_url: str,
+        *,
+        namespace: str = "default",
+        bits: int = 64,
+        title_max_distance: int = DEFAULT_TITLE_MAX_DISTANCE,
+        body_max_distance: int = DEFAULT_BODY_MAX_DISTANCE,
+        dynamic_threshold: bool = False,
+        reset: bool = False,
+        fingerprinter: Fingerprinter | None = None,
+        index_options: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> Deduplicator:
+        """Open (or create) the index at ``index_url`` and build a Deduplicator on it.
+
+        ``options`` go to the Deduplicator (``title_action``, ``body_action``, ``ttl_days``) or,
+        when no ``fingerprinter`` is given, to the :class:`Fingerprinter` (``top_k``, ``stop_words``,
+        ``user_dict``, ``title_patterns``, ``min_title_chars``, ``min_body_chars``, ``main_content``).
+        """
+        own = {k: options.pop(k) for k in ("title_action", "body_action", "ttl_days") if k in options}
+        if fingerprinter is None:
+            fingerprinter = Fingerprinter(bits=bits, **options)
+        elif options:
+            raise TypeError(f"unexpected options with an explicit fingerprinter: {sorted(options)}")
+        params = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)
+        index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
+        try:
+            if reset:
+                index.reset()
+            return cls(
+                index, fingerprinter, title_max_distance=title_max_distance,
+                body_max_distance=body_max_distance, dynamic_threshold=dynamic_threshold, **own,
+            )
+        except BaseException:
+            index.close()
+            raise
+
+    # -- the rule -------------------------------------------------------------------------------
+
+    def fingerprint(self, title: Any, body: Any) -> Fingerprints:
+        """Normalize and fingerprint (CPU only, no index access: safe to run on any thread)."""
+        return self.fingerprinter.fingerprint(title, body)
+
+    def body_distance_for(self, body_chars: int) -> int:
+        """The body threshold for a body of this many normalized characters."""
+        k = self.body_max_distance
+        if self.dynamic_threshold:
+            if body_chars < SHORT_BODY_CHARS:
+                k += SHORT_BODY_BONUS
+            elif body_chars > LONG_BODY_CHARS:
+                k = max(0, k - LONG_BODY_MALUS)
+        return k
+
+    def decide(self, fps: Fingerprints, url: str | None = None, seen_at: float | None = None) -> Verdict:
+        """One atomic check-and-add of already computed fingerprints."""
+        if not fps.usable:
+            return Verdict("skipped", reason="no_text")
+        now = time.time() if seen_at is None else seen_at
+        not_before = None if self.ttl_days is None else now - self.ttl_days * 86400
+        statuses = {tier: ("flagged" if action == "flag" else "duplicate") for tier, action in self.actions.items()}
+        outcome = self.index.check_and_add(
+            Query(
+                title_fp=fps.title,
+                body_fp=fps.body,
+                title_k=self.title_max_distance,
+                body_k=self.body_distance_for(fps.body_chars),
+                url=url,
+                title=fps.title_text[:200] or None,
+                seen_at=now,
+                not_before=not_before,
+                statuses=statuses,
+            )
+        )
+        match = outcome.match
+        if match is None:
+            return Verdict("new", entry_id=outcome.entry_id, title_fp=fps.title, body_fp=fps.body)
+        return Verdict(
+            statuses[match.tier],  # type: ignore[arg-type]
+            tier=match.tier,
+            distance=match.distance,
+            original=match.entry,
+            title_fp=fps.title,
+            body_fp=fps.body,
+        )
+
+    def check_and_add(
+        self, title: Any, body: Any, url: str | None = None, seen_at: float | None = None
+    ) -> Verdict:
+        """Fingerprint an item and check-and-add it: title tier, else body tier, else new."""
+        return self.decide(self.fingerprint(title, body), url=url, seen_at=seen_at)
+
+    def purge_expired(self, now: float | None = None) -> int:
+        """Remove entries older than the TTL (no-op without one); returns how many."""
+        if self.ttl_days is None:
+            return 0
+        return self.index.purge((time.time() if now is None else now) - self.ttl_days * 86400)
+
+    def close(self) -> None:
+        self.index.close()
+
+    def __enter__(self) -> Deduplicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def required_params(bits: int, title_k: int, body_k: int, dynamic_threshold: bool = False) -> IndexParams:
+    """Index parameters that answer these thresholds exactly (k + 1 pigeonhole bands per tier)."""
+    if title_k < 0 or body_k < 0:
+        raise ValueError("distances must be >= 0")
+    body_bands = body_k + 1 + (SHORT_BODY_BONUS if dynamic_threshold else 0)
+    return IndexParams(bits=bits, title_bands=title_k + 1, body_bands=body_bands)

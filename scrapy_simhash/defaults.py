@@ -1,0 +1,77 @@
+"""Every setting name and default value, in one place (the scrapy-redis habit).
+
+The README's settings table lists the same names; ``tests/test_settings_doc.py`` checks they agree.
+"""
+
+from __future__ import annotations
+
+from .dedup import DEFAULT_BODY_MAX_DISTANCE, DEFAULT_TITLE_MAX_DISTANCE
+from .features import DEFAULT_TOP_K
+
+ENABLED = True
+#: None → ``sqlite:///<project>/.scrapy/simhash/index.sqlite3``, shared by all spiders of the project.
+INDEX_URL: str | None = None
+INDEX_FILENAME = "index.sqlite3"
+NAMESPACE = "default"
+TITLE_FIELD: str | list[str] = "title"
+BODY_FIELD: str | list[str] = ["body", "content", "text"]
+URL_FIELD: str | list[str] = "url"
+TITLE_MAX_DISTANCE = DEFAULT_TITLE_MAX_DISTANCE
+BODY_MAX_DISTANCE = DEFAULT_BODY_MAX_DISTANCE
+BITS = 64
+TOP_K = DEFAULT_TOP_K
+TITLE_ACTION = "drop"
+BODY_ACTION = "drop"
+FLAG_FIELD = "simhash"
+TTL_DAYS: float | None = None
+RESET = False
+DROP_LOG_LEVEL = "INFO"
+USER_DICT: str | None = None
+STOP_WORDS: str | list[str] | None = None
+DYNAMIC_THRESHOLD = False
+TITLE_PATTERNS: list[str] = []
+MAIN_CONTENT = False
+SKIP_FIELD = "simhash_skip"
+
+#: Setting name → default. Spider attributes ``simhash_<name>`` (lower case, without the prefix)
+#: override the settings marked per-spider below.
+SETTINGS: dict[str, object] = {
+    "SIMHASH_ENABLED": ENABLED,
+    "SIMHASH_INDEX_URL": INDEX_URL,
+    "SIMHASH_NAMESPACE": NAMESPACE,
+    "SIMHASH_TITLE_FIELD": TITLE_FIELD,
+    "SIMHASH_BODY_FIELD": BODY_FIELD,
+    "SIMHASH_URL_FIELD": URL_FIELD,
+    "SIMHASH_TITLE_MAX_DISTANCE": TITLE_MAX_DISTANCE,
+    "SIMHASH_BODY_MAX_DISTANCE": BODY_MAX_DISTANCE,
+    "SIMHASH_BITS": BITS,
+    "SIMHASH_TOP_K": TOP_K,
+    "SIMHASH_TITLE_ACTION": TITLE_ACTION,
+    "SIMHASH_BODY_ACTION": BODY_ACTION,
+    "SIMHASH_FLAG_FIELD": FLAG_FIELD,
+    "SIMHASH_TTL_DAYS": TTL_DAYS,
+    "SIMHASH_RESET": RESET,
+    "SIMHASH_DROP_LOG_LEVEL": DROP_LOG_LEVEL,
+    "SIMHASH_USER_DICT": USER_DICT,
+    "SIMHASH_STOP_WORDS": STOP_WORDS,
+    "SIMHASH_DYNAMIC_THRESHOLD": DYNAMIC_THRESHOLD,
+    "SIMHASH_TITLE_PATTERNS": TITLE_PATTERNS,
+    "SIMHASH_MAIN_CONTENT": MAIN_CONTENT,
+    "SIMHASH_SKIP_FIELD": SKIP_FIELD,
+}
+
+#: Settings a spider may override with an attribute or ``-a simhash_<name>=...``.
+PER_SPIDER = (
+    "SIMHASH_ENABLED",
+    "SIMHASH_NAMESPACE",
+    "SIMHASH_RESET",
+    "SIMHASH_TITLE_FIELD",
+    "SIMHASH_BODY_FIELD",
+    "SIMHASH_URL_FIELD",
+    "SIMHASH_TITLE_ACTION",
+    "SIMHASH_BODY_ACTION",
+    "SIMHASH_TTL_DAYS",
+)
+
+#: Stats keys.
+STAT_PREFIX = "simhash"

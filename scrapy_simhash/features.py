@@ -1,0 +1,140 @@
+"""Normalized text → weighted features: jieba words weighted by TF-IDF.
+
+Chinese is cut into words by jieba and each word weighs ``tf × idf`` with jieba's own IDF table
+(words it does not know get the median IDF). Latin words are lower-cased. Numbers stay features
+(with the median IDF), because two market reports that differ only in their figures are two
+stories. Stop words (a built-in Chinese/English list, plus yours) and punctuation are dropped.
+Bodies keep their ``top_k`` heaviest features, titles keep all: a title has too few words to
+leave any out.
+
+jieba's dictionary is loaded once per process and shared by every extractor with the same user
+dictionary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import jieba
+import jieba.analyse
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TOP_K = 64
+
+# A token made only of these is no feature: punctuation, symbols, spaces.
+_NO_WORD = re.compile(r"^[\W_]+$", re.UNICODE)
+_NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)*%?$")
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+_tokenizers: dict[str | None, jieba.Tokenizer] = {}
+_tokenizers_lock = threading.Lock()
+
+
+def _quiet_jieba() -> None:
+    jieba.setLogLevel(logging.WARNING)
+
+
+def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Tokenizer:
+    """The process-wide jieba tokenizer for this user dictionary (loaded on first use only)."""
+    key = os.fspath(user_dict) if user_dict else None
+    with _tokenizers_lock:
+        tokenizer = _tokenizers.get(key)
+        if tokenizer is None:
+            _quiet_jieba()
+            tokenizer = jieba.dt if key is None else jieba.Tokenizer()
+            tokenizer.initialize()
+            if key is not None:
+                if not Path(key).is_file():
+                    raise FileNotFoundError(f"jieba user dictionary not found: {key}")
+                tokenizer.load_userdict(key)
+            _tokenizers[key] = tokenizer
+    return tokenizer
+
+
+@lru_cache(maxsize=1)
+def idf_table() -> tuple[dict[str, float], float]:
+    """jieba's IDF table and its median (the weight of unknown words)."""
+    default = jieba.analyse.default_tfidf
+    return default.idf_freq, default.median_idf
+
+
+@lru_cache(maxsize=1)
+def builtin_stop_words() -> frozenset[str]:
+    text = resources.files("scrapy_simhash").joinpath("data/stopwords.txt").read_text("utf-8")
+    return frozenset(_read_word_lines(text))
+
+
+def _read_word_lines(text: str) -> Iterable[str]:
+    for line in text.splitlines():
+        word = line.strip().lower()
+        if word and not word.startswith("#"):
+            yield word
+
+
+def load_stop_words(source: str | os.PathLike[str] | Iterable[str] | None) -> frozenset[str]:
+    """Extra stop words from a file path (one per line, ``#`` comments) or an iterable of words."""
+    if source is None:
+        return frozenset()
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"stop words file not found: {path}")
+        return frozenset(_read_word_lines(path.read_text("utf-8")))
+    return frozenset(w.strip().lower() for w in source if w and w.strip())
+
+
+class FeatureExtractor:
+    """Turns normalized text into ``{feature: weight}``; one configuration, many texts."""
+
+    def __init__(
+        self,
+        top_k: int = DEFAULT_TOP_K,
+        stop_words: str | os.PathLike[str] | Iterable[str] | None = None,
+        user_dict: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, not {top_k!r}")
+        self.top_k = top_k
+        self.stop_words = builtin_stop_words() | load_stop_words(stop_words)
+        self.tokenizer = get_tokenizer(user_dict)
+        self.idf, self.median_idf = idf_table()
+
+    def words(self, text: str) -> list[str]:
+        """The feature words of ``text`` in order: lower-cased, without stop words and punctuation."""
+        out = []
+        for token in self.tokenizer.cut(text):
+            word = token.strip().lower()
+            if not word or _NO_WORD.match(word) or word in self.stop_words:
+                continue
+            if len(word) == 1 and not _NUMBER.match(word) and not _HAN.match(word):
+                continue  # a lone Latin letter carries nothing
+            out.append(word)
+        return out
+
+    def weights(self, text: str, top_k: int | None = None) -> dict[str, float]:
+        """TF-IDF weight of each word; the ``top_k`` heaviest when given (ties broken by word)."""
+        counts: dict[str, int] = {}
+        for word in self.words(text):
+            counts[word] = counts.get(word, 0) + 1
+        idf, median = self.idf, self.median_idf
+        weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
+        if top_k is not None and len(weighted) > top_k:
+            ranked = sorted(weighted.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
+            weighted = dict(ranked)
+        return weighted
+
+    def title_features(self, text: str) -> dict[str, float]:
+        """All words of a title, TF-IDF weighted."""
+        return self.weights(text)
+
+    def body_features(self, text: str) -> dict[str, float]:
+        """The ``top_k`` heaviest words of a body."""
+        return self.weights(text, self.top_k)

@@ -1,0 +1,105 @@
+"""Title and body of an item → fingerprints: normalize, extract features, simhash.
+
+One :class:`Fingerprinter` holds the whole configuration so the pipeline, the command line and
+the benchmarks compute fingerprints the same way.
+
+Too little text makes no fingerprint (``None``): a few words hash to a few bits that collide with
+other short texts, so they must not create matches by themselves. A title needs
+``min_title_chars`` characters and 2 features after normalization; a body needs
+``min_body_chars`` characters and 3 features.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .features import DEFAULT_TOP_K, FeatureExtractor
+from .normalize import main_text, normalize_body, normalize_text, normalize_title
+from .simhash import SUPPORTED_BITS, simhash
+
+DEFAULT_MIN_TITLE_CHARS = 5
+DEFAULT_MIN_BODY_CHARS = 30
+_MIN_TITLE_FEATURES = 2
+_MIN_BODY_FEATURES = 3
+
+
+@dataclass(frozen=True)
+class Fingerprints:
+    """Fingerprints of one item, ``None`` where there was too little text, plus what they came from."""
+
+    title: int | None
+    body: int | None
+    title_text: str
+    body_chars: int
+
+    @property
+    def usable(self) -> bool:
+        return self.title is not None or self.body is not None
+
+
+class Fingerprinter:
+    """Normalization + features + simhash, configured once."""
+
+    def __init__(
+        self,
+        bits: int = 64,
+        top_k: int = DEFAULT_TOP_K,
+        stop_words: str | os.PathLike[str] | Iterable[str] | None = None,
+        user_dict: str | os.PathLike[str] | None = None,
+        title_patterns: Iterable[str | re.Pattern[str]] = (),
+        min_title_chars: int = DEFAULT_MIN_TITLE_CHARS,
+        min_body_chars: int = DEFAULT_MIN_BODY_CHARS,
+        main_content: bool = False,
+    ) -> None:
+        if bits not in SUPPORTED_BITS:
+            raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")
+        self.bits = bits
+        self.features = FeatureExtractor(top_k=top_k, stop_words=stop_words, user_dict=user_dict)
+        self.title_patterns = tuple(re.compile(p) if isinstance(p, str) else p for p in title_patterns)
+        self.min_title_chars = min_title_chars
+        self.min_body_chars = min_body_chars
+        self.main_content = main_content
+
+    def clean_title(self, raw: Any) -> str:
+        """The normalized title (site suffixes and repost marks removed)."""
+        return normalize_title(raw, self.title_patterns)
+
+    def clean_body(self, raw: Any) -> str:
+        """The normalized body text (HTML parsed; boilerplate removed when ``main_content``)."""
+        if self.main_content and isinstance(raw, (str, bytes)):
+            return normalize_text(main_text(raw))
+        return normalize_body(raw)
+
+    def title(self, raw: Any) -> int | None:
+        """Fingerprint of a title, or None when it is too short to be trusted."""
+        return self._title_fp(self.clean_title(raw))
+
+    def body(self, raw: Any) -> int | None:
+        """Fingerprint of a body (HTML or text), or None when it is too short to be trusted."""
+        return self._body_fp(self.clean_body(raw))
+
+    def fingerprint(self, title: Any, body: Any) -> Fingerprints:
+        """Both fingerprints of an item."""
+        title_text = self.clean_title(title)
+        body_text = self.clean_body(body)
+        return Fingerprints(self._title_fp(title_text), self._body_fp(body_text), title_text, len(body_text))
+
+    def _title_fp(self, text: str) -> int | None:
+        if len(text) < self.min_title_chars:
+            return None
+        features = self.features.title_features(text)
+        if len(features) < _MIN_TITLE_FEATURES:
+            return None
+        return simhash(features, self.bits)
+
+    def _body_fp(self, text: str) -> int | None:
+        if len(text) < self.min_body_chars:
+            return None
+        features = self.features.body_features(text)
+        if len(features) < _MIN_BODY_FEATURES:
+            return None
+        return simhash(features, self.bits)

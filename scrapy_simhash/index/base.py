@@ -1,0 +1,170 @@
+"""The small protocol every band index follows (SQLite today, Redis later).
+
+An index stores, per namespace, one *entry* per admitted item (its title and body fingerprints,
+URL, short title, first-seen time) and answers one question atomically: "is there an entry whose
+title fingerprint is within ``title_k`` bits, or else whose body fingerprint is within ``body_k``
+bits? If not, add this one." The tier order lives here, inside the index's transaction, so that
+two processes carrying the same story can never both be admitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Tier = Literal["title", "body"]
+TIERS: tuple[Tier, ...] = ("title", "body")
+
+#: Bumped whenever features or fingerprints change in a way that makes old fingerprints incomparable.
+FEATURES_VERSION = "1"
+
+
+class IndexError_(Exception):
+    """Base of the errors an index raises (kept apart from the builtin ``IndexError``)."""
+
+
+class IndexOpenError(IndexError_):
+    """The index cannot be opened: not ours, corrupt, unreachable, read-only where writing is needed."""
+
+
+class ParameterMismatch(IndexOpenError):
+    """The index was built with parameters that make its fingerprints incomparable with ours."""
+
+
+class IndexWriteError(IndexError_):
+    """A check-and-add could not be committed (disk full, lock held past the busy timeout…)."""
+
+
+@dataclass(frozen=True)
+class IndexParams:
+    """What makes fingerprints comparable. Recorded in the index when it is created and checked
+    on every open: a mismatch is :class:`ParameterMismatch`, never a silent mix.
+
+    ``title_bands``/``body_bands`` are the number of pigeonhole bands, so the index can answer
+    exactly for any distance up to ``bands - 1`` (a larger threshold needs a new index).
+    """
+
+    bits: int = 64
+    title_bands: int = 3
+    body_bands: int = 4
+    tokenizer: str = "jieba"
+    features_version: str = FEATURES_VERSION
+
+    @property
+    def max_title_distance(self) -> int:
+        return self.title_bands - 1
+
+    @property
+    def max_body_distance(self) -> int:
+        return self.body_bands - 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One admitted item as the index remembers it."""
+
+    id: int
+    namespace: str
+    url: str | None
+    title: str | None
+    first_seen: float  # POSIX seconds
+    title_fp: int | None
+    body_fp: int | None
+
+
+@dataclass(frozen=True)
+class Match:
+    """The nearest earlier entry found by one tier."""
+
+    tier: Tier
+    distance: int
+    entry: Entry
+
+
+@dataclass(frozen=True)
+class Query:
+    """One check-and-add request. ``None`` fingerprints take no part (too little text).
+
+    ``not_before``: entries first seen before this POSIX time are expired and never match.
+    ``statuses``: what to record in the decision log when a tier matches (``"duplicate"`` or
+    ``"flagged"``), so ``explain`` can later say what happened to an item.
+    """
+
+    title_fp: int | None
+    body_fp: int | None
+    title_k: int
+    body_k: int
+    url: str | None = None
+    title: str | None = None
+    seen_at: float = 0.0
+    not_before: float | None = None
+    statuses: Mapping[str, str] = field(default_factory=lambda: {"title": "duplicate", "body": "duplicate"})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Result of :meth:`BandIndex.check_and_add`: ``match`` is None when the item was added."""
+
+    match: Match | None
+    entry_id: int | None  # id of the new entry when added
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A stored decision about a non-new item, for ``explain``."""
+
+    url: str | None
+    status: str  # "duplicate" | "flagged"
+    tier: Tier
+    distance: int
+    original: Entry | None  # None when the original was since purged or forgotten
+    decided_at: float
+
+
+@runtime_checkable
+class BandIndex(Protocol):
+    """What the Deduplicator, the pipeline and the command line need from an index."""
+
+    location: str  # human-readable: a file path or a redis URL without password
+    namespace: str
+    params: IndexParams
+
+    def check_and_add(self, query: Query) -> Outcome:
+        """Title tier, else body tier, else add: one atomic, durable step."""
+
+    def lookup(
+        self, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,
+        not_before: float | None = None, limit: int = 5,
+    ) -> list[Match]:
+        """Nearest entries per tier within the distances (no write), nearest first."""
+
+    def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
+        """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` without checking (warm-up, benchmarks)."""
+
+    def explain(self, url: str) -> Decision | None:
+        """The latest stored decision about ``url``, or None."""
+
+    def forget(self, key: int | str) -> int:
+        """Remove the entry with this id or URL; returns how many entries went."""
+
+    def purge(self, older_than: float) -> int:
+        """Remove entries first seen before this POSIX time; returns how many."""
+
+    def reset(self) -> int:
+        """Remove every entry and decision of this namespace; returns how many entries went."""
+
+    def count(self) -> int:
+        """Entries in this namespace."""
+
+    def stats(self) -> dict[str, Any]:
+        """Location, size, parameters, entries per namespace, oldest/newest first-seen."""
+
+    def entries(self) -> Iterator[Entry]:
+        """Every entry of this namespace, oldest first (for ``export``)."""
+
+    def close(self) -> None:
+        """Release the connection; idempotent."""

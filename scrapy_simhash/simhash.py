@@ -1,0 +1,102 @@
+"""Features → fingerprint, Hamming distance, and the band layout of the index.
+
+A simhash fingerprint is the sign of a weighted bit vote: every feature is hashed to ``bits`` bits
+with a hash that is the same in every process and on every platform (BLAKE2b, never Python's
+``hash()``, which is salted per process), each bit adds the feature's weight when set and
+subtracts it when clear, and bits whose sum is positive are 1. Texts that share most of their
+heavy features share most of their bits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+from hashlib import blake2b
+
+SUPPORTED_BITS = (32, 64, 128)
+
+FeatureHash = Callable[[str], int]
+
+
+def _check_bits(bits: int) -> None:
+    if bits not in SUPPORTED_BITS:
+        raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")
+
+
+@lru_cache(maxsize=1 << 16)
+def _blake2b_hash(feature: str, nbytes: int) -> int:
+    return int.from_bytes(blake2b(feature.encode("utf-8"), digest_size=nbytes).digest(), "big")
+
+
+def feature_hash(feature: str, bits: int = 64) -> int:
+    """Stable ``bits``-bit hash of one feature (BLAKE2b of its UTF-8 bytes)."""
+    _check_bits(bits)
+    return _blake2b_hash(feature, bits // 8)
+
+
+def simhash(
+    features: Mapping[str, float] | Iterable[tuple[str, float]],
+    bits: int = 64,
+    hash_func: FeatureHash | None = None,
+) -> int:
+    """Fingerprint of weighted features: bit i is 1 when the weights of features whose hash has
+    bit i set outweigh those whose hash has it clear. No features (or all weights zero) → 0.
+
+    ``hash_func`` replaces the feature hash (tests inject the 6-bit hashes of worked examples).
+    """
+    if hash_func is None:
+        _check_bits(bits)
+    items = features.items() if isinstance(features, Mapping) else features
+    nbytes = bits // 8
+    votes = [0.0] * bits
+    for feature, weight in items:
+        if not weight:
+            continue
+        h = hash_func(feature) if hash_func is not None else _blake2b_hash(feature, nbytes)
+        for i in range(bits):
+            votes[i] += weight if (h >> i) & 1 else -weight
+    fingerprint = 0
+    for i, vote in enumerate(votes):
+        if vote > 0:
+            fingerprint |= 1 << i
+    return fingerprint
+
+
+def hamming_distance(a: int, b: int) -> int:
+    """Number of bits in which two fingerprints differ."""
+    return (a ^ b).bit_count()
+
+
+def band_layout(bits: int, max_distance: int) -> tuple[tuple[int, int], ...]:
+    """``(shift, width)`` of the ``max_distance + 1`` bands a fingerprint is cut into.
+
+    Pigeonhole: two fingerprints within ``max_distance`` bits differ in at most that many bands,
+    so they agree exactly on at least one of ``max_distance + 1`` bands. Widths differ by at most
+    one bit (64 bits, k=3 → 16/16/16/16; k=2 → 22/21/21).
+    """
+    nbands = max_distance + 1
+    if not 1 <= nbands <= bits:
+        raise ValueError(f"cannot cut {bits} bits into {nbands} bands")
+    base, extra = divmod(bits, nbands)
+    layout = []
+    shift = 0
+    for i in range(nbands):
+        width = base + (1 if i < extra else 0)
+        layout.append((shift, width))
+        shift += width
+    return tuple(layout)
+
+
+def split_bands(fingerprint: int, layout: tuple[tuple[int, int], ...]) -> list[int]:
+    """The value of each band of ``fingerprint`` for a layout from :func:`band_layout`."""
+    return [(fingerprint >> shift) & ((1 << width) - 1) for shift, width in layout]
+
+
+def to_signed64(value: int) -> int:
+    """Unsigned 64-bit fingerprint → the signed integer SQLite can store (two's complement)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def from_signed64(value: int) -> int:
+    """Inverse of :func:`to_signed64`."""
+    return value + (1 << 64) if value < 0 else value
