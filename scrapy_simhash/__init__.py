@@ -28,7 +28,16 @@ _WHERE = {
     "hamming_distance": ".simhash",
 }
 
-__all__ = [*_WHERE, "__version__"]
+__all__ = [
+    "Addon",
+    "Deduplicator",
+    "Fingerprinter",
+    "NearDuplicate",
+    "SimhashPipeline",
+    "Verdict",
+    "__version__",
+    "hamming_distance",
+]
 
 
 def __getattr__(name: str) -> Any:

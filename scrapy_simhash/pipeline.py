@@ -24,8 +24,10 @@ checked one after the other and cannot both pass.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,10 +35,8 @@ from itemadapter import ItemAdapter
 from scrapy import Field, Item
 from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
 from scrapy.settings import BaseSettings, Settings
-from scrapy.utils.defer import maybe_deferred_to_future
 from scrapy.utils.project import data_path
-from twisted.internet.threads import deferToThreadPool
-from twisted.python.threadpool import ThreadPool
+from twisted.internet.defer import Deferred
 
 from . import defaults
 from .dedup import Deduplicator, Verdict
@@ -105,8 +105,8 @@ class SimhashPipeline:
         self.crawler = crawler
         self.stats = crawler.stats
         self.dedup: Deduplicator | None = None
-        self._fingerprint_pool: ThreadPool | None = None
-        self._index_pool: ThreadPool | None = None
+        self._fingerprint_pool: ThreadPoolExecutor | None = None
+        self._index_pool: ThreadPoolExecutor | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
 
@@ -170,15 +170,13 @@ class SimhashPipeline:
             " (dynamic by length)" if d.dynamic_threshold else "",
             d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
         )
-        self._fingerprint_pool = ThreadPool(1, 1, name="simhash-fingerprint")
-        self._index_pool = ThreadPool(1, 1, name="simhash-index")
-        self._fingerprint_pool.start()
-        self._index_pool.start()
+        self._fingerprint_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
+        self._index_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-index")
 
     def close_spider(self, spider: Spider | None = None) -> None:
         for pool in (self._fingerprint_pool, self._index_pool):
             if pool is not None:
-                pool.stop()  # waits for the work in progress
+                pool.shutdown(wait=True)  # finishes the work in progress
         self._fingerprint_pool = self._index_pool = None
         if self.dedup is not None:
             self.stats.set_value("simhash/final", self.dedup.index.count())
@@ -198,20 +196,14 @@ class SimhashPipeline:
         body = _first_field(adapter, self.body_fields)
         url = _first_field(adapter, self.url_fields)
         url = url if isinstance(url, str) else None
-        from twisted.internet import reactor
-
         try:
-            fps = await maybe_deferred_to_future(
-                deferToThreadPool(reactor, self._fingerprint_pool, self.dedup.fingerprint, title, body)
-            )
+            fps = await _run_in(self._fingerprint_pool, self.dedup.fingerprint, title, body)
         except (TypeError, ValueError, UnicodeError, RecursionError) as exc:
             self.stats.inc_value("simhash/skipped/bad_input")
             logger.warning("scrapy-simhash skipped an item it cannot read (%s: %s); passed on unchecked",
                            type(exc).__name__, exc)
             return item
-        verdict: Verdict = await maybe_deferred_to_future(
-            deferToThreadPool(reactor, self._index_pool, self.dedup.decide, fps, url)
-        )
+        verdict: Verdict = await _run_in(self._index_pool, self.dedup.decide, fps, url)
         if verdict.status == "skipped":
             self.stats.inc_value(f"simhash/skipped/{verdict.reason}")
             return item
@@ -247,3 +239,27 @@ class SimhashPipeline:
                     self.flag_field, type(item).__name__,
                 )
         return item
+
+
+async def _run_in(executor: ThreadPoolExecutor | None, func: Callable[..., Any], *args: Any) -> Any:
+    """Run ``func`` on ``executor`` and wait for it without blocking the event loop, under the
+    asyncio reactor (or Scrapy's reactorless mode) and under any other Twisted reactor."""
+    assert executor is not None, "the pipeline is not open"
+    future = executor.submit(func, *args)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # a non-asyncio Twisted reactor drives this coroutine
+        from twisted.internet import reactor
+
+        deferred: Deferred[Any] = Deferred()
+
+        def fire(done: Future[Any]) -> None:
+            exc = done.exception()
+            if exc is None:
+                deferred.callback(done.result())
+            else:
+                deferred.errback(exc)
+
+        future.add_done_callback(lambda done: reactor.callFromThread(fire, done))  # type: ignore[attr-defined]
+        return await deferred
+    return await asyncio.wrap_future(future)
