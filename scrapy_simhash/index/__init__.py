@@ -1,0 +1,121 @@
+"""``open_index(url)``: the band index a URL names (SQLite today; Redis planned).
+
+Accepted locations
+------------------
+* a plain path (``str`` or ``os.PathLike``), ``~`` expanded: ``index.sqlite3``, ``/data/index.sqlite3``;
+* ``sqlite:///<path>``, following SQLAlchemy's convention: everything after ``sqlite:///`` is the
+  path, so ``sqlite:///index.sqlite3`` is *relative* to the current directory and
+  ``sqlite:////var/data/index.sqlite3`` (four slashes) is absolute;
+* ``redis://`` / ``rediss://`` are reserved for the Redis index of a later release and give a clear
+  :class:`IndexOpenError` today; any other scheme is an error too.
+
+``params=None`` means "whatever the file records" (inspection tools), or the defaults when the
+file is created. Passing params requires an exact match (:class:`ParameterMismatch` otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import urlsplit
+
+from .base import (
+    FEATURES_VERSION,
+    TIERS,
+    BandIndex,
+    Decision,
+    Entry,
+    IndexError_,
+    IndexOpenError,
+    IndexParams,
+    IndexWriteError,
+    Match,
+    Outcome,
+    ParameterMismatch,
+    Query,
+    Tier,
+)
+
+__all__ = [
+    "FEATURES_VERSION",
+    "TIERS",
+    "BandIndex",
+    "Decision",
+    "Entry",
+    "IndexError_",
+    "IndexOpenError",
+    "IndexParams",
+    "IndexWriteError",
+    "Match",
+    "Outcome",
+    "ParameterMismatch",
+    "Query",
+    "Tier",
+    "open_index",
+    "sqlite_path",
+]
+
+# A scheme needs 2+ characters so that Windows drive letters ("C:\\…") stay plain paths.
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
+
+
+def _redacted(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return parts._replace(netloc=netloc).geturl()
+
+
+def sqlite_path(url: str | os.PathLike[str]) -> str | None:
+    """The file path a SQLite location names, or None if ``url`` has another scheme."""
+    if not isinstance(url, str):
+        return os.fspath(url)
+    m = _SCHEME.match(url)
+    if m is None:
+        return url
+    if m.group(1).lower() != "sqlite":
+        return None
+    if not url.lower().startswith("sqlite:///"):
+        raise IndexOpenError(
+            f"cannot open {url!r}: write sqlite:///relative/path.sqlite3 or sqlite:////absolute/path.sqlite3"
+        )
+    path = url[len("sqlite:///") :]
+    if not path or path.startswith(":memory:"):
+        raise IndexOpenError(f"{url!r} names no file: the index must be a file to be shared and to persist")
+    return path
+
+
+def open_index(
+    url: str | os.PathLike[str],
+    *,
+    namespace: str = "default",
+    params: IndexParams | None = None,
+    create: bool = True,
+    readonly: bool = False,
+    busy_timeout: float = 30.0,
+) -> BandIndex:
+    """Open (or create, unless ``create=False`` or ``readonly``) the band index at ``url``.
+
+    Errors name the location: :class:`IndexOpenError` (missing, not ours, corrupt, unknown scheme),
+    :class:`ParameterMismatch` (built with other parameters).
+    """
+    path = sqlite_path(url)
+    if path is None:
+        assert isinstance(url, str)
+        scheme = _SCHEME.match(url).group(1).lower()  # type: ignore[union-attr]
+        if scheme in ("redis", "rediss", "unix"):
+            raise IndexOpenError(
+                f"cannot open {_redacted(url)}: the Redis index is not available yet in this version of "
+                "scrapy-simhash (it is planned and will need `pip install scrapy-simhash[redis]`); use "
+                "sqlite:///path/to/index.sqlite3 meanwhile"
+            )
+        raise IndexOpenError(
+            f"cannot open {_redacted(url)}: unknown index scheme {scheme!r} "
+            "(use a file path or sqlite:///path/to/index.sqlite3)"
+        )
+    from .sqlite import SqliteIndex
+
+    return SqliteIndex.open(
+        path, namespace=namespace, params=params, create=create, readonly=readonly, busy_timeout=busy_timeout
+    )

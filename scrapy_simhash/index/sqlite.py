@@ -1,0 +1,902 @@
+"""The default band index: one SQLite file, shared by every process and spider that opens it.
+
+What is stored where, and why
+-----------------------------
+``simhash_meta`` (a :mod:`sqlitedict` table: ``key TEXT PRIMARY KEY, value BLOB``, JSON values)
+    The file describes itself: ``format`` (``"scrapy-simhash-index"``), ``schema_version``, the
+    :class:`~.base.IndexParams` (bits, bands per tier, tokenizer, features version), the band
+    layouts derived from them, how band keys are packed, how fingerprints are stored, and when and
+    by which version the file was created. Other parameters at open are a
+    :class:`~.base.ParameterMismatch`; a file without this table is "not a scrapy-simhash index".
+    It is written once, by ``SqliteDict(encode=json.dumps)`` (never its pickle default), into a
+    private temporary file before that file is linked into place, so sqlitedict's own background
+    connection never meets our transactions. It is read at open on our own connection with the
+    same JSON decoder (see :meth:`SqliteIndex._read_meta` for why not through sqlitedict); any
+    tool can still read it with ``SqliteDict(path, "simhash_meta", flag="r", decode=json.loads)``.
+``namespace``
+    ``(id, name, created)``: several projects can share one file; every other row carries the id.
+``entry``
+    One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
+    to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
+    that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
+    characters). Indexes ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
+    earliest non-expired entry holding a fingerprint in O(log n), however many share it;
+    ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
+``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
+    The pigeonhole bands. ``key`` packs ``(namespace id, tier, band number, band value)`` into one
+    non-negative 63-bit integer; ``fp`` is the full fingerprint. A fingerprint is stored once per
+    band however many entries share it, so boilerplate pages and empty bodies do not grow buckets:
+    the cost of a check stays flat under skew. Band rows go away only when the last entry of the
+    namespace holding that fingerprint does (forget, purge, reset).
+``decision``
+    The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
+    original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
+    queries with a URL are recorded; one row per URL keeps the table bounded.
+
+Fingerprints: ``bits`` ≤ 64 are stored as SQLite's signed 64-bit integers through
+:func:`~scrapy_simhash.simhash.to_signed64` / :func:`~scrapy_simhash.simhash.from_signed64` (the only
+place the mapping happens is :meth:`SqliteIndex._codec`); 128-bit fingerprints as 16-byte
+big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very few bands) is folded
+(XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
+exact Hamming distance, so exactness is unaffected.
+
+Transactions: the connection runs in autocommit mode (``isolation_level=None``) with explicit
+``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is one ``BEGIN IMMEDIATE``
+transaction (title tier, else body tier, else insert), so two processes carrying one story are
+serialized and exactly one is admitted. The file is in WAL mode with ``synchronous=FULL``: when
+``check_and_add`` returns "added", the entry is committed and its WAL frame fsynced, so a process
+killed at any point leaves a file that opens and holds every entry reported new. Readers are never
+blocked by writers; writers wait up to ``busy_timeout`` seconds for each other.
+
+Safety: nothing read from the file is unpickled or evaluated (meta values are JSON). A file that is
+not ours, is corrupt, truncated or not a database is an :class:`~.base.IndexOpenError` naming it,
+and is never modified; nothing is silently recreated. A new file is built under a temporary name
+and linked into place only once complete, so a concurrent opener sees either no file or a whole one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from sqlitedict import SqliteDict
+
+from ..__version__ import __version__
+from ..simhash import SUPPORTED_BITS, band_layout, from_signed64, to_signed64
+from .base import (
+    TIERS,
+    Decision,
+    Entry,
+    IndexError_,
+    IndexOpenError,
+    IndexParams,
+    IndexWriteError,
+    Match,
+    Outcome,
+    ParameterMismatch,
+    Query,
+    Tier,
+)
+
+FORMAT = "scrapy-simhash-index"
+SCHEMA_VERSION = 1
+META_TABLE = "simhash_meta"
+#: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
+MAX_VALUE_BITS = 36
+#: Bits reserved for the namespace id in a band key (about a million namespaces per file).
+NAMESPACE_BITS = 20
+BAND_NUMBER_BITS = 6  # up to 64 bands per tier
+TITLE_CHARS = 300
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_TABLES = ("namespace", "entry", "band", "decision")
+_KIND = {"title": 0, "body": 1}
+
+_SCHEMA = """
+CREATE TABLE namespace (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+CREATE TABLE entry (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns INTEGER NOT NULL,
+    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
+    body_fp,
+    first_seen REAL NOT NULL,
+    url TEXT,
+    title TEXT
+);
+CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
+CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
+CREATE INDEX entry_seen ON entry(ns, first_seen);
+CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
+CREATE TABLE band (
+    key INTEGER NOT NULL,
+    fp NOT NULL,
+    PRIMARY KEY (key, fp)
+) WITHOUT ROWID;
+CREATE TABLE decision (
+    ns INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    status TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    distance INTEGER NOT NULL,
+    original INTEGER,
+    decided_at REAL NOT NULL,
+    PRIMARY KEY (ns, url)
+) WITHOUT ROWID;
+"""
+
+_ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title"
+
+
+def _json_encode(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _json_decode(value: Any) -> Any:
+    return json.loads(value)
+
+
+def _check_params(params: IndexParams) -> None:
+    if params.bits not in SUPPORTED_BITS:
+        raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {params.bits!r}")
+    for name in ("title_bands", "body_bands"):
+        bands = getattr(params, name)
+        if not isinstance(bands, int) or not 1 <= bands <= min(params.bits, 1 << BAND_NUMBER_BITS):
+            raise ValueError(f"{name} must be between 1 and {min(params.bits, 64)}, not {bands!r}")
+
+
+def _layouts(params: IndexParams) -> dict[Tier, tuple[tuple[int, int], ...]]:
+    return {
+        "title": band_layout(params.bits, params.title_bands - 1),
+        "body": band_layout(params.bits, params.body_bands - 1),
+    }
+
+
+def _value_bits(params: IndexParams) -> int:
+    widest = max(width for layout in _layouts(params).values() for _, width in layout)
+    return min(widest, MAX_VALUE_BITS)
+
+
+def _fold(value: int, bits: int) -> int:
+    mask = (1 << bits) - 1
+    while value >> bits:
+        value = (value & mask) ^ (value >> bits)
+    return value
+
+
+def _sqlite_error(location: str, exc: BaseException, doing: str) -> IndexError_:
+    """Map a sqlite3 error to ours, naming the file: corruption apart from write failures."""
+    text = str(exc)
+    if any(s in text for s in ("malformed", "not a database", "disk image")):
+        return IndexError_(f"index {location} is corrupt ({text}) while {doing}")
+    return IndexWriteError(f"index {location}: {doing} failed: {text}")
+
+
+class SqliteIndex:
+    """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
+
+    Open it with :func:`scrapy_simhash.index.open_index` or :meth:`SqliteIndex.open`. One instance
+    holds one connection; its methods may be called from several threads (a lock serializes them).
+    """
+
+    location: str
+    namespace: str
+    params: IndexParams
+
+    def __init__(self) -> None:  # use SqliteIndex.open()
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        namespace: str = "default",
+        params: IndexParams | None = None,
+        create: bool = True,
+        readonly: bool = False,
+        busy_timeout: float = 30.0,
+    ) -> SqliteIndex:
+        """Open the index file at ``path``, creating it (with ``params`` or the defaults) if absent.
+
+        ``params=None`` accepts whatever the file records (inspection tools); otherwise every field
+        must match or :class:`~.base.ParameterMismatch` names the file and each difference.
+        """
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError("namespace must be a non-empty string")
+        if params is not None:
+            _check_params(params)
+        file = Path(os.path.expanduser(os.fspath(path))).absolute()
+        self = cls()
+        self.location = str(file)
+        self.namespace = namespace
+        self._readonly = readonly
+        self._busy_timeout = busy_timeout
+        if not file.exists():
+            if readonly or not create:
+                why = "opened read-only" if readonly else "create=False"
+                raise IndexOpenError(f"index {file} does not exist ({why})")
+            self._create_file(file, params or IndexParams())
+        self._open_existing(file, params)
+        return self
+
+    def _create_file(self, file: Path, params: IndexParams) -> None:
+        """Build a complete index under a temporary name, then link it into place atomically.
+
+        ``os.link`` fails if the name exists, so when two processes create the same file at once
+        one wins and the other simply opens the winner's file; nobody ever sees half a file.
+        """
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise IndexOpenError(f"cannot create the directory of index {file}: {exc}") from exc
+        tmp = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}.creating")
+        try:
+            layouts = _layouts(params)
+            meta = {
+                "format": FORMAT,
+                "schema_version": SCHEMA_VERSION,
+                "params": params.as_dict(),
+                "title_layout": [list(b) for b in layouts["title"]],
+                "body_layout": [list(b) for b in layouts["body"]],
+                "band_key": {
+                    "value_bits": _value_bits(params),
+                    "namespace_bits": NAMESPACE_BITS,
+                    "band_number_bits": BAND_NUMBER_BITS,
+                },
+                "fingerprint_storage": "int64" if params.bits <= 64 else "blob16",
+                "created": time.time(),
+                "created_by": f"scrapy-simhash {__version__}",
+            }
+            with SqliteDict(
+                str(tmp),
+                tablename=META_TABLE,
+                flag="n",
+                encode=_json_encode,
+                decode=_json_decode,
+                autocommit=False,
+            ) as sd:
+                for key, value in meta.items():
+                    sd[key] = value
+                sd.commit()
+            conn = sqlite3.connect(str(tmp), isolation_level=None)
+            try:
+                conn.executescript(f"BEGIN; {_SCHEMA} COMMIT;")
+                conn.execute("PRAGMA journal_mode=WAL")
+            finally:
+                conn.close()
+            fd = os.open(tmp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            try:
+                os.link(tmp, file)
+            except FileExistsError:
+                pass  # someone else created it first: open theirs
+            except OSError:
+                # Filesystems without hard links: a rename is atomic but could replace a file made
+                # in the meantime, so only do it if the name is still free.
+                if not file.exists():
+                    os.replace(tmp, file)
+            with contextlib.suppress(OSError):
+                dfd = os.open(file.parent, os.O_RDONLY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
+        except (OSError, sqlite3.Error, RuntimeError) as exc:
+            raise IndexOpenError(f"cannot create index {file}: {exc}") from exc
+        finally:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{tmp}{suffix}")
+
+    def _check_header(self, file: Path) -> None:
+        """Reject what SQLite would reject later (or worse, half-read) before touching the file."""
+        if file.is_dir():
+            raise IndexOpenError(f"index {file} is a directory, not a file")
+        try:
+            size = file.stat().st_size
+            with open(file, "rb") as fh:
+                header = fh.read(100)
+        except OSError as exc:
+            raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
+        if size == 0:
+            raise IndexOpenError(
+                f"{file} is an empty file, not a scrapy-simhash index "
+                "(delete it to let a new index be created)"
+            )
+        if header[:16] != _SQLITE_MAGIC:
+            raise IndexOpenError(
+                f"{file} is not a SQLite database (garbage or another format): not a scrapy-simhash index"
+            )
+        if len(header) < 100:
+            raise IndexOpenError(f"index {file} is truncated ({size} bytes, shorter than a SQLite header)")
+        page_size = int.from_bytes(header[16:18], "big")
+        page_size = 65536 if page_size == 1 else page_size
+        pages = int.from_bytes(header[28:32], "big")
+        change_counter = int.from_bytes(header[24:28], "big")
+        valid_for = int.from_bytes(header[92:96], "big")
+        wal = Path(f"{file}-wal")
+        wal_pending = wal.exists() and wal.stat().st_size > 0
+        if pages and change_counter == valid_for and not wal_pending and size < pages * page_size:
+            raise IndexOpenError(
+                f"index {file} is truncated: {size} bytes but its header says {pages} pages of {page_size}"
+            )
+
+    def _open_existing(self, file: Path, params: IndexParams | None) -> None:
+        self._check_header(file)
+        try:
+            if self._readonly:
+                conn = sqlite3.connect(
+                    f"{file.as_uri()}?mode=ro",
+                    uri=True,
+                    isolation_level=None,
+                    timeout=self._busy_timeout,
+                    check_same_thread=False,
+                )
+            else:
+                conn = sqlite3.connect(
+                    str(file), isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
+                )
+        except sqlite3.Error as exc:
+            raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
+        self._conn = conn
+        try:
+            self._verify_and_configure(file, params)
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+
+    def _verify_and_configure(self, file: Path, requested: IndexParams | None) -> None:
+        conn = self._conn
+        assert conn is not None
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.Error as exc:
+            raise IndexOpenError(f"index {file} cannot be read, corrupt or not a database: {exc}") from exc
+        if META_TABLE not in tables:
+            raise IndexOpenError(
+                f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
+            )
+        meta = self._read_meta(file)
+        if meta.get("format") != FORMAT:
+            raise IndexOpenError(f"{file} is not a scrapy-simhash index (format {meta.get('format')!r})")
+        version = meta.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise IndexOpenError(
+                f"index {file} has schema version {version!r}; "
+                f"this scrapy-simhash reads version {SCHEMA_VERSION}"
+                + (
+                    " (upgrade scrapy-simhash)"
+                    if isinstance(version, int) and version > SCHEMA_VERSION
+                    else ""
+                )
+            )
+        missing = [t for t in _TABLES if t not in tables]
+        if missing:
+            raise IndexOpenError(f"index {file} is damaged: tables {missing} are missing")
+        try:
+            stored = IndexParams(**meta["params"])
+            _check_params(stored)
+            value_bits = int(meta["band_key"]["value_bits"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise IndexOpenError(f"index {file} records unreadable parameters: {exc}") from exc
+        if requested is not None and requested != stored:
+            mine, theirs = requested.as_dict(), stored.as_dict()
+            diffs = ", ".join(
+                f"{k}: file {theirs[k]!r} vs requested {mine[k]!r}" for k in mine if mine[k] != theirs[k]
+            )
+            raise ParameterMismatch(
+                f"index {file} was built with other parameters ({diffs}); its fingerprints are not "
+                "comparable with these: open it with the same parameters, or use a new index file"
+            )
+        self.params = stored
+        self._meta = meta
+        self._value_bits = value_bits
+        self._layouts = _layouts(stored)
+        self._bits = stored.bits
+        self._enc, self._dec = self._codec(stored.bits)
+        try:
+            if not self._readonly:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
+            conn.execute("PRAGMA temp_store=MEMORY")
+            self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
+        except sqlite3.Error as exc:
+            if "readonly" in str(exc):
+                raise IndexOpenError(
+                    f"index {file} is read-only here ({exc}): open it with readonly=True"
+                ) from exc
+            raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
+        self._prepare()
+
+    def _read_meta(self, file: Path) -> dict[str, Any]:
+        """The self-description: the sqlitedict table, read on our own connection, JSON only.
+
+        Reading goes through our connection rather than ``SqliteDict(flag="r")`` because the latter
+        opens a second, read-write connection that runs ``PRAGMA journal_mode``/``synchronous``
+        (writes, on a file opened read-only or not yet known to be ours) and leaves a helper
+        connection open until the next garbage collection (file descriptors, WAL left behind).
+        """
+        conn = self._conn
+        assert conn is not None
+        try:
+            rows = conn.execute(f'SELECT key, value FROM "{META_TABLE}"').fetchall()
+            return {str(key): _json_decode(value) for key, value in rows}
+        except (ValueError, TypeError, sqlite3.Error) as exc:
+            raise IndexOpenError(
+                f"index {file}: unreadable {META_TABLE} table (not a scrapy-simhash index?): {exc}"
+            ) from exc
+
+    @staticmethod
+    def _codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
+        """How a fingerprint is stored: the one place the signed 64-bit mapping is applied."""
+        if bits <= 64:
+            return to_signed64, from_signed64
+        nbytes = bits // 8
+
+        def enc(fp: int) -> bytes:
+            return fp.to_bytes(nbytes, "big")
+
+        def dec(raw: Any) -> int:
+            return int.from_bytes(raw, "big")
+
+        return enc, dec
+
+    def _namespace_id(self, name: str, *, create: bool) -> int | None:
+        conn = self._conn
+        assert conn is not None
+        row = conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()
+        if row is not None or not create:
+            return None if row is None else int(row[0])
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT OR IGNORE INTO namespace(name, created) VALUES (?, ?)", (name, time.time()))
+            ns_id = int(conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()[0])
+            if ns_id >= 1 << NAMESPACE_BITS:
+                raise IndexOpenError(
+                    f"index {self.location} cannot hold more than {1 << NAMESPACE_BITS} namespaces"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return ns_id
+
+    def _prepare(self) -> None:
+        """Precompute what the hot path needs: band key bases and SQL per tier."""
+        vb = self._value_bits
+        ns = self._ns_id or 0
+        self._band_plan: dict[Tier, list[tuple[int, int, int]]] = {}
+        for tier in TIERS:
+            plan = []
+            for number, (shift, width) in enumerate(self._layouts[tier]):
+                prefix = ((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number
+                plan.append((prefix << vb, shift, width))
+            self._band_plan[tier] = plan
+        self._ns_key_range = (
+            (ns << (1 + BAND_NUMBER_BITS)) << vb,
+            ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vb,
+        )
+        self._sql_band = {
+            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * len(self._layouts[tier]))})"
+            for tier in TIERS
+        }
+        self._sql_first = {
+            tier: f"SELECT {_ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
+            "ORDER BY first_seen, id LIMIT ?"
+            for tier in TIERS
+        }
+        self._sql_used = {
+            tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS
+        }
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _keys(self, tier: Tier, fp: int) -> list[int]:
+        vb = self._value_bits
+        keys = []
+        for base, shift, width in self._band_plan[tier]:
+            value = (fp >> shift) & ((1 << width) - 1)
+            if width > vb:
+                value = _fold(value, vb)
+            keys.append(base | value)
+        return keys
+
+    def _check_fp(self, fp: int | None, what: str) -> None:
+        if fp is not None and (not isinstance(fp, int) or fp < 0 or fp >> self._bits):
+            raise ValueError(f"{what} must be an unsigned {self._bits}-bit integer, not {fp!r}")
+
+    def _check_k(self, title_k: int, body_k: int) -> None:
+        for tier, k, bands in (
+            ("title", title_k, self.params.title_bands),
+            ("body", body_k, self.params.body_bands),
+        ):
+            if not 0 <= k <= bands - 1:
+                raise ValueError(
+                    f"{tier} distance {k} is outside what index {self.location} answers exactly: "
+                    f"0..{bands - 1} ({bands} {tier} bands); a larger threshold needs a new index"
+                )
+
+    def _live(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            raise IndexError_(f"index {self.location} is closed")
+        return conn
+
+    def _writable(self) -> sqlite3.Connection:
+        conn = self._live()
+        if self._readonly:
+            raise IndexWriteError(f"index {self.location} was opened read-only: cannot write to it")
+        if self._ns_id is None:  # pragma: no cover - created at open when writable
+            raise IndexWriteError(f"index {self.location}: namespace {self.namespace!r} is missing")
+        return conn
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise IndexWriteError(
+                f"index {self.location}: could not get the write lock within {self._busy_timeout} s ({exc})"
+            ) from exc
+
+    @contextlib.contextmanager
+    def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction; rolled back on any error."""
+        with self._lock:
+            conn = self._writable()
+            self._begin(conn)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise _sqlite_error(self.location, exc, doing) from exc
+                raise
+
+    def _entry(self, row: tuple[Any, ...]) -> Entry:
+        ident, tfp, bfp, first_seen, url, title = row
+        dec = self._dec
+        return Entry(
+            id=ident,
+            namespace=self.namespace,
+            url=url,
+            title=title,
+            first_seen=first_seen,
+            title_fp=None if tfp is None else dec(tfp),
+            body_fp=None if bfp is None else dec(bfp),
+        )
+
+    def _candidates(self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int) -> list[tuple[int, Any]]:
+        """``(distance, stored fp)`` of every stored fingerprint within ``k``, nearest first."""
+        dec = self._dec
+        found: dict[Any, int] = {}
+        for (raw,) in conn.execute(self._sql_band[tier], self._keys(tier, fp)):
+            if raw not in found:  # a fingerprint agreeing on several bands comes back once per band
+                found[raw] = (dec(raw) ^ fp).bit_count()
+        return sorted(((d, raw) for raw, d in found.items() if d <= k), key=lambda c: c[0])
+
+    def _nearest(
+        self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int, not_before: float, limit: int = 1
+    ) -> list[Match]:
+        """Nearest non-expired entries (distance, then earliest first seen), at most ``limit``."""
+        matches: list[Match] = []
+        candidates = self._candidates(conn, tier, fp, k)
+        sql, ns = self._sql_first[tier], self._ns_id
+        i = 0
+        while i < len(candidates) and len(matches) < limit:
+            distance = candidates[i][0]
+            group: list[tuple[Any, ...]] = []
+            while i < len(candidates) and candidates[i][0] == distance:
+                group.extend(conn.execute(sql, (ns, candidates[i][1], not_before, limit - len(matches))))
+                i += 1
+            group.sort(key=lambda r: (r[3], r[0]))
+            matches.extend(Match(tier, distance, self._entry(r)) for r in group[: limit - len(matches)])
+        return matches
+
+    def _band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
+        rows = []
+        if tfp is not None:
+            raw = self._enc(tfp)
+            rows.extend((key, raw) for key in self._keys("title", tfp))
+        if bfp is not None:
+            raw = self._enc(bfp)
+            rows.extend((key, raw) for key in self._keys("body", bfp))
+        return rows
+
+    def _drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
+        """Delete band rows of fingerprints no remaining entry of the namespace holds."""
+        for index, tier in enumerate(TIERS):
+            for raw in {r[index] for r in removed if r[index] is not None}:
+                if conn.execute(self._sql_used[tier], (self._ns_id, raw)).fetchone() is None:
+                    conn.executemany(
+                        "DELETE FROM band WHERE key = ? AND fp = ?",
+                        [(key, raw) for key in self._keys(tier, self._dec(raw))],
+                    )
+
+    # -- the protocol ----------------------------------------------------------------------------
+
+    def check_and_add(self, query: Query) -> Outcome:
+        """Title tier, else body tier, else add — one ``BEGIN IMMEDIATE`` transaction, fsynced."""
+        tfp, bfp = query.title_fp, query.body_fp
+        if tfp is None and bfp is None:
+            raise ValueError("a query needs a title or a body fingerprint (skip items without usable text)")
+        self._check_fp(tfp, "title_fp")
+        self._check_fp(bfp, "body_fp")
+        self._check_k(query.title_k, query.body_k)
+        seen = query.seen_at or time.time()
+        not_before = -math.inf if query.not_before is None else query.not_before
+        with self._write("check-and-add") as conn:
+            found: list[Match] = []
+            if tfp is not None:
+                found = self._nearest(conn, "title", tfp, query.title_k, not_before)
+            if not found and bfp is not None:
+                found = self._nearest(conn, "body", bfp, query.body_k, not_before)
+            if found:
+                match = found[0]
+                if query.url is not None:
+                    conn.execute(
+                        "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original,"
+                        " decided_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            self._ns_id,
+                            query.url,
+                            query.statuses.get(match.tier, "duplicate"),
+                            match.tier,
+                            match.distance,
+                            match.entry.id,
+                            seen,
+                        ),
+                    )
+                return Outcome(match=match, entry_id=None)
+            entry_id = conn.execute(
+                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
+                (
+                    self._ns_id,
+                    None if tfp is None else self._enc(tfp),
+                    None if bfp is None else self._enc(bfp),
+                    seen,
+                    query.url,
+                    None if query.title is None else query.title[:TITLE_CHARS],
+                ),
+            ).lastrowid
+            conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", self._band_rows(tfp, bfp))
+        return Outcome(match=None, entry_id=entry_id)
+
+    def lookup(
+        self,
+        title_fp: int | None,
+        body_fp: int | None,
+        *,
+        title_k: int,
+        body_k: int,
+        not_before: float | None = None,
+        limit: int = 5,
+    ) -> list[Match]:
+        """Nearest entries per tier within the distances, title tier first, each tier nearest first."""
+        self._check_fp(title_fp, "title_fp")
+        self._check_fp(body_fp, "body_fp")
+        self._check_k(title_k, body_k)
+        nb = -math.inf if not_before is None else not_before
+        with self._lock:
+            conn = self._live()
+            if self._ns_id is None:
+                return []
+            try:
+                matches = []
+                if title_fp is not None:
+                    matches += self._nearest(conn, "title", title_fp, title_k, nb, limit)
+                if body_fp is not None:
+                    matches += self._nearest(conn, "body", body_fp, body_k, nb, limit)
+            except sqlite3.Error as exc:
+                raise _sqlite_error(self.location, exc, "lookup") from exc
+        return matches
+
+    def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
+        """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` in one transaction, unchecked."""
+        rows, bands = [], []
+        enc, ns = self._enc, getattr(self, "_ns_id", None)
+        for tfp, bfp, url, title, first_seen in entries:
+            if tfp is None and bfp is None:
+                raise ValueError("an entry needs a title or a body fingerprint")
+            self._check_fp(tfp, "title_fp")
+            self._check_fp(bfp, "body_fp")
+            rows.append(
+                (
+                    ns,
+                    None if tfp is None else enc(tfp),
+                    None if bfp is None else enc(bfp),
+                    first_seen,
+                    url,
+                    None if title is None else title[:TITLE_CHARS],
+                )
+            )
+            bands.extend(self._band_rows(tfp, bfp))
+        bands.sort(key=lambda r: r[0])  # key order: B-tree appends instead of random page writes
+        with self._write("bulk add") as conn:
+            conn.executemany(
+                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", bands)
+        return len(rows)
+
+    def explain(self, url: str) -> Decision | None:
+        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
+        with self._lock:
+            conn = self._live()
+            row = conn.execute(
+                "SELECT status, tier, distance, original, decided_at FROM decision WHERE ns = ? AND url = ?",
+                (self._ns_id, url),
+            ).fetchone()
+            if row is None:
+                return None
+            status, tier, distance, original, decided_at = row
+            erow = None
+            if original is not None:
+                erow = conn.execute(
+                    f"SELECT {_ENTRY_COLS} FROM entry WHERE id = ? AND ns = ?", (original, self._ns_id)
+                ).fetchone()
+        return Decision(
+            url=url,
+            status=status,
+            tier=tier,
+            distance=distance,
+            original=None if erow is None else self._entry(erow),
+            decided_at=decided_at,
+        )
+
+    def forget(self, key: int | str) -> int:
+        """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
+        decision; returns how many entries went."""
+        if isinstance(key, bool) or not isinstance(key, int | str):
+            raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
+        column = "id" if isinstance(key, int) else "url"
+        with self._write("forget") as conn:
+            removed = conn.execute(
+                f"SELECT title_fp, body_fp FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key)
+            ).fetchall()
+            conn.execute(f"DELETE FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key))
+            if isinstance(key, str):
+                conn.execute("DELETE FROM decision WHERE ns = ? AND url = ?", (self._ns_id, key))
+            self._drop_unused_bands(conn, removed)
+        return len(removed)
+
+    def purge(self, older_than: float, *, batch: int = 5000) -> int:
+        """Remove entries (and decisions) older than ``older_than`` (POSIX seconds); returns how many.
+
+        Works in transactions of ``batch`` entries so crawlers sharing the file are never blocked long.
+        """
+        total = 0
+        while True:
+            with self._write("purge") as conn:
+                doomed = conn.execute(
+                    "SELECT id, title_fp, body_fp FROM entry WHERE ns = ? AND first_seen < ? "
+                    "ORDER BY first_seen LIMIT ?",
+                    (self._ns_id, older_than, batch),
+                ).fetchall()
+                conn.executemany("DELETE FROM entry WHERE id = ?", [(r[0],) for r in doomed])
+                self._drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
+                if len(doomed) < batch:
+                    conn.execute(
+                        "DELETE FROM decision WHERE ns = ? AND decided_at < ?", (self._ns_id, older_than)
+                    )
+            total += len(doomed)
+            if len(doomed) < batch:
+                return total
+
+    def reset(self) -> int:
+        """Remove every entry, band row and decision of this namespace (others are untouched)."""
+        lo, hi = self._ns_key_range
+        with self._write("reset") as conn:
+            n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
+            conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
+            conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
+        return n
+
+    def count(self) -> int:
+        """Entries in this namespace."""
+        with self._lock:
+            conn = self._live()
+            return int(conn.execute("SELECT count(*) FROM entry WHERE ns = ?", (self._ns_id,)).fetchone()[0])
+
+    def stats(self) -> dict[str, Any]:
+        """Location, size on disk, parameters, layouts, and per namespace: entries, oldest/newest
+        first-seen, decisions. The keys ``entries``/``oldest``/``newest``/``decisions`` at the top
+        level are this namespace's."""
+        with self._lock:
+            conn = self._live()
+            names = dict(conn.execute("SELECT id, name FROM namespace").fetchall())
+            per: dict[str, dict[str, Any]] = {
+                name: {"entries": 0, "oldest": None, "newest": None, "decisions": 0}
+                for name in names.values()
+            }
+            for ns, n, oldest, newest in conn.execute(
+                "SELECT ns, count(*), min(first_seen), max(first_seen) FROM entry GROUP BY ns"
+            ):
+                per.setdefault(names.get(ns, f"#{ns}"), {"decisions": 0}).update(
+                    entries=n, oldest=oldest, newest=newest
+                )
+            for ns, n in conn.execute("SELECT ns, count(*) FROM decision GROUP BY ns"):
+                per.setdefault(names.get(ns, f"#{ns}"), {"entries": 0, "oldest": None, "newest": None})[
+                    "decisions"
+                ] = n
+            band_rows = int(conn.execute("SELECT count(*) FROM band").fetchone()[0])
+        size = 0
+        for suffix in ("", "-wal"):
+            with contextlib.suppress(OSError):
+                size += os.stat(self.location + suffix).st_size
+        mine = per.get(self.namespace, {"entries": 0, "oldest": None, "newest": None, "decisions": 0})
+        return {
+            "backend": "sqlite",
+            "location": self.location,
+            "format": self._meta.get("format"),
+            "schema_version": self._meta.get("schema_version"),
+            "created": self._meta.get("created"),
+            "created_by": self._meta.get("created_by"),
+            "file_size": size,
+            "params": self.params.as_dict(),
+            "title_layout": [list(b) for b in self._layouts["title"]],
+            "body_layout": [list(b) for b in self._layouts["body"]],
+            "readonly": self._readonly,
+            "namespace": self.namespace,
+            "entries": mine["entries"],
+            "oldest": mine["oldest"],
+            "newest": mine["newest"],
+            "decisions": mine["decisions"],
+            "band_rows": band_rows,
+            "namespaces": per,
+        }
+
+    def entries(self) -> Iterator[Entry]:
+        """Every entry of this namespace, oldest first, fetched in pages (no long-lived cursor)."""
+        last: tuple[float, int] = (-math.inf, -1)
+        while True:
+            with self._lock:
+                conn = self._live()
+                rows = conn.execute(
+                    f"SELECT {_ENTRY_COLS} FROM entry WHERE ns = ? AND (first_seen, id) > (?, ?) "
+                    "ORDER BY first_seen, id LIMIT 1000",
+                    (self._ns_id, *last),
+                ).fetchall()
+            yield from (self._entry(r) for r in rows)
+            if len(rows) < 1000:
+                return
+            last = (rows[-1][3], rows[-1][0])
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def __enter__(self) -> SqliteIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else ("read-only" if self._readonly else "open")
+        return f"<SqliteIndex {self.location} namespace={self.namespace!r} {state}>"
