@@ -1,0 +1,53 @@
+"""``DedupSummary``: prints what scrapy-simhash did, when the crawl ends."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scrapy import Spider, signals
+from scrapy.crawler import Crawler
+from scrapy.utils.project import data_path
+
+
+class DedupSummary:
+    """At spider close, print (to stdout) items kept, dropped by each tier, flagged, and the index location.
+
+    The numbers are Scrapy's stats: ``item_scraped_count`` (items that passed every pipeline, i.e.
+    went to the feed) and the ``simhash/*`` counters of the plugin; the location is the plugin's
+    ``simhash/index`` stat, else ``SIMHASH_INDEX_URL``, else the default ``.scrapy/simhash/``.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> DedupSummary:
+        ext = cls(crawler)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        return ext
+
+    def summary(self, spider: Spider) -> str:
+        """The summary text (also handy in tests)."""
+        stats = self.crawler.stats
+        get = stats.get_value
+
+        def n(key: str) -> int:
+            return int(get(key, 0) or 0)
+
+        location = (get("simhash/index") or self.crawler.settings.get("SIMHASH_INDEX_URL")
+                    or f"{data_path('simhash')} (default)")
+        lines = [
+            f"scrapy-simhash summary for spider {spider.name!r}:",
+            f"  kept (passed to the feed):  {n('item_scraped_count')}",
+            f"  dropped by the title tier:  {n('simhash/dropped/title')}",
+            f"  dropped by the body tier:   {n('simhash/dropped/body')}",
+            f"  flagged for review:         {n('simhash/flagged')}",
+        ]
+        if n("simhash/skipped/no_text"):
+            lines.append(f"  skipped (no text):          {n('simhash/skipped/no_text')}")
+        entries = get("simhash/final")
+        lines.append(f"  index: {location}" + (f" ({entries} stories)" if entries is not None else ""))
+        return "\n".join(lines)
+
+    def spider_closed(self, spider: Spider, reason: Any = None) -> None:
+        print(self.summary(spider), flush=True)

@@ -1,0 +1,20 @@
+"""Item definitions of the example project."""
+
+import scrapy
+
+
+class NewsItem(scrapy.Item):
+    """One news article as the spider extracts it.
+
+    scrapy-simhash reads ``title``, ``body`` and ``url`` (its default field names); ``body`` may be
+    an HTML fragment: the plugin strips tags, scripts and ads' markup itself.
+    """
+
+    url = scrapy.Field()
+    title = scrapy.Field()
+    body = scrapy.Field()  # HTML fragment of the article text
+    published = scrapy.Field()  # the date as the page prints it (2020年07月04日, July 4, 2020, ...)
+    portal = scrapy.Field()  # which site (selector set) the article came from
+    # Filled by scrapy-simhash only with SIMHASH_BODY_ACTION = "flag": the verdict of a near-duplicate
+    # that was passed on for review instead of dropped (tier, distance, original URL).
+    simhash = scrapy.Field()

@@ -1,0 +1,232 @@
+"""End to end: ``scrapy crawl news`` in a copy of example_project, checked against the site's manifest.
+
+The crawl is a real subprocess (the command a user types), over real HTTP on 127.0.0.1, with the
+plugin enabled through ``ADDONS`` and its default index under the copy's ``.scrapy/simhash/``.
+What the plugin kept and dropped (feed + drop log lines) is compared with ``site/manifest.json``,
+which says for every page whether it is an original or a repost, and which tier should drop it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "example_project"
+SITE = EXAMPLE / "site"
+CORPUS = ROOT.parent / "shared" / "corpus"
+MANIFEST = json.loads((SITE / "manifest.json").read_text(encoding="utf-8"))
+PAGES = {p["path"]: p for p in MANIFEST["pages"]}
+
+
+def _plugin_missing() -> str | None:
+    try:
+        importlib.import_module("scrapy_simhash").Addon  # noqa: B018
+    except (ImportError, AttributeError) as exc:
+        return f"scrapy_simhash.Addon is not importable yet ({exc}): the example crawl needs the plugin"
+    return None
+
+
+needs_plugin = pytest.mark.skipif(_plugin_missing() is not None, reason=_plugin_missing() or "")
+
+DROP_RE = re.compile(
+    r"Dropped: near-duplicate: (?P<tier>\w+) tier, distance (?P<distance>\d+), original (?P<original>\S+)"
+)
+ITEM_URL_RE = re.compile(r"'url': '(?P<url>[^']+)'")
+CRAWLED_RE = re.compile(r"Crawled \(\d+\) <GET (?P<url>\S+)>")
+
+
+@dataclass
+class Crawl:
+    """What one ``scrapy crawl news`` run did, in manifest paths."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    kept: list[str] = field(default_factory=list)
+    dropped: dict[str, dict] = field(default_factory=dict)  # path -> tier, distance, original
+    crawled_urls: list[str] = field(default_factory=list)
+
+    def summary_count(self, label: str) -> int:
+        m = re.search(rf"{re.escape(label)}:\s+(\d+)", self.stdout)
+        assert m, f"summary line {label!r} missing from stdout:\n{self.stdout}"
+        return int(m.group(1))
+
+
+def _path(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+def run_crawl(project: Path, *args: str) -> Crawl:
+    """Run the spider in ``project``; parse the feed and the drop messages of the log."""
+    feed = project / "out.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "news", "-O", str(feed), "-s", "LOG_LEVEL=DEBUG", *args],
+        cwd=project, capture_output=True, text=True, timeout=180,
+    )
+    crawl = Crawl(proc.returncode, proc.stdout, proc.stderr)
+    assert proc.returncode == 0, f"scrapy crawl failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    assert "Traceback" not in proc.stderr, f"error in the crawl log:\n{proc.stderr[-4000:]}"
+    if feed.exists():
+        crawl.kept = [_path(json.loads(line)["url"]) for line in feed.read_text("utf-8").splitlines() if line]
+    for m in DROP_RE.finditer(proc.stderr):
+        item_url = ITEM_URL_RE.search(proc.stderr, m.end())
+        assert item_url, f"drop message without item url: {m.group(0)}"
+        crawl.dropped[_path(item_url.group("url"))] = {
+            "tier": m.group("tier"), "distance": int(m.group("distance")), "original": _path(m.group("original")),
+        }
+    crawl.crawled_urls = [m.group("url") for m in CRAWLED_RE.finditer(proc.stderr)]
+    return crawl
+
+
+def _distances(path: str, original: str) -> str:
+    """Diagnostic only: the title/body distances between a page and its original, as the plugin's
+    default Fingerprinter sees them with the spider's selectors."""
+    try:
+        from parsel import Selector
+
+        from scrapy_simhash import Fingerprinter, hamming_distance
+
+        sys.path.insert(0, str(EXAMPLE))
+        from news_example.spiders.news import SELECTORS
+
+        fp = Fingerprinter()
+
+        def fps(p: str) -> tuple[int | None, int | None]:
+            sel = SELECTORS[PAGES[p]["portal"]]
+            doc = Selector((SITE / p).read_text(encoding="utf-8"))
+            return fp.title(" ".join(doc.css(sel["title"]).getall())), fp.body(doc.css(sel["body"]).get())
+
+        (t1, b1), (t2, b2) = fps(path), fps(original)
+        return f"title distance {hamming_distance(t1, t2)}, body distance {hamming_distance(b1, b2)}"
+    except Exception as exc:  # diagnostics must never hide the real assertion
+        return f"(distances unavailable: {exc!r})"
+    finally:
+        if str(EXAMPLE) in sys.path:
+            sys.path.remove(str(EXAMPLE))
+
+
+def mismatches(crawl: Crawl) -> list[str]:
+    """Every page where the crawl disagrees with the manifest, with what the plugin reported."""
+    problems = []
+    kept = Counter(crawl.kept)
+    for path, page in PAGES.items():
+        expected, original = page["expected_tier"], page["original"]
+        got = crawl.dropped.get(path)
+        if expected is None:
+            if got is not None:
+                problems.append(f"{path}: original/unique page DROPPED by the {got['tier']} tier at distance "
+                                f"{got['distance']} as a repost of {got['original']}")
+            elif kept[path] != 1:
+                problems.append(f"{path}: original page kept {kept[path]} times (expected once)")
+            continue
+        if got is None:
+            status = "KEPT" if kept[path] else "neither kept nor dropped"
+            problems.append(f"{path}: repost of {original} {status}, expected a {expected}-tier drop "
+                            f"({_distances(path, original)}); edits: {', '.join(page['edits'])}")
+        elif got["tier"] != expected or got["original"] != original:
+            problems.append(f"{path}: dropped by the {got['tier']} tier (distance {got['distance']}, original "
+                            f"{got['original']}), expected the {expected} tier against {original} "
+                            f"({_distances(path, original)})")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh copy of example_project, so the committed one gets no .scrapy/ or feed."""
+    dest = tmp_path_factory.mktemp("example") / "example_project"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".scrapy", "news.jsonl", "__pycache__"))
+    return dest
+
+
+@pytest.fixture(scope="module")
+def first_run(project: Path) -> Crawl:
+    return run_crawl(project)
+
+
+# -- the site itself (no plugin needed) ---------------------------------------------------------
+
+
+def test_manifest_matches_site() -> None:
+    """Every page of the manifest exists, is linked from its portal's list page, and the first copy
+    of each story in crawl order is its original."""
+    portal_order = [p["name"] for p in MANIFEST["portals"]]
+    home = (SITE / "index.html").read_text(encoding="utf-8")
+    assert [m for m in re.findall(r'data-portal="([^"]+)"', home)] == portal_order
+    first: dict[str, str] = {}
+    for page in MANIFEST["pages"]:  # in crawl order
+        assert (SITE / page["path"]).is_file(), page["path"]
+        listing = (SITE / page["portal"] / "index.html").read_text(encoding="utf-8")
+        assert f'href="{Path(page["path"]).name}"' in listing, page["path"]
+        assert page["original"] == first.get(page["story"]), page["path"]
+        assert (page["expected_tier"] is None) == (page["original"] is None), page["path"]
+        first.setdefault(page["story"], page["path"])
+    tiers = Counter(p["expected_tier"] for p in MANIFEST["pages"])
+    assert tiers["title"] >= 3 and tiers["body"] >= 3, tiers
+    for neg in MANIFEST["negatives"]:
+        stories = {PAGES[p]["story"] for p in neg["pages"]}
+        assert len(stories) == len(neg["pages"]), f"a negative pair must be different stories: {neg}"
+    notice = (SITE / "NOTICE").read_text(encoding="utf-8")
+    for story in MANIFEST["stories"].values():
+        assert story["commit"] in notice and story["license"] in ("MIT", "Apache-2.0")
+
+
+def test_site_is_what_build_site_makes(tmp_path: Path) -> None:
+    """The committed pages are exactly the generator's output from the shared corpus."""
+    if not (CORPUS / "html").is_dir():
+        pytest.skip(f"shared corpus not found at {CORPUS}: cannot rebuild the example site")
+    subprocess.run([sys.executable, str(SITE / "build_site.py"), "--corpus", str(CORPUS), "--out", str(tmp_path)],
+                   check=True, capture_output=True, timeout=120)
+    built = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert built, "build_site.py wrote nothing"
+    for rel in built:
+        assert (tmp_path / rel).read_bytes() == (SITE / rel).read_bytes(), f"{rel} differs: rerun build_site.py"
+
+
+# -- the crawl ----------------------------------------------------------------------------------
+
+
+@needs_plugin
+def test_first_crawl_matches_manifest(first_run: Crawl, project: Path) -> None:
+    crawled_hosts = {urlsplit(u).hostname for u in first_run.crawled_urls}
+    assert crawled_hosts == {"127.0.0.1"}, f"requests left the machine: {crawled_hosts}"
+    assert {_path(u) for u in first_run.crawled_urls} >= set(PAGES), "not every article page was crawled"
+
+    problems = mismatches(first_run)
+    assert not problems, "the crawl disagrees with site/manifest.json:\n  " + "\n  ".join(problems)
+
+    kept_per_story = Counter(PAGES[p]["story"] for p in first_run.kept)
+    assert all(n == 1 for n in kept_per_story.values()), kept_per_story
+    assert set(kept_per_story) == {p["story"] for p in PAGES.values()}
+
+    expected = Counter(p["expected_tier"] for p in PAGES.values())
+    assert first_run.summary_count("kept (passed to the feed)") == expected[None]
+    assert first_run.summary_count("dropped by the title tier") == expected["title"]
+    assert first_run.summary_count("dropped by the body tier") == expected["body"]
+    assert first_run.summary_count("flagged for review") == 0
+    index = project / ".scrapy" / "simhash"
+    assert index.is_dir() and any(index.iterdir()), "no index under the project's .scrapy/simhash/"
+    assert str(index.resolve()) in first_run.stdout, f"summary does not say where the index is:\n{first_run.stdout}"
+
+
+@needs_plugin
+def test_second_crawl_drops_everything_and_reset_starts_fresh(first_run: Crawl, project: Path) -> None:
+    assert first_run.returncode == 0
+    second = run_crawl(project)
+    assert second.kept == [], f"second run kept {second.kept}: the index did not persist"
+    assert set(second.dropped) == set(PAGES), f"not dropped on the second run: {set(PAGES) - set(second.dropped)}"
+    assert second.summary_count("kept (passed to the feed)") == 0
+
+    fresh = run_crawl(project, "-s", "SIMHASH_RESET=1")
+    problems = mismatches(fresh)
+    assert not problems, "after SIMHASH_RESET=1 the crawl disagrees with the manifest:\n  " + "\n  ".join(problems)
