@@ -1,0 +1,730 @@
+"""HTML or text in, clean comparable text out.
+
+Two reposts of one story rarely carry the same bytes: one site wraps the article in another page
+template, writes ``２０２３年１月１日`` where the other writes ``2023-01-01``, uses full-width
+punctuation, appends ``_网易新闻`` to the headline or marks it ``（转载）``. Everything here removes
+such differences *before* features are taken, so that the fingerprints only see the story.
+
+- :func:`to_text` turns ``str`` / ``bytes`` / a list of paragraphs into plain text. HTML goes through
+  a real parser (lxml), never a regex; bytes are decoded the way Scrapy/w3lib do, except that bytes
+  which are valid UTF-8 are read as UTF-8 even when a ``<meta charset>`` claims otherwise (a common
+  mislabel on Chinese sites).
+- :func:`main_text` optionally drops page boilerplate (navigation, related links, footers) with a
+  small text-density / link-density heuristic in the spirit of GeneralNewsExtractor.
+- :func:`normalize_text` applies the character-level rules (width, punctuation, zero-width and
+  control characters, whitespace, dates → ISO 8601, symbols stuffed into CJK words).
+- :func:`normalize_body` / :func:`normalize_title` are what the fingerprinter calls.
+
+Case is preserved; the feature step lower-cases Latin words.
+"""
+
+from __future__ import annotations
+
+import datetime
+import html as html_lib
+import math
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import lxml.etree
+import lxml.html
+from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encoding
+
+__all__ = [
+    "MAX_INPUT_CHARS",
+    "decode_html_bytes",
+    "html_to_text",
+    "looks_like_html",
+    "main_text",
+    "normalize_body",
+    "normalize_text",
+    "normalize_title",
+    "to_text",
+]
+
+#: Longer input is cut to this many characters before parsing. It bounds the time and memory one
+#: hostile or broken item can cost (a news article is a few thousand characters; a full page with
+#: its template rarely exceeds a few hundred thousand).
+MAX_INPUT_CHARS: int = 1_000_000
+
+# --------------------------------------------------------------------------------------------------
+# HTML detection and decoding
+# --------------------------------------------------------------------------------------------------
+
+_HTML_TAG_NAMES = (
+    "a|abbr|address|area|article|aside|audio|b|base|bdi|bdo|blockquote|body|br|button|canvas|caption|"
+    "center|cite|code|col|colgroup|dd|del|details|dfn|dialog|div|dl|dt|em|embed|fieldset|figcaption|"
+    "figure|font|footer|form|frame|frameset|h[1-6]|head|header|hgroup|hr|html|i|iframe|img|input|ins|"
+    "kbd|label|legend|li|link|main|map|mark|menu|meta|meter|nav|noscript|object|ol|optgroup|option|"
+    "output|p|param|picture|pre|progress|q|s|samp|script|section|select|small|source|span|strike|"
+    "strong|style|sub|summary|sup|svg|table|tbody|td|template|textarea|tfoot|th|thead|time|title|tr|"
+    "track|tt|u|ul|var|video|wbr"
+)
+# Markup that plain text does not contain: a doctype, a comment, a closing tag of a known element,
+# an opening tag with an attribute, or a bare lower-case opening tag. Upper-case bare "tags" are
+# left out on purpose: Reuters writes tickers as <U>, <DD>, <S>, <P>, <VAR> and company names as
+# <Video Shopping Mall Inc>, even <em>; and "a < b > c" has a space after "<".
+_HTML_RE = re.compile(
+    rf"<!doctype\s|<!--|</(?:{_HTML_TAG_NAMES})\s*>|<(?:{_HTML_TAG_NAMES})\s+[a-zA-Z_:][-\w:.]*\s*=|"
+    rf"<br\s*/?>",
+    re.IGNORECASE,
+)
+_LOWER_TAG_RE = re.compile(rf"<(?:{_HTML_TAG_NAMES})\s*/?>")
+_ENTITY_RE = re.compile(r"&(?:[a-zA-Z][a-zA-Z0-9]{1,31}|#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6});")
+
+
+def looks_like_html(text: str) -> bool:
+    """Whether ``text`` contains HTML markup (a known tag, a doctype or a comment).
+
+    Detection only, so that plain text is never fed to an HTML parser, which would delete
+    ticker symbols such as ``STANDARD OIL <SRD> TO FORM`` or text like ``a < b > c``.
+    """
+    if _HTML_RE.search(text):
+        return True
+    # Two bare lower-case tags: one alone may be a ticker ("Entertainment Marketing Inc <em>").
+    bare = _LOWER_TAG_RE.finditer(text)
+    return next(bare, None) is not None and next(bare, None) is not None
+
+
+def _is_utf8(data: bytes) -> bool:
+    """Whether ``data`` is valid UTF-8.
+
+    A multi-byte sequence cut at the very end (input capped at a byte count) is tolerated only
+    when the bytes before it already hold valid non-ASCII UTF-8: a lone ``caf\\xe9`` is latin-1.
+    """
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.reason != "unexpected end of data" or exc.start < len(data) - 3:
+            return False
+        head = data[: exc.start]
+        return not head.isascii() and _is_utf8(head)
+    return True
+
+
+def _strict_decode(data: bytes, encoding: str) -> str | None:
+    """``data`` decoded strictly, or ``None``; a sequence cut at the very end is tolerated as above."""
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        head = data[: exc.start]
+        if exc.start >= len(data) - 3 and not head.isascii():
+            return _strict_decode(head, encoding)
+        return None
+    except LookupError:
+        return None
+
+
+def decode_html_bytes(data: bytes, declared_encoding: str | None = None) -> str:
+    """Decode the bytes of a page (or a text) to ``str``.
+
+    Order: byte-order mark; valid UTF-8 (checked strictly, and preferred over any declaration,
+    because Chinese sites often declare ``gb2312`` on UTF-8 pages and a wrong guess there turns the
+    whole text into mojibake); ``declared_encoding`` (e.g. from the HTTP ``Content-Type``); the
+    ``<meta charset>`` of the body; GB18030 (a superset of GBK/GB2312); finally cp1252 with
+    replacement characters. Encoding names are resolved the way w3lib does (``gb2312`` → GB18030).
+    """
+    bom_encoding, bom = read_bom(data)
+    if bom_encoding:
+        return data[len(bom) :].decode(bom_encoding, errors="replace")
+    if _is_utf8(data):
+        return data.decode("utf-8", errors="replace")
+    candidates: list[str] = []
+    for name in (declared_encoding, html_body_declared_encoding(data[:4096]), "gb18030", "cp1252"):
+        if name:
+            resolved = resolve_encoding(name)
+            if resolved and resolved not in candidates:
+                candidates.append(resolved)
+    for enc in candidates:
+        text = _strict_decode(data, enc)
+        if text is not None:
+            return data.decode(enc, errors="replace")
+    # Nothing decodes strictly: take the first plausible candidate with replacement characters.
+    return data.decode(candidates[0], errors="replace")
+
+
+# --------------------------------------------------------------------------------------------------
+# HTML → text
+# --------------------------------------------------------------------------------------------------
+
+# Elements whose content is never visible article text.
+_DROP_TAGS = frozenset(
+    {
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "iframe",
+        "svg",
+        "head",
+        "object",
+        "embed",
+        "canvas",
+        "select",
+        "textarea",
+        "button",
+        "input",
+        "math",
+    }
+)
+_BLOCK_TAGS = frozenset(
+    [
+        "address",
+        "article",
+        "aside",
+        "blockquote",
+        "body",
+        "caption",
+        "center",
+        "dd",
+        "details",
+        "dialog",
+        "dir",
+        "div",
+        "dl",
+        "dt",
+        "fieldset",
+        "figcaption",
+        "figure",
+        "footer",
+        "form",
+        "frame",
+        "frameset",
+        "h1",
+        "h2",
+        "h3",
+        "h4",
+        "h5",
+        "h6",
+        "header",
+        "hgroup",
+        "hr",
+        "html",
+        "legend",
+        "li",
+        "main",
+        "menu",
+        "nav",
+        "ol",
+        "p",
+        "pre",
+        "section",
+        "summary",
+        "table",
+        "tbody",
+        "td",
+        "tfoot",
+        "th",
+        "thead",
+        "title",
+        "tr",
+        "ul",
+    ]
+)
+_HTML_SPACE_RE = re.compile(r"[ \t\n\r\f]+")
+_HTML_PARSER = lxml.html.HTMLParser(encoding="utf-8", remove_comments=False, remove_pis=True)
+
+
+def _parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
+    """Parse ``html`` into an lxml tree (``None`` for an empty document)."""
+    text = decode_html_bytes(html[: MAX_INPUT_CHARS * 4]) if isinstance(html, bytes) else html
+    text = text[:MAX_INPUT_CHARS]
+    if not text.strip():
+        return None
+    # Feed UTF-8 bytes with an explicit parser encoding: str input with an XML declaration is
+    # refused by lxml, and an explicit encoding stops a <meta charset> from re-decoding the text.
+    try:
+        return lxml.html.document_fromstring(text.encode("utf-8", errors="replace"), parser=_HTML_PARSER)
+    except (lxml.etree.ParserError, ValueError):
+        return None
+
+
+def _tag(el: Any) -> str | None:
+    """Lower-case tag name, or ``None`` for comments, processing instructions and entities."""
+    tag = el.tag
+    return tag.lower() if isinstance(tag, str) else None
+
+
+def _emit(el: Any, parts: list[str], pre: bool = False) -> None:
+    """Append the visible text of ``el`` (not its tail) to ``parts``; blocks become newlines."""
+    tag = _tag(el)
+    if tag is None or tag in _DROP_TAGS:
+        return
+    if tag == "br":
+        parts.append("\n")
+        return
+    block = tag in _BLOCK_TAGS
+    pre = pre or tag in ("pre", "textarea", "listing", "plaintext")
+    if block:
+        parts.append("\n")
+    if el.text:
+        parts.append(el.text if pre else _HTML_SPACE_RE.sub(" ", el.text))
+    for child in el:
+        _emit(child, parts, pre)
+        if child.tail:
+            parts.append(child.tail if pre else _HTML_SPACE_RE.sub(" ", child.tail))
+    if block:
+        parts.append("\n")
+
+
+def _clean_lines(text: str) -> str:
+    lines = (line.strip(" \t") for line in text.split("\n"))
+    return "\n".join(line for line in lines if line)
+
+
+def _element_text(el: Any) -> str:
+    parts: list[str] = []
+    _emit(el, parts)
+    return _clean_lines("".join(parts))
+
+
+def html_to_text(html: str | bytes) -> str:
+    """Visible text of an HTML page or fragment, parsed with lxml.
+
+    ``script``, ``style``, ``noscript``, ``template``, ``iframe``, ``svg``, ``head``, form controls and
+    comments are dropped; entities are decoded; block elements and ``<br>`` become line breaks;
+    inline whitespace collapses as a browser would show it (``<pre>`` keeps its line breaks).
+    """
+    root = _parse_html(html)
+    return "" if root is None else _element_text(root)
+
+
+# --------------------------------------------------------------------------------------------------
+# Boilerplate removal (main text of a full page)
+# --------------------------------------------------------------------------------------------------
+
+_PUNCT_RE = re.compile(r"[，。！？；：、“”‘’（）《》,.!?;:\"'()…—]")
+_NON_SPACE_RE = re.compile(r"\S")
+_FOOTER_RE = re.compile(r"©|copyright|all rights reserved|版权所有|ICP[备证]|举报电话|违法和不良信息", re.IGNORECASE)
+# Containers that may hold the article; inline elements and single paragraphs are not candidates.
+_CANDIDATE_TAGS = frozenset({"div", "article", "section", "main", "td", "body", "font", "center", "span"})
+
+
+_DENSITY_SMOOTHING = 10
+
+
+class _Stats:
+    __slots__ = ("footer", "link_tags", "link_text", "p", "punct", "tags", "text")
+
+    def __init__(self) -> None:
+        self.text = 0  # visible non-space characters in the subtree
+        self.link_text = 0  # of which inside <a>
+        self.tags = 1  # elements in the subtree, itself included
+        self.link_tags = 0
+        self.p = 0  # paragraph-like children: <p> and <br>
+        self.punct = 0  # punctuation outside links
+        self.footer = 0  # copyright / licence-number markers of a site footer
+
+
+def _count(s: str | None, in_link: bool, st: _Stats) -> None:
+    if not s:
+        return
+    n = len(_NON_SPACE_RE.findall(s))
+    st.text += n
+    if in_link:
+        st.link_text += n
+    else:
+        st.punct += len(_PUNCT_RE.findall(s))
+    st.footer += len(_FOOTER_RE.findall(s))
+
+
+def _collect(el: Any, in_link: bool, stats: dict[Any, _Stats]) -> _Stats:
+    """Post-order pass filling ``stats`` for every kept element; returns the stats of ``el``."""
+    st = _Stats()
+    tag = _tag(el)
+    in_link = in_link or tag == "a"
+    if tag == "a":
+        st.link_tags = 1
+    elif tag in ("p", "br"):
+        st.p = 1
+    _count(el.text, in_link, st)
+    for child in el:
+        ctag = _tag(child)
+        if ctag is not None and ctag not in _DROP_TAGS:
+            cs = _collect(child, in_link, stats)
+            st.text += cs.text
+            st.link_text += cs.link_text
+            st.tags += cs.tags
+            st.link_tags += cs.link_tags
+            st.p += cs.p
+            st.punct += cs.punct
+            st.footer += cs.footer
+        _count(child.tail, in_link, st)
+    stats[el] = st
+    return st
+
+
+def _score(st: _Stats) -> float:
+    """GNE-style score: non-link text density × size × paragraphs × punctuation × (1 - link ratio)².
+
+    The density is smoothed (``+ _DENSITY_SMOOTHING`` tags) so that one long comment or caption
+    in a single tag does not beat the article container, which holds more text in a few more tags.
+    """
+    plain = st.text - st.link_text
+    if plain <= 0:
+        return 0.0
+    density = plain / (st.tags - st.link_tags + _DENSITY_SMOOTHING)
+    link_ratio = st.link_text / st.text
+    # A short block carrying footer markers is the site footer, not a short article.
+    penalty = 0.1 if plain < 200 * st.footer else 1.0
+    return penalty * (
+        density * math.log(1 + plain) * math.log10(st.p + 2) * math.log(st.punct + 2) * (1 - link_ratio) ** 2
+    )
+
+
+def _prune_links(el: Any, stats: dict[Any, _Stats]) -> None:
+    """Drop link-heavy blocks (related links, tag clouds, share bars) inside the chosen node."""
+    for child in list(el):
+        st = stats.get(child)
+        if st is None:
+            continue
+        if st.text and st.link_tags >= 2 and st.link_text / st.text > 0.5:
+            child.drop_tree()
+        else:
+            _prune_links(child, stats)
+
+
+def main_text(html: str | bytes) -> str:
+    """Main article text of a full page: navigation, link lists, footers and ads left out.
+
+    Picks the container with the best balance of text density (non-link characters per tag),
+    size, paragraph count and punctuation, the signals GeneralNewsExtractor uses, then drops
+    link-heavy blocks inside it. Falls back to the whole visible text when no container stands
+    out. Meant for whole pages; for an already extracted body use :func:`html_to_text`.
+    """
+    root = _parse_html(html)
+    if root is None:
+        return ""
+    stats: dict[Any, _Stats] = {}
+    _collect(root, False, stats)
+    best, best_score = None, 0.0
+    for el, st in stats.items():
+        if _tag(el) in _CANDIDATE_TAGS:
+            score = _score(st)
+            if score > best_score:
+                best, best_score = el, score
+    if best is None:
+        return _element_text(root)
+    _prune_links(best, stats)
+    return _element_text(best)
+
+
+# --------------------------------------------------------------------------------------------------
+# Input coercion
+# --------------------------------------------------------------------------------------------------
+
+
+def _str_to_text(text: str) -> str:
+    text = text[:MAX_INPUT_CHARS]
+    if looks_like_html(text):
+        return html_to_text(text)
+    if _ENTITY_RE.search(text):
+        return html_lib.unescape(text)
+    return text
+
+
+def to_text(raw: str | bytes | Iterable[str] | None) -> str:
+    """Plain text of an item field, whatever form the spider produced.
+
+    ``str``: HTML goes through :func:`html_to_text`, plain text stays as is (entities decoded);
+    ``bytes``: decoded with :func:`decode_html_bytes`, then the same; a list/tuple (or other
+    iterable) of paragraphs: each converted, joined with newlines; ``None``: ``""``. Input is cut
+    at :data:`MAX_INPUT_CHARS` characters. Any other type raises :class:`TypeError`.
+    """
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        return _str_to_text(raw)
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        data = bytes(raw[: MAX_INPUT_CHARS * 4])
+        return _str_to_text(decode_html_bytes(data))
+    if isinstance(raw, Iterable) and not isinstance(raw, (Mapping, set, frozenset)):
+        parts: list[str] = []
+        budget = MAX_INPUT_CHARS
+        for i, item in enumerate(raw):
+            if budget <= 0:
+                break
+            if item is None:
+                continue
+            if not isinstance(item, (str, bytes, bytearray)):
+                raise TypeError(f"to_text() expects paragraphs of str or bytes, got {type(item).__name__} at index {i}")
+            text = to_text(item)[:budget]
+            budget -= len(text) + 1
+            parts.append(text)
+        return "\n".join(parts)[:MAX_INPUT_CHARS]
+    raise TypeError(f"to_text() expects str, bytes, a list of paragraphs or None, got {type(raw).__name__}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Character-level normalization
+# --------------------------------------------------------------------------------------------------
+
+
+def _build_char_table() -> dict[int, str | None]:
+    table: dict[int, str | None] = {}
+    # Full-width ASCII block → ASCII, ideographic space → space.
+    for cp in range(0xFF01, 0xFF5F):
+        table[cp] = chr(cp - 0xFEE0)
+    table[0x3000] = " "
+    # Half-width CJK punctuation → the usual CJK forms.
+    table.update({0xFF61: "。", 0xFF62: '"', 0xFF63: '"', 0xFF64: "、", 0xFF65: "·"})
+    # Lone surrogates (from broken decoders or JSON "\\ud800") cannot be encoded anywhere: drop them.
+    for cp in range(0xD800, 0xE000):
+        table[cp] = None
+    # Zero-width characters and soft hyphen vanish.
+    for cp in (*range(0x200B, 0x2010), 0x2060, 0xFEFF, 0x00AD, 0x180E):
+        table[cp] = None
+    # Control characters vanish, except tab (→ space) and the line breaks (→ \n).
+    for cp in (*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)):
+        table[cp] = None
+    table.update({0x09: " ", 0x0A: "\n", 0x0D: "\n", 0x0B: " ", 0x0C: " ", 0x85: "\n"})
+    table.update({0x2028: "\n", 0x2029: "\n"})
+    # C1 controls that are really cp1252 punctuation read as latin-1 (a common mojibake).
+    table.update({0x85: "…", 0x91: "'", 0x92: "'", 0x93: '"', 0x94: '"', 0x96: "-", 0x97: "-"})
+    # Other spaces → space.
+    for cp in (0x00A0, *range(0x2000, 0x200B), 0x202F, 0x205F):
+        table[cp] = " "
+    # Quotes → " and '.
+    for ch in "“”„‟「」『』〝〞〟″«»":
+        table[ord(ch)] = '"'
+    for ch in "‘’‚‛′‹›":
+        table[ord(ch)] = "'"
+    # Brackets.
+    table.update({ord("【"): "[", ord("】"): "]", ord("〖"): "[", ord("〗"): "]", ord("〔"): "[", ord("〕"): "]"})
+    table.update({ord("〈"): "《", ord("〉"): "》", ord("︿"): "《", ord("﹀"): "》"})
+    # Dashes and minus → "-" (runs are collapsed later); middle dots → "·".
+    for ch in "‐‑‒–—―─━⸺⸻﹘﹣−":
+        table[ord(ch)] = "-"
+    for ch in "・•‧∙⋅":
+        table[ord(ch)] = "·"
+    table.update({ord("⋯"): "…", ord("﹐"): ",", ord("﹑"): "、", ord("﹒"): ".", ord("﹔"): ";"})
+    table.update({ord("﹕"): ":", ord("﹖"): "?", ord("﹗"): "!", ord("﹙"): "(", ord("﹚"): ")"})
+    return table
+
+
+_CHAR_TABLE = _build_char_table()
+_CRLF_RE = re.compile(r"\r\n?")
+_DASH_RUN_RE = re.compile(r"-{2,}")
+_ELLIPSIS_RE = re.compile(r"(?:…|\.{3,}|。{3,})+")
+_SPACE_RUN_RE = re.compile(r"[^\S\n]+")
+_SPACE_NL_RE = re.compile(r" *\n[\s]*")
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+# A short run of symbols stuffed between two CJK characters to dodge keyword filters.
+_ADVERSARIAL_SYMBOLS = r"*#~·|^`_=+@\\/★☆※●○◆◇■□▲△▼▽♥♡♦♠♣♪◎¤§"
+_SYM = f"[{re.escape(_ADVERSARIAL_SYMBOLS)}]{{1,3}}"
+# Either glued to both neighbours ("购*买") or spaced on both sides ("延伸 · 推荐"), never one-sided
+# ("揭晓 @某某" is a mention).
+_ADVERSARIAL_RE = re.compile(rf"(?<=[{_CJK}])(?:{_SYM}| {_SYM} )(?=[{_CJK}])")
+
+# --- dates ----------------------------------------------------------------------------------------
+
+_MONTHS = {
+    "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
+    "jul": 7, "aug": 8, "sep": 9, "sept": 9, "oct": 10, "nov": 11, "dec": 12,
+}  # fmt: skip
+_MONTH_RE = (
+    r"(?P<mon>Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
+_AM_WORDS = {"上午", "早上", "早晨", "凌晨", "清晨"}
+_PM_WORDS = {"下午", "晚上", "傍晚", "中午", "晚间", "夜间"}
+_TIME_RE = (
+    r"(?:\s*,?\s*(?:at\s+)?|T|\s*)"
+    r"(?:(?P<cnap>上午|下午|早上|早晨|凌晨|清晨|晚上|傍晚|中午|晚间|夜间)\s*)?"
+    r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2}))?|(?P<ch>\d{1,2})[时點点](?P<cmi>\d{1,2})分(?:(?P<cs>\d{1,2})秒)?)"
+    r"(?:\s*(?P<ap>[AaPp])\.?\s?[Mm]\.?(?![A-Za-z]))?"
+)
+_YEAR = r"(?P<y>(?:1[89]|20|21)\d\d)"
+_M = r"(?P<m>\d{1,2})"
+_D = r"(?P<d>\d{1,2})"
+_DATE_PATTERNS = [
+    # 2023年1月1日 / 2023 年 01 月 01 日 / 2023年1月1号
+    rf"(?<!\d){_YEAR}\s*年\s*{_M}\s*月\s*{_D}\s*[日号]",
+    # 2023-1-1, 2023/1/1, 2023.01.01 (the same separator twice)
+    rf"(?<![\d.]){_YEAR}(?P<sep>[-/.]){_M}(?P=sep){_D}(?!\d|\.\d)",
+    # 01/01/2023 (US order: month/day/year)
+    rf"(?<![\d/.]){_M}/{_D}/{_YEAR}(?![\d/])",
+    # 1 January 2023, 1st Jan. 2023, 1 Jan 2023
+    rf"(?<![\dA-Za-z]){_D}(?:st|nd|rd|th)?\s+{_MONTH_RE}\.?,?\s+{_YEAR}(?!\d)",
+    # January 1, 2023, Jan. 1, 2023, Jan 1 2023
+    rf"(?<![A-Za-z]){_MONTH_RE}\.?\s+{_D}(?:st|nd|rd|th)?,?\s+{_YEAR}(?!\d)",
+]
+_DATE_RES = [re.compile(rf"{p}(?P<time>{_TIME_RE})?", re.IGNORECASE) for p in _DATE_PATTERNS]
+# A time on its own with a 12-hour marker: "8:30 PM", "下午8:30".
+_LONE_TIME_RE = re.compile(
+    r"(?<![\d:])(?:(?P<cnap>上午|下午|早上|早晨|凌晨|清晨|晚上|傍晚|中午|晚间|夜间)\s*)?"
+    r"(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2}))?(?![\d:])"
+    r"(?:\s*(?P<ap>[AaPp])\.?\s?[Mm]\.?(?![A-Za-z]))?"
+)
+
+
+def _to_24h(hour: int, cn: str | None, ap: str | None) -> int | None:
+    """Hour on a 24-hour clock given a 12-hour marker, or ``None`` if inconsistent."""
+    pm = (ap or "").lower() == "p" or cn in _PM_WORDS
+    am = (ap or "").lower() == "a" or cn in _AM_WORDS
+    if not (am or pm):
+        return hour if hour < 24 else None
+    if hour > 12:
+        return hour if pm and hour < 24 else None
+    if cn == "中午" and hour >= 11:
+        return hour  # 中午11:30 is still late morning, 中午12:10 is noon
+    if pm:
+        return hour if hour == 12 else hour + 12
+    return 0 if hour == 12 else hour
+
+
+def _format_time(g: Mapping[str, str | None]) -> str | None:
+    """``HH:MM`` or ``HH:MM:SS`` from a time match, ``None`` when absent or invalid."""
+    h, mi, s = g.get("h"), g.get("mi"), g.get("s")
+    if h is None:
+        h, mi, s = g.get("ch"), g.get("cmi"), g.get("cs")
+    if h is None or mi is None:
+        return None
+    hour = _to_24h(int(h), g.get("cnap"), g.get("ap"))
+    if hour is None or int(mi) > 59 or (s is not None and int(s) > 59):
+        return None
+    out = f"{hour:02d}:{int(mi):02d}"
+    return f"{out}:{int(s):02d}" if s is not None else out
+
+
+def _date_sub(m: re.Match[str]) -> str:
+    g = m.groupdict()
+    month = _MONTHS[g["mon"][:3].lower()] if g.get("mon") else int(g["m"])
+    try:
+        iso = datetime.date(int(g["y"]), month, int(g["d"])).isoformat()
+    except ValueError:
+        return m.group(0)  # not a real date (month 13, 30 February): leave it alone
+    if g["time"] is None:
+        return iso
+    time = _format_time(g)
+    # An impossible time (25:70) is left as written after the converted date.
+    return f"{iso} {time}" if time is not None else iso + g["time"]
+
+
+def _lone_time_sub(m: re.Match[str]) -> str:
+    if not (m.group("ap") or m.group("cnap")):
+        return m.group(0)
+    time = _format_time(m.groupdict())
+    return m.group(0) if time is None else time
+
+
+def _normalize_dates(text: str) -> str:
+    for rx in _DATE_RES:
+        text = rx.sub(_date_sub, text)
+    return _LONE_TIME_RE.sub(_lone_time_sub, text)
+
+
+def _normalize_chars(text: str) -> str:
+    """Width, punctuation, invisible characters, dates and whitespace; no symbol stripping."""
+    text = _CRLF_RE.sub("\n", text).translate(_CHAR_TABLE)
+    text = _DASH_RUN_RE.sub("-", text)
+    text = _ELLIPSIS_RE.sub("…", text)
+    text = _SPACE_RUN_RE.sub(" ", text)
+    text = _normalize_dates(text)
+    return _SPACE_NL_RE.sub("\n", text).strip()
+
+
+def _strip_adversarial(text: str) -> str:
+    return _ADVERSARIAL_RE.sub("", text)
+
+
+def normalize_text(text: str) -> str:
+    """Character-level normalization of plain text, so that trivially different copies compare equal.
+
+    Full-width digits, letters, punctuation and U+3000 → ASCII; Chinese quotes, brackets, dashes,
+    ellipses and middle dots unified (“”「」『』 → ``"``, ‘’ → ``'``, 【】 → ``[]``, ——/– → ``-``,
+    ……/... → ``…``; 。 and 、 stay as they are: 。→ . would glue numbers into decimals);
+    zero-width and control characters removed; ``\\r\\n``, ``\\r`` → ``\\n``; U+00A0 and other
+    spaces → space; runs of spaces → one; blank lines collapsed; dates → ISO 8601
+    (``2023年1月1日 下午8:30`` → ``2023-01-01 20:30``; invalid dates untouched); symbols stuffed
+    between CJK characters (``购*买``) removed; ends stripped. Case is preserved.
+    """
+    if not text:
+        return ""
+    return _strip_adversarial(_normalize_chars(text))
+
+
+def normalize_body(raw: str | bytes | Iterable[str] | None) -> str:
+    """Clean text of an item body: :func:`to_text` then :func:`normalize_text`."""
+    return normalize_text(to_text(raw))
+
+
+# --------------------------------------------------------------------------------------------------
+# Titles
+# --------------------------------------------------------------------------------------------------
+
+_TAG_WORDS = (
+    r"转载|转帖|转|原创|独家|图|组图|多图|高清|高清组图|视频|附视频|图文|快讯|更新|热|荐|推荐|"
+    r"置顶|精|精华|新|最新|直播|专题|滚动|今日关注|评论|Photos?|Video|Watch|Update[sd]?|Breaking"
+)
+# Repost marks and bracketed tags anywhere in a title: （转载） 【转】 [原创] (组图) …
+_TITLE_TAG_RE = re.compile(rf"\s*[\[(]\s*(?:{_TAG_WORDS})\s*[\])]\s*", re.IGNORECASE)
+# Any short bracketed tag at the very start: 【独家】 [快讯] [北京] …
+_LEADING_BRACKET_RE = re.compile(r"^\s*\[[^\[\]]{1,8}\]\s*")
+# "转：" / "转载：" / "原创：" prefixes and a bare trailing " 原创".
+_TITLE_PREFIX_RE = re.compile(r"^\s*(?:(?:转载|转帖|转|原创|独家)\s*[:：]|(?:转载|原创|独家)\s)\s*")
+_TITLE_TRAILING_MARK_RE = re.compile(r"\s+(?:原创|转载)\s*$")
+_SITE_WORDS_RE = re.compile(
+    r"网|新闻|报|频道|在线|日报|时报|晚报|客户端|门户|资讯|电视|广播|传媒|媒体|杂志|周刊|论坛|社区|"
+    r"\.com|\.cn|\.net|\.org|"
+    r"\b(?:News|Times|Post|Online|Daily|Herald|Journal|Tribune|Reuters|BBC|CNN|AP|AFP|Guardian)\b",
+    re.IGNORECASE,
+)
+# A trailing segment after a separator: "_", "|", "»", "::", or a hyphen (spaced or bare).
+_SUFFIX_RE = re.compile(r"^(?P<head>.*\S)(?P<sep>\s*(?:-|_|\||::|»)\s*)(?P<seg>[^-_|»]+?)\s*$", re.S)
+_MAX_SUFFIX_CHARS = 12
+_MAX_SUFFIX_LATIN_CHARS = 30
+
+
+def _is_site_suffix(head: str, sep: str, seg: str) -> bool:
+    """Whether ``seg`` (after ``sep`` at the end of a title) is a site or section name."""
+    if len(head) < 4 or len(seg) > len(head):
+        return False
+    named = _SITE_WORDS_RE.search(seg) is not None
+    if seg.isascii():
+        short = len(seg) <= _MAX_SUFFIX_LATIN_CHARS and len(seg.split()) <= 4
+    else:
+        short = len(seg) <= (_MAX_SUFFIX_CHARS * 2 if named else _MAX_SUFFIX_CHARS)
+    if not short:
+        return False
+    if named:
+        return True
+    hyphen = sep.strip() == "-"
+    # Figures after a hyphen are content ("LONDON GOLD 1500 FIX - OCT 20 - 464.30 DLRS"): two such
+    # reports are different news and must keep their titles apart.
+    if hyphen and re.search(r"\d", seg):
+        return False
+    # Any other short segment after "_", "|" or a spaced " - " is a site or section name; after a
+    # bare "-" only a segment that names a site is ("COVID-19", "Spider-Man" keep their hyphen).
+    return not hyphen or (sep[0].isspace() and sep[-1].isspace())
+
+
+def normalize_title(
+    raw: str | bytes | Iterable[str] | None, extra_patterns: Iterable[str | re.Pattern[str]] = ()
+) -> str:
+    """Clean headline: :func:`normalize_text` plus removal of site suffixes and repost marks.
+
+    Removed: a trailing ``_网易新闻``, `` - 新浪新闻``, ``|凤凰网``, `` - BBC News``, `` | Reuters`` …
+    (a short segment after ``_``, ``|`` or a spaced `` - ``; after a bare ``-`` only when it names a
+    site, e.g. contains 网/新闻/报/频道/.com), repeated while one remains; repost marks and tags
+    such as ``（转载）``, ``【转】``, ``[原创]``, ``(组图)``, ``【独家】`` and a ``转：`` prefix; and every
+    match of ``extra_patterns`` (regexes applied to the width/punctuation-normalized title, before
+    the built-in rules).
+    """
+    text = _normalize_chars(to_text(raw).replace("\n", " "))
+    for pattern in extra_patterns:
+        text = re.sub(pattern, "", text).strip()
+    for _ in range(4):
+        before = text
+        text = _TITLE_TAG_RE.sub(" ", text).strip()
+        text = _LEADING_BRACKET_RE.sub("", text)
+        text = _TITLE_PREFIX_RE.sub("", text)
+        text = _TITLE_TRAILING_MARK_RE.sub("", text)
+        m = _SUFFIX_RE.match(text)
+        if m and _is_site_suffix(m.group("head"), m.group("sep"), m.group("seg")):
+            text = m.group("head").rstrip(" -_|")
+        if text == before:
+            break
+    return _strip_adversarial(_SPACE_RUN_RE.sub(" ", text).strip())
