@@ -66,11 +66,12 @@ EXTENSIONS = {
 NEWS_SEQUENTIAL = True
 
 # --- polite defaults for real sites --------------------------------------------------------------
-# (The spider sets its own download delay to 0 while it crawls the bundled site on 127.0.0.1.)
 ROBOTSTXT_OBEY = False  # the bundled site has no robots.txt; set True before crawling real sites
 USER_AGENT = "news_example (+https://github.com/scrapy-simhash/scrapy-simhash)"
 CONCURRENT_REQUESTS_PER_DOMAIN = 2
 DOWNLOAD_DELAY = 1
+# ...but no delay for the bundled site, which the spider serves itself on 127.0.0.1.
+DOWNLOAD_SLOTS = {"127.0.0.1": {"delay": 0}}
 COOKIES_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 

@@ -117,8 +117,6 @@ class NewsSpider(scrapy.Spider):
         self.portal = portal or "default"
         self._sequential_arg = sequential
         self.site: LocalSite | None = None
-        if not start_url:
-            self.download_delay = 0  # our own loopback server: no need to be polite
         self._lists: deque[tuple[str, str]] = deque()  # (url, portal) still to fetch, in order
         self._articles: deque[tuple[str, str]] = deque()
         self._seen: set[str] = set()
