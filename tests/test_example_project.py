@@ -77,6 +77,7 @@ def run_crawl(project: Path, *args: str) -> Crawl:
     crawl = Crawl(proc.returncode, proc.stdout, proc.stderr)
     assert proc.returncode == 0, f"scrapy crawl failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     assert "Traceback" not in proc.stderr, f"error in the crawl log:\n{proc.stderr[-4000:]}"
+    assert "ScrapyDeprecationWarning" not in proc.stderr, f"deprecated Scrapy API used:\n{proc.stderr[-4000:]}"
     if feed.exists():
         crawl.kept = [_path(json.loads(line)["url"]) for line in feed.read_text("utf-8").splitlines() if line]
     for m in DROP_RE.finditer(proc.stderr):
