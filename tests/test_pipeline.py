@@ -26,7 +26,6 @@ from tests.conftest import (
     run_crawl,
 )
 
-
 SCRAPY = tuple(int(p) for p in scrapy.__version__.split(".")[:2])
 #: DropItem(log_level=...) is honoured from Scrapy 2.13; older versions log every drop at WARNING.
 DROP_LEVEL_HONOURED = SCRAPY >= (2, 13)

@@ -1,0 +1,129 @@
+"""Deduplicator: the tiered rule, verdicts, short texts, actions, TTL, dynamic threshold, options."""
+
+from __future__ import annotations
+
+import pytest
+
+from scrapy_simhash import Deduplicator, Fingerprinter
+from scrapy_simhash.dedup import required_params
+from scrapy_simhash.index import IndexOpenError
+from tests.conftest import STORY_EN, STORY_ZH, STORY_ZH_2, repost_with_new_title, repost_with_suffix
+
+
+@pytest.fixture(scope="module")
+def fingerprinter() -> Fingerprinter:
+    return Fingerprinter()
+
+
+@pytest.fixture
+def dedup(tmp_path, fingerprinter):
+    with Deduplicator.open(str(tmp_path / "i.sqlite3"), fingerprinter=fingerprinter) as d:
+        yield d
+
+
+def test_new_then_title_tier_then_body_tier(dedup):
+    first = dedup.check_and_add(STORY_ZH["title"], STORY_ZH["body"], url="http://a/1", seen_at=1000.0)
+    assert first.status == "new" and first.entry_id is not None and first.is_new
+    copy = repost_with_suffix(STORY_ZH)
+    second = dedup.check_and_add(copy["title"], copy["body"], url="http://b/1")
+    assert (second.status, second.tier) == ("duplicate", "title")
+    assert second.distance <= 2
+    assert second.original.url == "http://a/1" and second.original.first_seen == 1000.0
+    assert second.original.title  # the normalized title of the original
+    renamed = repost_with_new_title(STORY_ZH, "东部科技园区到老城一趟车四十分钟")
+    third = dedup.check_and_add(renamed["title"], renamed["body"], url="http://c/1")
+    assert (third.status, third.tier) == ("duplicate", "body")
+    assert "body tier, distance" in third.summary() and "http://a/1" in third.summary()
+    # Different stories stay new; duplicates were not added.
+    assert dedup.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "new"
+    assert dedup.index.count() == 2
+
+
+def test_title_only_and_body_only_items(dedup):
+    assert dedup.check_and_add(STORY_ZH_2["title"], None).status == "new"
+    assert dedup.check_and_add(STORY_ZH_2["title"] + "（转载）", "").tier == "title"
+    assert dedup.check_and_add("", STORY_EN["body"]).status == "new"
+    assert dedup.check_and_add(None, STORY_EN["body"]).tier == "body"
+
+
+def test_short_texts_never_match_by_themselves(dedup):
+    skipped = dedup.check_and_add("", "短")
+    assert skipped.status == "skipped" and skipped.reason == "no_text"
+    assert "skipped" in skipped.summary()
+    # Two items with the same empty title and tiny body do not make each other duplicates.
+    for _ in range(3):
+        assert dedup.check_and_add("快讯", "好").status == "skipped"
+    assert dedup.index.count() == 0
+
+
+def test_flag_action_records_and_does_not_add(tmp_path, fingerprinter):
+    with Deduplicator.open(str(tmp_path / "f.sqlite3"), fingerprinter=fingerprinter, body_action="flag") as d:
+        d.check_and_add(STORY_ZH["title"], STORY_ZH["body"], url="http://a/1")
+        renamed = repost_with_new_title(STORY_ZH, "东部科技园区到老城一趟车四十分钟")
+        verdict = d.check_and_add(renamed["title"], renamed["body"], url="http://c/1")
+        assert (verdict.status, verdict.tier) == ("flagged", "body")
+        assert verdict.as_dict()["original"]["url"] == "http://a/1"
+        assert d.index.count() == 1
+        decision = d.index.explain("http://c/1")
+        assert decision is not None and decision.status == "flagged" and decision.tier == "body"
+
+
+def test_ttl_expired_entries_stop_matching_and_are_purged(tmp_path, fingerprinter):
+    with Deduplicator.open(str(tmp_path / "t.sqlite3"), fingerprinter=fingerprinter, ttl_days=1) as d:
+        day = 86400.0
+        assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"], seen_at=10 * day).status == "new"
+        copy = repost_with_suffix(STORY_ZH)
+        assert d.check_and_add(copy["title"], copy["body"], seen_at=10.5 * day).status == "duplicate"
+        assert d.check_and_add(copy["title"], copy["body"], seen_at=12 * day).status == "new"
+        assert d.purge_expired(now=12.5 * day) == 1
+        assert d.index.count() == 1
+
+
+def test_dynamic_threshold(tmp_path, fingerprinter):
+    with Deduplicator.open(str(tmp_path / "d.sqlite3"), fingerprinter=fingerprinter, dynamic_threshold=True) as d:
+        assert d.body_distance_for(50) == 5
+        assert d.body_distance_for(500) == 3
+        assert d.body_distance_for(5000) == 2
+        assert d.index.params.body_bands == 6  # the index answers exactly up to 5 bits
+    with Deduplicator.open(str(tmp_path / "s.sqlite3"), fingerprinter=fingerprinter) as d:
+        assert d.body_distance_for(50) == d.body_distance_for(5000) == 3
+
+
+def test_required_params():
+    assert required_params(64, 2, 3).title_bands == 3
+    assert required_params(64, 2, 3).body_bands == 4
+    with pytest.raises(ValueError):
+        required_params(64, -1, 3)
+
+
+def test_other_thresholds_on_an_existing_index_is_a_clear_error(tmp_path, fingerprinter):
+    path = str(tmp_path / "p.sqlite3")
+    Deduplicator.open(path, fingerprinter=fingerprinter).close()
+    with pytest.raises(IndexOpenError, match=r"p\.sqlite3"):
+        Deduplicator.open(path, fingerprinter=fingerprinter, body_max_distance=5)
+
+
+def test_bad_options(tmp_path, fingerprinter):
+    with pytest.raises(ValueError, match="body_action"):
+        Deduplicator.open(str(tmp_path / "x.sqlite3"), fingerprinter=fingerprinter, body_action="delete")
+    with pytest.raises(ValueError, match="ttl_days"):
+        Deduplicator.open(str(tmp_path / "y.sqlite3"), fingerprinter=fingerprinter, ttl_days=-1)
+    with pytest.raises(TypeError, match="top_k"):
+        Deduplicator.open(str(tmp_path / "z.sqlite3"), fingerprinter=fingerprinter, top_k=5)
+
+
+def test_options_reach_the_fingerprinter(tmp_path):
+    with Deduplicator.open(str(tmp_path / "o.sqlite3"), top_k=16, min_body_chars=10, bits=128) as d:
+        assert d.fingerprinter.features.top_k == 16
+        assert d.fingerprinter.min_body_chars == 10
+        assert d.index.params.bits == 128
+        assert d.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "new"
+
+
+def test_reset(tmp_path, fingerprinter):
+    path = str(tmp_path / "r.sqlite3")
+    with Deduplicator.open(path, fingerprinter=fingerprinter) as d:
+        d.check_and_add(STORY_ZH["title"], STORY_ZH["body"])
+    with Deduplicator.open(path, fingerprinter=fingerprinter, reset=True) as d:
+        assert d.index.count() == 0
+        assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
