@@ -489,36 +489,37 @@ _EN_MONTHS = (
     "December",
 )
 _EN_MON = {m[:3].lower(): i + 1 for i, m in enumerate(_EN_MONTHS)}
-_ZH_DATE = re.compile(r"(?<!\d)((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
-_ISO_DATE = re.compile(r"(?<![\d.])((?:19|20)\d\d)[-/.](\d{1,2})[-/.](\d{1,2})(?![\d.])")
+_ZH_DATE = re.compile(r"(?<![\d\x00])((?:19|20)\d\d)\s*年\s*(\d{1,2})\s*月\s*(\d{1,2})\s*日")
+_ISO_DATE = re.compile(r"(?<![\d.\x00])((?:19|20)\d\d)[-/.](\d{1,2})[-/.](\d{1,2})(?![\d.])")
 _EN_DATE = re.compile(
-    r"(?<![A-Za-z])(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+(\d{1,2}),?\s+((?:19|20)\d\d)(?!\d)"
+    r"(?<![A-Za-z\x00])(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+(\d{1,2}),?\s+((?:19|20)\d\d)(?!\d)"
 )
 _EN_DATE_DMY = re.compile(
-    r"(?<![\w])(\d{1,2})\s+(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+((?:19|20)\d\d)(?!\d)"
+    r"(?<![\w\x00])(\d{1,2})\s+(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)[a-z]*\.?\s+((?:19|20)\d\d)(?!\d)"
 )
 _TIME_24 = re.compile(r"(?<![\d:])([01]?\d|2[0-3]):([0-5]\d)(?![\d:])")
 
 
-def _format_date(y: int, m: int, d: int, lang: str, rng: random.Random) -> str:
+def _format_date(y: int, m: int, d: int, lang: str, rng: random.Random, avoid: str = "") -> str:
+    """The date in a randomly chosen format other than ``avoid`` (how it was written)."""
     if lang == "zh":
-        fmts = (
+        fmts = [
             f"{y}年{m}月{d}日",
             f"{y}-{m:02d}-{d:02d}",
             f"{y}/{m}/{d}",
             f"{y}.{m:02d}.{d:02d}",
             f"{y}年{m:02d}月{d:02d}日",
-        )
+        ]
     else:
         mon = _EN_MONTHS[m - 1]
-        fmts = (
+        fmts = [
             f"{mon} {d}, {y}",
             f"{d} {mon} {y}",
             f"{y}-{m:02d}-{d:02d}",
             f"{mon[:3]}. {d}, {y}",
             f"{m:02d}/{d:02d}/{y}",
-        )
-    return rng.choice(fmts)
+        ]
+    return rng.choice([f for f in fmts if f != avoid.strip()])
 
 
 def date_format(d: Draft, rng: random.Random, fallback_date: tuple[int, int, int] = (2016, 3, 28)) -> Draft:
@@ -529,13 +530,14 @@ def date_format(d: Draft, rng: random.Random, fallback_date: tuple[int, int, int
     lang = d.lang
     changed = 0
 
-    def ymd(y: str, m: str, day: str) -> str:
+    def ymd(y: str, m: str, day: str, written: str) -> str:
         nonlocal changed
         yi, mi, di = int(y), int(m), int(day)
         if not (1 <= mi <= 12 and 1 <= di <= 31):
-            return f"{y}-{m}-{day}"
+            return written
         changed += 1
-        return _format_date(yi, mi, di, lang, rng)
+        # \x00 marks a rewritten date so that the next pattern leaves it alone (removed below).
+        return "\x00" + _format_date(yi, mi, di, lang, rng, avoid=written)
 
     def time12(m: re.Match[str]) -> str:
         nonlocal changed
@@ -552,13 +554,13 @@ def date_format(d: Draft, rng: random.Random, fallback_date: tuple[int, int, int
 
     paras = []
     for p in d.paragraphs:
-        p = _ZH_DATE.sub(lambda m: ymd(*m.groups()) + gap(m), p)
-        p = _ISO_DATE.sub(lambda m: ymd(*m.groups()) + gap(m), p)
+        p = _ZH_DATE.sub(lambda m: ymd(*m.groups(), m.group(0)) + gap(m), p)
+        p = _ISO_DATE.sub(lambda m: ymd(*m.groups(), m.group(0)) + gap(m), p)
         if lang == "en":
-            p = _EN_DATE.sub(lambda m: ymd(m.group(3), str(_EN_MON[m.group(1).lower()]), m.group(2)), p)
-            p = _EN_DATE_DMY.sub(lambda m: ymd(m.group(3), str(_EN_MON[m.group(2).lower()]), m.group(1)), p)
+            p = _EN_DATE.sub(lambda m: ymd(m.group(3), str(_EN_MON[m.group(1).lower()]), m.group(2), m.group(0)), p)
+            p = _EN_DATE_DMY.sub(lambda m: ymd(m.group(3), str(_EN_MON[m.group(2).lower()]), m.group(1), m.group(0)), p)
         p = _TIME_24.sub(time12, p)
-        paras.append(p)
+        paras.append(p.replace("\x00", ""))
     if not changed:
         y, m, day = fallback_date
         when = _format_date(y, m, day, lang, rng)
