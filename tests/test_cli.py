@@ -1,0 +1,497 @@
+"""The command line, run for real: the installed ``scrapy-simhash`` console script in a subprocess
+on JSONL files (good and bad lines, stdin, gzip, --jobs 1/2), the maintenance subcommands on a real
+SQLite index, and ``scrapy simhash`` inside a temporary Scrapy project."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scrapy_simhash import cli
+from scrapy_simhash.dedup import Deduplicator
+from scrapy_simhash.index import open_index
+
+from .conftest import STORY_EN, STORY_ZH, STORY_ZH_2, read_jsonl, repost_with_new_title, repost_with_suffix
+
+BIN = Path(sys.executable).parent
+SCRIPT = BIN / "scrapy-simhash"
+DECISION_KEYS = ["line", "url", "status", "tier", "distance", "original", "error"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _console_script() -> None:
+    if not SCRIPT.exists():
+        pytest.fail(f"{SCRIPT} is missing: run `pip install -e .` so the console script exists")
+
+
+def run(*args: Any, stdin: bytes | None = None, cwd: Path | None = None, cmd: list[str] | None = None,
+        timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The console script (or ``cmd``) with these arguments; stdout/stderr as text, never a TTY."""
+    argv = [*(cmd or [str(SCRIPT)]), *map(str, args)]
+    proc = subprocess.run(argv, input=stdin, capture_output=True, cwd=cwd, timeout=timeout,
+                          env={**os.environ, "PYTHONWARNINGS": "error::DeprecationWarning:scrapy_simhash"})
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8"),
+                                       proc.stderr.decode("utf-8"))
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def read_decisions(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        records = [json.loads(line) for line in f]
+    for r in records:
+        assert list(r) == DECISION_KEYS, r
+    return records
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------------------------------------
+# A tiny hand-written input (runs without ../shared)
+# ------------------------------------------------------------------------------------------------
+
+GOOD = [
+    {"url": "http://a.example/zh1", **STORY_ZH, "section": "城市"},
+    {"url": "http://a.example/zh2", **STORY_ZH_2},
+    {"url": "http://a.example/en1", **STORY_EN},
+    {"url": "http://b.example/zh1-copy", **repost_with_suffix(STORY_ZH)},
+    {"url": "http://c.example/tea", **repost_with_new_title(STORY_ZH_2, "无人机飞进南山茶园 春茶开采用上新技术")},
+]
+#: (raw line, expected status, what the error message must mention)
+BAD = [
+    (b"this is not json {", "error", "not JSON"),
+    (b"[1, 2, 3]", "error", "not a JSON object"),
+    (dumps({"url": "http://x.example/1", "title": 12345, "body": "x"}).encode(), "error", "'title'"),
+    (dumps({"url": "http://x.example/2", "headline": "no usable field"}).encode(), "error", "no title or body"),
+    (dumps({"url": "http://x.example/3", "title": "短", "body": ""}).encode(), "skipped", "too little text"),
+    (b'{"url": "http://x.example/4", "title": "\xff\xfe broken"}', "error", "not UTF-8"),
+    (dumps({"url": 7, "title": STORY_EN["title"]}).encode(), "error", "'url'"),
+    (dumps({"url": "http://x.example/5", "title": STORY_EN["title"], "body": {"p": 1}}).encode(), "error",
+     "'body'"),
+]
+
+
+def tiny_lines() -> list[bytes]:
+    lines = [dumps(item).encode() for item in GOOD[:3]]
+    lines += [raw for raw, _, _ in BAD[:4]]
+    lines += [dumps(item).encode() for item in GOOD[3:]]
+    lines += [raw for raw, _, _ in BAD[4:]]
+    lines.insert(5, b"   ")  # a blank line in the middle
+    return lines
+
+
+def expected_tiny() -> list[tuple[str, str | None, str | None, str | None]]:
+    """(status, tier, original, error fragment) per line of :func:`tiny_lines`."""
+    exp: list[tuple[str, str | None, str | None, str | None]] = [("new", None, None, None)] * 3
+    exp += [(s, None, None, m) for _, s, m in BAD[:4]]
+    exp += [("duplicate", "title", GOOD[0]["url"], None), ("duplicate", "body", GOOD[1]["url"], None)]
+    exp += [(s, None, None, m) for _, s, m in BAD[4:]]
+    exp.insert(5, ("skipped", None, None, "blank line"))
+    return exp
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The tiny input deduped once with --jobs 1 into a fresh index (reused by several tests)."""
+    d = tmp_path_factory.mktemp("tiny")
+    src = d / "items.jsonl"
+    src.write_bytes(b"\n".join(tiny_lines()) + b"\n")
+    index = d / "index.sqlite3"
+    proc = ok(run("dedup", src, "--index", index, "-o", d / "kept.jsonl", "--decisions", d / "decisions.jsonl"))
+    return {"dir": d, "src": src, "index": index, "proc": proc, "decisions": read_decisions(d / "decisions.jsonl")}
+
+
+def test_dedup_decides_every_line_and_reports_bad_ones(tiny: dict[str, Any]) -> None:
+    records, expected = tiny["decisions"], expected_tiny()
+    assert [r["line"] for r in records] == list(range(1, len(expected) + 1))
+    urls = {}
+    for raw_line, r in zip(tiny_lines(), records, strict=True):
+        try:
+            urls[r["line"]] = json.loads(raw_line).get("url")
+        except (ValueError, AttributeError):
+            urls[r["line"]] = None
+    for r, (status, tier, original, error) in zip(records, expected, strict=True):
+        assert r["status"] == status, r
+        assert r["tier"] == tier, r
+        assert r["original"] == original, r
+        if status in ("duplicate", "flagged"):
+            limit = 2 if tier == "title" else 3
+            assert isinstance(r["distance"], int) and 0 <= r["distance"] <= limit, r
+            assert r["error"] is None
+        else:
+            assert r["distance"] is None, r
+        if error is None:
+            assert r["error"] is None, r
+        else:
+            assert error in r["error"], r
+        expected_url = urls[r["line"]] if isinstance(urls[r["line"]], str) else None
+        if status != "error" or error not in ("not JSON", "not a JSON object", "not UTF-8", "'url'"):
+            assert r["url"] == expected_url, r
+    stderr = tiny["proc"].stderr
+    bad_lines = [r["line"] for r in records if r["status"] == "error"]
+    for n in bad_lines:  # each bad line is reported with its number
+        assert re.search(rf"^line {n}: .+; skipped$", stderr, re.M), stderr
+    assert "\r" not in stderr  # no progress bar when stderr is a pipe
+    assert re.search(r"kept\s+3\s+\(new 3, flagged 0", stderr), stderr
+    assert re.search(r"duplicate\s+2\s+\(title 1, body 1\)", stderr), stderr
+    assert re.search(rf"errors\s+{len(bad_lines)}\b", stderr), stderr
+    assert re.search(r"skipped\s+2\b", stderr), stderr
+    assert "items/s" in stderr
+
+
+def test_kept_items_are_the_original_objects(tiny: dict[str, Any]) -> None:
+    kept = (tiny["dir"] / "kept.jsonl").read_text("utf-8").splitlines()
+    assert [json.loads(line) for line in kept] == GOOD[:3]
+    assert "江城地铁" in kept[0]  # ensure_ascii=False
+
+
+def test_decisions_match_the_engine_in_process(tiny: dict[str, Any], tmp_path: Path) -> None:
+    """Each decision equals what the Deduplicator itself says for the same items, in the same order."""
+    with Deduplicator.open(str(tmp_path / "engine.sqlite3")) as dedup:
+        by_line = {}
+        for n, raw in enumerate(tiny_lines(), 1):
+            try:
+                item = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(item, dict) and isinstance(item.get("title"), (str, type(None))) and isinstance(
+                    item.get("body"), (str, type(None))) and isinstance(item.get("url"), str) and (
+                    "title" in item or "body" in item):
+                by_line[n] = dedup.check_and_add(item.get("title"), item.get("body"), item["url"])
+    records = {r["line"]: r for r in tiny["decisions"]}
+    assert len(by_line) == len(GOOD) + 1  # and the too-short item
+    for n, verdict in by_line.items():
+        r = records[n]
+        assert r["status"] == verdict.status
+        assert r["tier"] == verdict.tier
+        assert r["distance"] == verdict.distance
+        assert r["original"] == (verdict.original.url if verdict.original else None)
+
+
+def test_stdin_gzip_and_jobs_give_identical_decisions(tiny: dict[str, Any], tmp_path: Path) -> None:
+    data = tiny["src"].read_bytes()
+    ok(run("dedup", "-", "--index", tmp_path / "a.sqlite3", "--decisions", tmp_path / "a.jsonl.gz",
+           "-o", "-", stdin=data))
+    gz = tmp_path / "items.jsonl.gz"
+    gz.write_bytes(gzip.compress(data))
+    proc = ok(run("dedup", gz, "--index", tmp_path / "b.sqlite3", "--decisions", "-", "--jobs", "2",
+                  "-o", tmp_path / "kept.jsonl.gz"))
+    assert read_decisions(tmp_path / "a.jsonl.gz") == tiny["decisions"]
+    assert [json.loads(line) for line in proc.stdout.splitlines()] == tiny["decisions"]
+    with gzip.open(tmp_path / "kept.jsonl.gz", "rt", encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == GOOD[:3]
+    assert "2 jobs" in proc.stderr
+
+
+def test_inputs_that_cannot_be_read_exit_2_with_one_line(tmp_path: Path) -> None:
+    index = tmp_path / "index.sqlite3"
+    fake_gz = tmp_path / "plain.jsonl.gz"
+    fake_gz.write_text(dumps(GOOD[0]) + "\n", "utf-8")
+    not_an_index = tmp_path / "notes.txt"
+    not_an_index.write_text("hello\n" * 100, "utf-8")
+    cases = [
+        (("dedup", tmp_path / "missing.jsonl", "--index", index), "missing.jsonl"),
+        (("dedup", fake_gz, "--index", index), "not gzip"),
+        (("dedup", tmp_path, "--index", index), "directory"),
+        (("dedup", fake_gz.with_name("x.jsonl"), "--index", not_an_index), "x.jsonl"),
+    ]
+    (tmp_path / "x.jsonl").write_text(dumps(GOOD[0]) + "\n", "utf-8")
+    cases[-1] = (("dedup", tmp_path / "x.jsonl", "--index", not_an_index), "cannot open index")
+    for args, fragment in cases:
+        proc = run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and fragment in lines[0], proc.stderr
+
+
+def test_truncated_gzip_keeps_what_it_read_and_exits_1(tmp_path: Path) -> None:
+    data = b"".join(dumps({"url": f"http://t.example/{i}", "title": f"第{i}条新闻标题 关于城市交通的报道",
+                           "body": STORY_ZH["body"].replace("38", str(i))}).encode() + b"\n" for i in range(60))
+    gz = gzip.compress(data)
+    src = tmp_path / "cut.jsonl.gz"
+    src.write_bytes(gz[: len(gz) // 2])
+    proc = run("dedup", src, "--index", tmp_path / "i.sqlite3", "--decisions", tmp_path / "d.jsonl")
+    assert proc.returncode == 1, proc.stderr
+    assert "broke off" in proc.stderr and "Traceback" not in proc.stderr
+    decided = read_decisions(tmp_path / "d.jsonl")
+    assert 0 < len(decided) < 60  # the lines before the cut were decided and written
+
+
+# ------------------------------------------------------------------------------------------------
+# Real articles: ../shared/corpus with made-up reposts; --jobs 1 and --jobs 2
+# ------------------------------------------------------------------------------------------------
+
+
+def _change_one_sentence(body: str) -> str:
+    sentences = re.split(r"(?<=。)", body)
+    longest = max(range(len(sentences)), key=lambda i: len(sentences[i]))
+    sentences[longest] = "记者了解到，相关部门已经就此事展开调查，具体情况仍在进一步核实之中。"
+    return "".join(sentences)
+
+
+def corpus_items() -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
+    """40 real articles, then title-suffix reposts of 3 and one-sentence-edited body reposts (new
+    titles) of 3 long ones. Returns the items and repost URL → original URL per kind."""
+    articles = [a for a in read_jsonl("zh/newsspider-2016.jsonl.gz") if len(a["body"]) > 200][:40]
+    items = [{"url": a["url"], "title": a["title"], "body": a["body"]} for a in articles]
+    title_reposts, body_reposts = {}, {}
+    for i, a in enumerate(articles[:3]):
+        url = f"http://repost.example/t{i}"
+        items.append({"url": url, "title": a["title"].strip() + " - 网易新闻", "body": a["body"]})
+        title_reposts[url] = a["url"]
+    long_ones = sorted(articles, key=lambda a: -len(a["body"]))[:3]
+    for i, a in enumerate(long_ones):
+        url = f"http://repost.example/b{i}"
+        items.append({"url": url, "title": f"转载第{i}篇：{'一则' * (i + 1)}完全改写的新标题", "body":
+                      _change_one_sentence(a["body"])})
+        body_reposts[url] = a["url"]
+    return items, title_reposts, body_reposts
+
+
+def test_real_articles_jobs_1_and_2_identical(tmp_path: Path) -> None:
+    items, title_reposts, body_reposts = corpus_items()
+    src = tmp_path / "news.jsonl.gz"
+    src.write_bytes(gzip.compress(b"".join(dumps(i).encode() + b"\n" for i in items)))
+    ok(run("dedup", src, "--index", tmp_path / "j1.sqlite3", "--decisions", tmp_path / "j1.jsonl", "--jobs", "1"))
+    ok(run("dedup", src, "--index", tmp_path / "j2.sqlite3", "--decisions", tmp_path / "j2.jsonl", "--jobs", "2"))
+    one, two = read_decisions(tmp_path / "j1.jsonl"), read_decisions(tmp_path / "j2.jsonl")
+    assert one == two
+    assert len(one) == len(items)
+    by_url = {r["url"]: r for r in one}
+    for url, original in title_reposts.items():
+        r = by_url[url]
+        assert (r["status"], r["tier"], r["original"]) == ("duplicate", "title", original), r
+    # Replacing a whole sentence can move a body fingerprint past 3 bits (an engine matter, measured
+    # by the benchmarks): the command line must report what the engine decides (checked below), and
+    # a caught one must name the right original in the body tier.
+    caught = [by_url[url] for url in body_reposts if by_url[url]["status"] != "new"]
+    assert caught, [by_url[url] for url in body_reposts]
+    for r in caught:
+        assert (r["status"], r["tier"], r["original"]) == ("duplicate", "body", body_reposts[r["url"]]), r
+        assert 0 <= r["distance"] <= 3
+    # the real articles themselves: the engine (in process) must agree line by line
+    with Deduplicator.open(str(tmp_path / "engine.sqlite3")) as dedup:
+        for item, r in zip(items, one, strict=True):
+            v = dedup.check_and_add(item["title"], item["body"], item["url"])
+            assert (r["status"], r["tier"], r["distance"]) == (v.status, v.tier, v.distance), r
+
+
+# ------------------------------------------------------------------------------------------------
+# Maintenance subcommands
+# ------------------------------------------------------------------------------------------------
+
+
+def _stats(index: Path) -> dict[str, Any]:
+    return json.loads(ok(run("stats", "--index", index, "--json")).stdout)
+
+
+def count(index: Path) -> int:
+    """Entries of the default namespace, read in process (fewer subprocesses keep the tests fast)."""
+    idx = open_index(str(index), readonly=True)
+    try:
+        return idx.count()
+    finally:
+        idx.close()
+
+
+def test_stats_check_explain_export(tiny: dict[str, Any], tmp_path: Path) -> None:
+    index = tmp_path / "index.sqlite3"
+    index.write_bytes(tiny["index"].read_bytes())
+    data = _stats(index)
+    assert data["entries"] == 3 and data["decisions"] == 2
+    assert data["params"]["bits"] == 64 and data["file_size"] > 0
+    text = ok(run("stats", "--index", index)).stdout
+    assert str(index) in text and re.search(r"'default'\s+3 entries\s+2 decisions", text), text
+
+    # check: the repost's verdict without adding it, and the nearest entries with shared words
+    repost = repost_with_suffix(STORY_ZH)
+    proc = ok(run("check", "--index", index, "--title", repost["title"], "--body", repost["body"]))
+    assert proc.stdout.startswith("verdict: duplicate (title tier"), proc.stdout
+    assert GOOD[0]["url"] in proc.stdout and "shared title words: " in proc.stdout
+    assert "地铁" in proc.stdout.split("shared title words: ")[1].splitlines()[0]
+    proc = ok(run("check", "--index", index, "--item", dumps({"headline": "x", **GOOD[4]}), "--json"))
+    report = json.loads(proc.stdout)
+    assert report["verdict"]["status"] == "duplicate" and report["verdict"]["tier"] == "body"
+    assert report["verdict"]["original"]["url"] == GOOD[1]["url"]
+    assert any(n["tier"] == "body" and n["entry"]["url"] == GOOD[1]["url"] for n in report["nearest"])
+    item_file = tmp_path / "item.json"
+    item_file.write_text(dumps({"title": "完全无关的一条新闻标题 关于天文观测", "body": "今晚将出现流星雨，"
+                                "天文爱好者可在郊外观测，预计每小时可见流星数十颗，最佳观测时间为凌晨两点。"}), "utf-8")
+    report = json.loads(ok(run("check", "--index", index, "--item-file", item_file, "--json")).stdout)
+    assert report["verdict"]["status"] == "new" and report["query"]["title_features"]
+    assert count(index) == 3  # check adds nothing
+
+    # explain
+    proc = ok(run("explain", GOOD[3]["url"], "--index", index))
+    assert "duplicate" in proc.stdout and "title tier" in proc.stdout and GOOD[0]["url"] in proc.stdout
+    data = json.loads(ok(run("explain", GOOD[4]["url"], "--index", index, "--json")).stdout)
+    assert (data["status"], data["tier"], data["original"]["url"]) == ("duplicate", "body", GOOD[1]["url"])
+    assert 0 <= data["distance"] <= 3
+    assert "admitted as new" in ok(run("explain", GOOD[0]["url"], "--index", index)).stdout
+    proc = run("explain", "http://never.example/", "--index", index)
+    assert proc.returncode == 1 and "no decision" in proc.stderr
+
+    # export
+    rows = [json.loads(line) for line in ok(run("export", "--index", index)).stdout.splitlines()]
+    assert [r["url"] for r in rows] == [g["url"] for g in GOOD[:3]]
+    assert all(re.fullmatch(r"[0-9a-f]+", r["title_fp"]) for r in rows)
+    assert rows[0]["title"].startswith("江城地铁")
+    ok(run("export", "--index", index, "-o", tmp_path / "e.jsonl.gz"))
+    with gzip.open(tmp_path / "e.jsonl.gz", "rt", encoding="utf-8") as f:
+        assert [json.loads(line) for line in f] == rows
+
+
+def test_forget_purge_reset_import(tiny: dict[str, Any], tmp_path: Path) -> None:
+    index = tmp_path / "index.sqlite3"
+    ok(run("import", tiny["src"], "--index", index, "-q"))
+    assert count(index) == 3
+    proc = ok(run("import", tiny["src"], "--index", index, "-q"))  # everything is known now
+    assert re.search(r"duplicate\s+5\b", proc.stderr), proc.stderr
+
+    ok(run("forget", GOOD[2]["url"], "--index", index))
+    assert count(index) == 2
+    proc = run("forget", GOOD[2]["url"], "--index", index)
+    assert proc.returncode == 1 and "no entry" in proc.stderr
+    first = json.loads(ok(run("export", "--index", index)).stdout.splitlines()[0])
+    assert f"entry #{first['id']}" in ok(run("forget", first["id"], "--index", index)).stdout
+    assert count(index) == 1
+
+    # purge: two entries first seen 40 days ago go, the fresh one stays
+    idx = open_index(str(index))
+    old = time.time() - 40 * 86400
+    idx.add([(0x0F0F, 0xF0F0, "http://old.example/1", "old one", old),
+             (0x1234, 0x4321, "http://old.example/2", "old two", old)])
+    idx.close()
+    assert count(index) == 3
+    assert "purged 2 entries" in ok(run("purge", "--older-than", "30", "--index", index)).stdout
+    assert count(index) == 1
+
+    # reset: refuses without a terminal, asks on one, --yes does it
+    proc = run("reset", "--index", index)
+    assert proc.returncode == 2 and "--yes" in proc.stderr
+    out, status = _run_on_tty([str(SCRIPT), "reset", "--index", str(index)], answer=b"n\n")
+    assert "[y/N]" in out and status == 1
+    assert count(index) == 1
+    ok(run("reset", "--index", index, "--yes"))
+    assert count(index) == 0
+
+
+def _run_on_tty(argv: list[str], answer: bytes = b"", timeout: float = 30) -> tuple[str, int]:
+    """Run with stdin/stdout/stderr on a pseudo-terminal; type ``answer``; return output and status."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    chunks, sent, deadline = [], False, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([master], [], [], 0.1)
+        if ready:
+            try:
+                data = os.read(master, 4096)
+            except OSError:
+                break
+            if not data:
+                break
+            chunks.append(data)
+            if answer and not sent and b"[y/N]" in b"".join(chunks):
+                os.write(master, answer)
+                sent = True
+        elif proc.poll() is not None:
+            break
+    status = proc.wait(timeout=5)
+    os.close(master)
+    return b"".join(chunks).decode("utf-8", "replace"), status
+
+
+def test_progress_bar_only_on_a_terminal(tiny: dict[str, Any], tmp_path: Path) -> None:
+    out, status = _run_on_tty([str(SCRIPT), "dedup", str(tiny["src"]), "--index", str(tmp_path / "p.sqlite3"),
+                               "-q"])
+    assert status == 0, out
+    assert "\r" in out and "items/s" in out and "%" in out  # the bar, with a percentage for a file
+    # (piped runs elsewhere assert there is no "\r" in stderr)
+
+
+def test_every_subcommand_has_help_with_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit) as exc:
+            cli.main([name, "--help"])
+        assert exc.value.code == 0
+        out = capsys.readouterr().out
+        assert f"scrapy-simhash {name}" in out and "examples:" in out, name
+    assert "--index" in ok(run("stats", "--help")).stdout
+
+
+def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["dedup", "x.jsonl"], ["nonsense"], ["check", "--index", "i.sqlite3"],
+                 ["purge", "--index", "i.sqlite3", "--older-than", "-3"]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(argv)
+        assert exc.value.code == 2, argv
+    capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------------------------
+# `scrapy simhash` inside a project
+# ------------------------------------------------------------------------------------------------
+
+
+def make_project(root: Path, settings: str = "") -> Path:
+    (root / "proj").mkdir(parents=True)
+    (root / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n", "utf-8")
+    (root / "proj" / "__init__.py").write_text("", "utf-8")
+    (root / "proj" / "settings.py").write_text(
+        f'BOT_NAME = "proj"\nSPIDER_MODULES = []\nADDONS = {{"scrapy_simhash.Addon": 300}}\n{settings}', "utf-8")
+    return root
+
+
+SCRAPY = [sys.executable, "-W", "error::scrapy.exceptions.ScrapyDeprecationWarning", "-m", "scrapy"]
+
+
+def test_scrapy_simhash_inside_a_project_uses_its_index(tiny: dict[str, Any], tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p1", 'SIMHASH_BODY_FIELD = ["content", "body"]\n')
+    proc = ok(run("simhash", "dedup", tiny["src"], "--decisions", "d.jsonl", cwd=root, cmd=SCRAPY))
+    decided = read_decisions(root / "d.jsonl")
+    # the project's SIMHASH_BODY_FIELD is the default of --body-field: its names are the ones looked for
+    assert "(looked for title, content, body)" in decided[7]["error"]
+    assert [{**r, "error": None} for r in decided] == [{**r, "error": None} for r in tiny["decisions"]]
+    assert "ScrapyDeprecationWarning" not in proc.stderr
+    stats = json.loads(ok(run("simhash", "stats", "--json", cwd=root, cmd=SCRAPY)).stdout)
+    assert Path(stats["location"]) == (root / ".scrapy" / "simhash" / "index.sqlite3").resolve()
+    assert stats["entries"] == 3
+    text = ok(run("simhash", "stats", cwd=root, cmd=SCRAPY)).stdout
+    assert "index.sqlite3" in text and "3 entries" in text
+    # -s before the subcommand overrides a setting, as for any Scrapy command
+    other = json.loads(ok(run("simhash", "-s", "SIMHASH_NAMESPACE=other", "stats", "--json", cwd=root,
+                              cmd=SCRAPY)).stdout)
+    assert other["namespace"] == "other" and other["entries"] == 0
+    help_text = ok(run("simhash", "check", "--help", cwd=root, cmd=SCRAPY)).stdout
+    assert "scrapy simhash check" in help_text and "examples:" in help_text
+
+
+def test_scrapy_simhash_reads_simhash_index_url(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "shared-index.sqlite3"
+    root = make_project(tmp_path / "p2", f"SIMHASH_INDEX_URL = 'sqlite:///{elsewhere}'\n")
+    missing = run("simhash", "stats", cwd=root, cmd=SCRAPY)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    src = tmp_path / "items.jsonl"
+    src.write_text("".join(dumps(g) + "\n" for g in GOOD), "utf-8")
+    ok(run("simhash", "import", src, "-q", cwd=root, cmd=SCRAPY))
+    assert json.loads(ok(run("stats", "--index", elsewhere, "--json")).stdout)["entries"] == 3
