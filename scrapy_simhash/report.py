@@ -197,7 +197,10 @@ def gather(
             if r.get("url") in seen_urls and r.get("url") is not None:
                 continue
             seen_urls.add(r.get("url"))
-            original = by_url.get(r.get("original"))
+            ref = r.get("original")
+            original = by_url.get(ref)
+            if original is None and isinstance(ref, str) and ref.startswith("entry #") and ref[7:].isdigit():
+                original = by_id.get(int(ref[7:]))  # dedup names originals without a URL by entry id
             data.decisions.append(Pair(r["tier"], r["distance"], r["status"], r.get("url"), None, original,
                                        right_url=r.get("original")))
             added += 1
