@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from . import defaults
 from .fingerprint import Fingerprinter, Fingerprints
 from .index import IndexParams, open_index
 from .index.base import BandIndex, Entry, Query, Tier
@@ -21,8 +22,8 @@ Status = Literal["new", "duplicate", "flagged", "skipped"]
 Action = Literal["drop", "flag"]
 ACTIONS: tuple[str, ...] = ("drop", "flag")
 
-DEFAULT_TITLE_MAX_DISTANCE = 2
-DEFAULT_BODY_MAX_DISTANCE = 3
+DEFAULT_TITLE_MAX_DISTANCE = defaults.TITLE_MAX_DISTANCE
+DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
 LONG_BODY_CHARS, LONG_BODY_MALUS = 2000, 1

@@ -5,8 +5,7 @@ The README's settings table lists the same names; ``tests/test_settings_doc.py``
 
 from __future__ import annotations
 
-from .dedup import DEFAULT_BODY_MAX_DISTANCE, DEFAULT_TITLE_MAX_DISTANCE
-from .features import DEFAULT_TOP_K
+# Plain constants only: the command line imports this module and must start without jieba or Scrapy.
 
 ENABLED = True
 #: None → ``sqlite:///<project>/.scrapy/simhash/index.sqlite3``, shared by all spiders of the project.
@@ -16,10 +15,10 @@ NAMESPACE = "default"
 TITLE_FIELD: str | list[str] = "title"
 BODY_FIELD: str | list[str] = ["body", "content", "text"]
 URL_FIELD: str | list[str] = "url"
-TITLE_MAX_DISTANCE = DEFAULT_TITLE_MAX_DISTANCE
-BODY_MAX_DISTANCE = DEFAULT_BODY_MAX_DISTANCE
+TITLE_MAX_DISTANCE = 2
+BODY_MAX_DISTANCE = 3
 BITS = 64
-TOP_K = DEFAULT_TOP_K
+TOP_K = 64
 TITLE_ACTION = "drop"
 BODY_ACTION = "drop"
 FLAG_FIELD = "simhash"

@@ -25,9 +25,11 @@ from pathlib import Path
 import jieba
 import jieba.analyse
 
+from . import defaults
+
 logger = logging.getLogger(__name__)
 
-DEFAULT_TOP_K = 64
+DEFAULT_TOP_K = defaults.TOP_K
 
 # A token made only of these is no feature: punctuation, symbols, spaces.
 _NO_WORD = re.compile(r"^[\W_]+$", re.UNICODE)
