@@ -31,11 +31,17 @@ The stream (per language, built deterministically from ``--seed``)
   and related links inside the body); ``figures``: reports whose titles are equal once digits are
   masked or that are earnings/dividend reports ("… 1ST QTR NET", "U.K. MONEY MARKET GIVEN …
   HELP"), and any pair whose text is near-identical but whose figures differ.
-* **Natural duplicates** already in the corpora are found independently of simhash: two
-  originals whose normalized bodies (NFKC, lower case, no whitespace) have character 5-gram
-  Jaccard ≥ 0.9 *and* the same figures are one story: the later one is labelled a positive
-  (``natural``). A pair with Jaccard in [0.5, 0.9) and the same figures is ambiguous (a follow-up,
-  or a heavy rewrite): the later one is left out of the stream and counted as ``grey``.
+* **Natural duplicates** already in the corpora are found independently of simhash. "Same
+  figures" means the sets of numbers in the two bodies overlap by ≥ 0.8 (overlap coefficient).
+  Two originals whose normalized bodies (NFKC, lower case, no whitespace) have character 5-gram
+  Jaccard ≥ 0.9 and the same figures are one story: the later one is labelled a positive
+  (``natural``). Jaccard ≥ 0.5 with other figures: a ``figures`` hard negative. Jaccard in
+  [0.5, 0.9) with the same figures is ambiguous (a follow-up, a heavy rewrite, stock codes
+  inserted): the later one is left out of the stream and counted as ``grey``. Two originals with
+  the same headline (site suffix, case and width ignored) but dissimilar text are ambiguous in
+  Chinese (portals reuse a headline for a rewritten repost: left out, ``grey``); in English they
+  are a ``figures`` hard negative when fewer than half of the numbers agree (Reuters repeats a
+  headline for every new market report), else ``grey``.
 
 Scoring: an item is a positive when an earlier item of its story (cluster) is in the stream. A
 drop is correct only when the matched original belongs to the same cluster (a repost dropped
