@@ -48,6 +48,11 @@ serialized and exactly one is admitted. The file is in WAL mode with ``synchrono
 killed at any point leaves a file that opens and holds every entry reported new. Readers are never
 blocked by writers; writers wait up to ``busy_timeout`` seconds for each other.
 
+Scaling: identical fingerprints cost nothing extra, but distinct fingerprints sharing a band value
+are all candidates: about ``n / 2**width`` per band. For 64 bits and body k=3 (16-bit bands) that is
+~15 per band at 1M entries, verified in Python; ``benchmarks/index_scaling.py`` measures it. Manku's
+permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows for fewer candidates.
+
 Safety: nothing read from the file is unpickled or evaluated (meta values are JSON). A file that is
 not ours, is corrupt, truncated or not a database is an :class:`~.base.IndexOpenError` naming it,
 and is never modified; nothing is silently recreated. A new file is built under a temporary name
