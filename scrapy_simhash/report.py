@@ -12,10 +12,8 @@ reposts, it is too tight.
 
 Where the data comes from
 -------------------------
-* Decisions: ``index.decisions(limit)`` when the index offers it; else, for the SQLite index, its
-  ``decision`` table read through a separate read-only connection; plus any ``--decisions`` files
-  written by ``dedup``. The index does not store the dropped item's title, only its URL and the
-  original entry it matched.
+* Decisions: ``index.decisions(limit)`` (URL, title, tier, distance and the original entry of each
+  recent duplicate or flagged item), plus any ``--decisions`` files written by ``dedup``.
 * Near misses: the band index can only find neighbours up to ``bands - 1`` bits, which for the
   title tier is the threshold itself. So the report compares fingerprints directly: each of the
   most recent entries against every earlier entry (up to ``max_comparisons`` Hamming distances per
@@ -31,7 +29,6 @@ from __future__ import annotations
 import gzip
 import html
 import json
-import sqlite3
 import time
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,9 +36,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from .index.base import TIERS, BandIndex, Decision, Entry, Tier
+from .index.base import TIERS, BandIndex, Entry, Tier
 
 #: Hamming distances computed per tier for the near-miss search (about 0.1 s per million).
 DEFAULT_MAX_COMPARISONS = 8_000_000
@@ -83,52 +79,6 @@ class ReportData:
 # ------------------------------------------------------------------------------------------------
 # Gathering
 # ------------------------------------------------------------------------------------------------
-
-
-def recent_decisions(index: BandIndex, limit: int) -> tuple[list[Decision], str]:
-    """The ``limit`` most recent stored decisions, newest first, and where they came from.
-
-    Uses ``index.decisions(limit)`` when the index has it (the protocol method this report asks
-    for); else reads the SQLite index's ``decision`` table read-only; else nothing.
-    """
-    method = getattr(index, "decisions", None)
-    if callable(method):
-        return list(method(limit)), "index.decisions()"
-    if type(index).__name__ == "SqliteIndex":
-        try:
-            return _sqlite_decisions(index, limit), "the SQLite decision table (read-only)"
-        except sqlite3.Error as exc:
-            return [], f"no decisions: the SQLite decision table could not be read ({exc})"
-    return [], "no decisions: this index cannot list them"
-
-
-def _sqlite_decisions(index: BandIndex, limit: int) -> list[Decision]:
-    uri = f"file:{quote(str(Path(index.location).resolve()))}?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=10)
-    try:
-        row = conn.execute("SELECT id FROM namespace WHERE name = ?", (index.namespace,)).fetchone()
-        if row is None:
-            return []
-        rows = conn.execute(
-            "SELECT url, status, tier, distance, original, decided_at FROM decision WHERE ns = ? "
-            "ORDER BY decided_at DESC LIMIT ?", (row[0], limit),
-        ).fetchall()
-    finally:
-        conn.close()
-    # Originals are resolved by the caller from the entries it reads anyway (by id).
-    return [
-        Decision(url=url, status=status, tier=tier, distance=int(distance),
-                 original=_Placeholder(original) if original is not None else None,  # type: ignore[arg-type]
-                 decided_at=float(decided_at))
-        for url, status, tier, distance, original, decided_at in rows
-    ]
-
-
-@dataclass(frozen=True)
-class _Placeholder:
-    """An original known only by its entry id (resolved against the entries read later)."""
-
-    id: int
 
 
 def read_decision_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
@@ -179,15 +129,11 @@ def gather(
         data.notes.append(f"near misses use the {len(entries):,} most recent of {data.entries:,} entries")
 
     # Decisions stored in the index.
-    decisions, source = recent_decisions(index, recent)
-    data.sources.append(f"{len(decisions):,} decisions from {source}")
+    decisions = index.decisions(recent)
+    data.sources.append(f"{len(decisions):,} decisions from the index")
     seen_urls = set()
     for d in decisions:
-        original = d.original
-        if isinstance(original, _Placeholder):
-            original = by_id.get(original.id)
-        data.decisions.append(Pair(d.tier, d.distance, d.status, d.url, getattr(d, "title", None), original,
-                                   when=d.decided_at))
+        data.decisions.append(Pair(d.tier, d.distance, d.status, d.url, d.title, d.original, when=d.decided_at))
         seen_urls.add(d.url)
     # Decisions from dedup runs' files.
     if decision_files:

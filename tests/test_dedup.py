@@ -96,9 +96,13 @@ def test_required_params():
         required_params(64, -1, 3)
 
 
-def test_other_thresholds_on_an_existing_index_is_a_clear_error(tmp_path, fingerprinter):
+def test_thresholds_on_an_existing_index(tmp_path, fingerprinter):
     path = str(tmp_path / "p.sqlite3")
     Deduplicator.open(path, fingerprinter=fingerprinter).close()
+    # Lower thresholds: the existing layout answers them exactly.
+    with Deduplicator.open(path, fingerprinter=fingerprinter, title_max_distance=1, body_max_distance=2) as d:
+        assert (d.title_max_distance, d.body_max_distance) == (1, 2)
+    # Higher: a clear error naming the file.
     with pytest.raises(IndexOpenError, match=r"p\.sqlite3"):
         Deduplicator.open(path, fingerprinter=fingerprinter, body_max_distance=5)
 

@@ -411,6 +411,14 @@ def test_explain(index: SqliteIndex) -> None:
     assert d is not None and (d.status, d.tier, d.distance, d.decided_at) == ("flagged", "body", 3, 300.0)
     assert index.explain("https://never-seen") is None
     assert index.stats()["decisions"] == 1
+    index.check_and_add(q(0xABCDEF ^ 1, None, url="https://copy2", title="副本", seen_at=400.0))
+    recent = index.decisions(10)
+    assert [(d.url, d.title, d.decided_at) for d in recent] == [("https://copy2", "副本", 400.0),
+                                                                 ("https://copy", None, 300.0)]
+    assert recent[0].original is not None and recent[0].original.url == "https://orig"
+    assert [d.url for d in index.decisions(1)] == ["https://copy2"]
+    index.forget("https://orig")  # the original goes: its decisions stay, without it
+    assert index.explain("https://copy2").original is None
 
 
 def test_stats(index: SqliteIndex, path: Path) -> None:
@@ -551,11 +559,23 @@ def test_parameter_mismatch_names_file_and_fields(path: Path) -> None:
         open_index(path, params=wanted)
     message = str(err.value)
     assert str(path) in message
-    assert "title_bands: file 3 vs requested 4" in message
-    assert "tokenizer: file 'jieba' vs requested 'pkuseg'" in message
+    assert "title_bands: index 3 vs requested 4" in message
+    assert "tokenizer: index 'jieba' vs requested 'pkuseg'" in message
     assert "body_bands" not in message and "bits" not in message
     assert isinstance(err.value, IndexOpenError)
     assert file_state(path) == before
+
+
+def test_more_bands_than_requested_answer_smaller_distances(path: Path) -> None:
+    # An index built for title <= 2 / body <= 3 answers title <= 1 / body <= 2 exactly: no new index
+    # is needed to lower a threshold; raising one past the layout is a mismatch.
+    open_index(path).close()
+    with open_index(path, params=IndexParams(title_bands=2, body_bands=3)) as ix:
+        assert ix.params == IndexParams()  # what the file has
+    with pytest.raises(ParameterMismatch, match="body_bands: index 4 vs requested 5"):
+        open_index(path, params=IndexParams(body_bands=5))
+    with pytest.raises(ParameterMismatch, match="bits: index 64 vs requested 128"):
+        open_index(path, params=IndexParams(bits=128, title_bands=2))
 
 
 def test_foreign_sqlite_file_is_refused_untouched(path: Path) -> None:

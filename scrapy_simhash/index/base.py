@@ -62,6 +62,23 @@ class IndexParams:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def incompatibilities(self, requested: IndexParams) -> list[str]:
+        """Why an index built with these parameters cannot answer queries made with ``requested``
+        (empty: it can). Bits, tokenizer and feature version must be equal; bands may be more than
+        requested, since k+1 bands answer every distance up to k exactly."""
+        problems = [
+            f"{name}: index {getattr(self, name)!r} vs requested {getattr(requested, name)!r}"
+            for name in ("bits", "tokenizer", "features_version")
+            if getattr(self, name) != getattr(requested, name)
+        ]
+        problems += [
+            f"{name}: index {getattr(self, name)!r} vs requested {getattr(requested, name)!r} "
+            f"(answers distances up to {getattr(self, name) - 1} only)"
+            for name in ("title_bands", "body_bands")
+            if getattr(self, name) < getattr(requested, name)
+        ]
+        return problems
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -123,6 +140,7 @@ class Decision:
     distance: int
     original: Entry | None  # None when the original was since purged or forgotten
     decided_at: float
+    title: str | None = None  # the decided item's (normalized, shortened) title
 
 
 @runtime_checkable
@@ -147,6 +165,9 @@ class BandIndex(Protocol):
 
     def explain(self, url: str) -> Decision | None:
         """The latest stored decision about ``url``, or None."""
+
+    def decisions(self, limit: int = 1000) -> list[Decision]:
+        """The most recent stored decisions of this namespace, newest first."""
 
     def forget(self, key: int | str) -> int:
         """Remove the entry with this id or URL; returns how many entries went."""

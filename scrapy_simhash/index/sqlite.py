@@ -136,11 +136,14 @@ CREATE TABLE decision (
     distance INTEGER NOT NULL,
     original INTEGER,
     decided_at REAL NOT NULL,
+    title TEXT,
     PRIMARY KEY (ns, url)
 ) WITHOUT ROWID;
+CREATE INDEX decision_recent ON decision(ns, decided_at);
 """
 
 _ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title"
+_ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
 
 
 def _json_encode(value: Any) -> str:
@@ -402,14 +405,11 @@ class SqliteIndex:
             value_bits = int(meta["band_key"]["value_bits"])
         except (KeyError, TypeError, ValueError) as exc:
             raise IndexOpenError(f"index {file} records unreadable parameters: {exc}") from exc
-        if requested is not None and requested != stored:
-            mine, theirs = requested.as_dict(), stored.as_dict()
-            diffs = ", ".join(
-                f"{k}: file {theirs[k]!r} vs requested {mine[k]!r}" for k in mine if mine[k] != theirs[k]
-            )
+        problems = [] if requested is None else stored.incompatibilities(requested)
+        if problems:
             raise ParameterMismatch(
-                f"index {file} was built with other parameters ({diffs}); its fingerprints are not "
-                "comparable with these: open it with the same parameters, or use a new index file"
+                f"index {file} was built with other parameters ({'; '.join(problems)}); it cannot answer "
+                "these queries: open it with compatible parameters, or use a new index file"
             )
         self.params = stored
         self._meta = meta
@@ -662,7 +662,7 @@ class SqliteIndex:
                 if query.url is not None:
                     conn.execute(
                         "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original,"
-                        " decided_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        " decided_at, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (
                             self._ns_id,
                             query.url,
@@ -671,6 +671,7 @@ class SqliteIndex:
                             match.distance,
                             match.entry.id,
                             seen,
+                            None if query.title is None else query.title[:TITLE_CHARS],
                         ),
                     )
                 return Outcome(match=match, entry_id=None)
@@ -748,28 +749,28 @@ class SqliteIndex:
 
     def explain(self, url: str) -> Decision | None:
         """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
+        found = self._decisions("AND d.url = ?", (url,), 1)
+        return found[0] if found else None
+
+    def decisions(self, limit: int = 1000) -> list[Decision]:
+        """The ``limit`` most recent decisions of this namespace, newest first."""
+        return self._decisions("", (), limit)
+
+    def _decisions(self, where: str, args: tuple[Any, ...], limit: int) -> list[Decision]:
         with self._lock:
-            conn = self._live()
-            row = conn.execute(
-                "SELECT status, tier, distance, original, decided_at FROM decision WHERE ns = ? AND url = ?",
-                (self._ns_id, url),
-            ).fetchone()
-            if row is None:
-                return None
-            status, tier, distance, original, decided_at = row
-            erow = None
-            if original is not None:
-                erow = conn.execute(
-                    f"SELECT {_ENTRY_COLS} FROM entry WHERE id = ? AND ns = ?", (original, self._ns_id)
-                ).fetchone()
-        return Decision(
-            url=url,
-            status=status,
-            tier=tier,
-            distance=distance,
-            original=None if erow is None else self._entry(erow),
-            decided_at=decided_at,
-        )
+            rows = self._live().execute(
+                f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {_ENTRY_COLS_E}"
+                " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
+                f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
+                (self._ns_id, *args, limit),
+            ).fetchall()
+        return [
+            Decision(
+                url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
+                original=None if erow[0] is None else self._entry(erow),
+            )
+            for url, status, tier, distance, decided_at, title, *erow in rows
+        ]
 
     def forget(self, key: int | str) -> int:
         """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
