@@ -10,7 +10,8 @@ from scrapy.utils.project import data_path
 
 
 class DedupSummary:
-    """At spider close, print (to stdout) items kept, dropped by each tier, flagged, and the index location.
+    """When the crawl is over, print (to stdout, after Scrapy's own stats dump, so it is the last thing a
+    user sees) items kept, dropped by each tier, flagged, and the index location.
 
     The numbers are Scrapy's stats: ``item_scraped_count`` (items that passed every pipeline, i.e.
     went to the feed) and the ``simhash/*`` counters of the plugin; the location is the plugin's
@@ -24,6 +25,7 @@ class DedupSummary:
     def from_crawler(cls, crawler: Crawler) -> DedupSummary:
         ext = cls(crawler)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
         return ext
 
     def summary(self, spider: Spider) -> str:
@@ -50,4 +52,9 @@ class DedupSummary:
         return "\n".join(lines)
 
     def spider_closed(self, spider: Spider, reason: Any = None) -> None:
-        print(self.summary(spider), flush=True)
+        self._text = self.summary(spider)  # the stats are final here; the dump comes after
+
+    def engine_stopped(self) -> None:
+        text = getattr(self, "_text", None)
+        if text:
+            print(text, flush=True)

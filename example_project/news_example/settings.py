@@ -42,6 +42,10 @@ ADDONS = {
 # Log level of the one-line message per dropped item (tier, distance, original URL).
 # SIMHASH_DROP_LOG_LEVEL = "INFO"
 
+# INFO shows the plugin's opening line and one "Dropped: near-duplicate: <tier>, distance, original"
+# line per repost, without Scrapy's DEBUG line for every page and item.
+LOG_LEVEL = "INFO"
+
 # Kept items go to news.jsonl (overwritten on every run); dropped reposts never reach it.
 FEEDS = {
     "news.jsonl": {"format": "jsonlines", "encoding": "utf8", "overwrite": True},
