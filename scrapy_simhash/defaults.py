@@ -31,6 +31,15 @@ DYNAMIC_THRESHOLD = False
 TITLE_PATTERNS: list[str] = []
 MAIN_CONTENT = False
 SKIP_FIELD = "simhash_skip"
+#: What a check-and-add that cannot be committed (disk full, lock held past the busy timeout, file
+#: gone read-only) does to the item once the retries are spent: "drop" it (never passed on as new
+#: without being in the index) or "pass" it on unchecked, marked in the flag field.
+ON_INDEX_ERROR = "drop"
+INDEX_RETRIES = 3
+#: Seconds before the first retry; doubled for each further one (0.25, 0.5, 1.0 …).
+INDEX_RETRY_DELAY = 0.25
+#: Seconds a check-and-add waits for another process's write lock before it counts as failed.
+BUSY_TIMEOUT = 30.0
 
 #: Setting name → default. Spider attributes ``simhash_<name>`` (lower case, without the prefix)
 #: override the settings marked per-spider below.
@@ -57,6 +66,10 @@ SETTINGS: dict[str, object] = {
     "SIMHASH_TITLE_PATTERNS": TITLE_PATTERNS,
     "SIMHASH_MAIN_CONTENT": MAIN_CONTENT,
     "SIMHASH_SKIP_FIELD": SKIP_FIELD,
+    "SIMHASH_ON_INDEX_ERROR": ON_INDEX_ERROR,
+    "SIMHASH_INDEX_RETRIES": INDEX_RETRIES,
+    "SIMHASH_INDEX_RETRY_DELAY": INDEX_RETRY_DELAY,
+    "SIMHASH_BUSY_TIMEOUT": BUSY_TIMEOUT,
 }
 
 #: Settings a spider may override with an attribute or ``-a simhash_<name>=...``.

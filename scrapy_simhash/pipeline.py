@@ -20,12 +20,37 @@ counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item wi
 Fingerprinting (jieba, the costly part) runs on a worker thread so downloads keep flowing; the
 check-and-add runs on a second, single thread, so two copies of one story in flight at once are
 checked one after the other and cannot both pass.
+
+When the index fails
+--------------------
+An index that cannot be opened (missing directory rights, not ours, corrupt, truncated, built with
+other parameters, read-only) closes the spider at open with reason ``simhash_index_error: …``; the
+file is never modified. A check-and-add that cannot be committed during the crawl (disk full,
+another process holding the write lock past ``SIMHASH_BUSY_TIMEOUT`` seconds, I/O error) is retried
+``SIMHASH_INDEX_RETRIES`` times, ``SIMHASH_INDEX_RETRY_DELAY`` seconds apart and doubling, by sleeping
+on the index thread (never on the reactor; the items behind it wait, in order). Then it counts in
+``simhash/index_error`` and ``SIMHASH_ON_INDEX_ERROR`` decides:
+
+* ``"drop"`` (default): the item is dropped with :class:`IndexUnavailable` (a ``DropItem``). No
+  item is ever passed on as new without being in the index, at the price of losing the item for
+  this run if the index stays unusable (the next crawl sees it again).
+* ``"pass"``: the item is passed on *unchecked*, with ``{"status": "unchecked", "reason": …}`` in
+  ``SIMHASH_FLAG_FIELD`` and counted in ``simhash/unchecked``: nothing is lost, but a repost may
+  get through and the item is not in the index.
+
+Bounds on hostile items: text fields are cut at :data:`~scrapy_simhash.normalize.MAX_INPUT_CHARS`
+characters (1,000,000; bytes at 4× that) before parsing; HTML is parsed by lxml without network
+access or external entities (``&name;`` references are never expanded recursively, so
+"billion laughs" inputs stay their own size); ``tests/test_fuzz.py`` measures time and peak memory
+for 50 MB bodies, 100,000-deep nesting and entity bombs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -47,6 +72,18 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+
+ON_INDEX_ERROR_CHOICES = ("drop", "pass")
+
+
+class IndexUnavailable(DropItem):
+    """Raised (``SIMHASH_ON_INDEX_ERROR = "drop"``) for an item whose check-and-add could not be
+    committed after the retries: it is dropped rather than passed on as new without being indexed."""
+
+    def __init__(self, message: str, log_level: str | None = "ERROR") -> None:
+        super().__init__(message)
+        self.log_level = log_level
 
 
 class NearDuplicate(DropItem):
@@ -132,6 +169,14 @@ class SimhashPipeline:
         self.flag_field = s.get("SIMHASH_FLAG_FIELD")
         self.skip_field = s.get("SIMHASH_SKIP_FIELD")
         self.drop_log_level = str(s.get("SIMHASH_DROP_LOG_LEVEL")).upper()
+        self.on_index_error = str(s.get("SIMHASH_ON_INDEX_ERROR")).lower()
+        if self.on_index_error not in ON_INDEX_ERROR_CHOICES:
+            raise ValueError(
+                f"SIMHASH_ON_INDEX_ERROR must be one of {ON_INDEX_ERROR_CHOICES}, not {self.on_index_error!r}"
+            )
+        self.index_retries = max(0, s.getint("SIMHASH_INDEX_RETRIES"))
+        self.index_retry_delay = max(0.0, s.getfloat("SIMHASH_INDEX_RETRY_DELAY"))
+        self._index_errors = 0
         index_url = s.get("SIMHASH_INDEX_URL") or default_index_url()
         try:
             self.dedup = Deduplicator.open(
@@ -150,8 +195,9 @@ class SimhashPipeline:
                 user_dict=s.get("SIMHASH_USER_DICT"),
                 title_patterns=s.getlist("SIMHASH_TITLE_PATTERNS"),
                 main_content=s.getbool("SIMHASH_MAIN_CONTENT"),
+                index_options={"busy_timeout": s.getfloat("SIMHASH_BUSY_TIMEOUT")},
             )
-        except (IndexError_, ValueError, TypeError, OSError) as exc:
+        except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
             raise CloseSpider(f"simhash_index_error: {exc}") from exc
         expired = self.dedup.purge_expired()
@@ -203,7 +249,10 @@ class SimhashPipeline:
             logger.warning("scrapy-simhash skipped an item it cannot read (%s: %s); passed on unchecked",
                            type(exc).__name__, exc)
             return item
-        verdict: Verdict = await _run_in(self._index_pool, self.dedup.decide, fps, url)
+        try:
+            verdict: Verdict = await _run_in(self._index_pool, self._decide_with_retries, fps, url)
+        except (IndexError_, sqlite3.Error) as exc:
+            return self._index_failed(item, exc)
         if verdict.status == "skipped":
             self.stats.inc_value(f"simhash/skipped/{verdict.reason}")
             return item
@@ -217,7 +266,40 @@ class SimhashPipeline:
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level)
 
-    def _flag(self, item: Any, verdict: Verdict) -> Any:
+    def _decide_with_retries(self, fps: Any, url: str | None) -> Verdict:
+        """The check-and-add, retried on index errors with a doubling delay (runs on the index thread)."""
+        assert self.dedup is not None
+        delay = self.index_retry_delay
+        for attempt in range(self.index_retries + 1):
+            try:
+                return self.dedup.decide(fps, url)
+            except (IndexError_, sqlite3.Error) as exc:
+                if attempt == self.index_retries:
+                    raise
+                self.stats.inc_value("simhash/index_retries")
+                logger.warning("scrapy-simhash: check-and-add failed (%s), retry %d of %d in %.2f s",
+                               exc, attempt + 1, self.index_retries, delay)
+                time.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _index_failed(self, item: Any, exc: BaseException) -> Any:
+        """Apply ``SIMHASH_ON_INDEX_ERROR`` to an item whose check-and-add could not be committed."""
+        self.stats.inc_value("simhash/index_error")
+        self._index_errors += 1
+        reason = f"{type(exc).__name__}: {exc}"
+        if self._index_errors == 1 or self._index_errors % 100 == 0:
+            logger.error("scrapy-simhash: the index is unusable (%s) after %d retries; %d item(s) so far %s",
+                         reason, self.index_retries, self._index_errors,
+                         "dropped" if self.on_index_error == "drop" else "passed on unchecked")
+        if self.on_index_error == "pass":
+            self.stats.inc_value("simhash/unchecked")
+            return self._flag(item, {"status": "unchecked", "reason": reason})
+        raise IndexUnavailable(
+            f"simhash index unavailable, item dropped unchecked (SIMHASH_ON_INDEX_ERROR='drop'): {reason}"
+        )
+
+    def _flag(self, item: Any, verdict: Verdict | dict[str, Any]) -> Any:
         """Put the verdict in the flag field; a ``scrapy.Item`` that does not declare the field is
         moved to a subclass that does, so exporters see it."""
         if isinstance(item, Item) and self.flag_field not in item.fields:
@@ -229,7 +311,7 @@ class SimhashPipeline:
             item.__class__ = flagged
         adapter = ItemAdapter(item)
         try:
-            adapter[self.flag_field] = verdict.as_dict()
+            adapter[self.flag_field] = verdict if isinstance(verdict, dict) else verdict.as_dict()
         except (KeyError, AttributeError, TypeError):
             self.stats.inc_value("simhash/flag_field_missing")
             if not self._warned_flag_field:
