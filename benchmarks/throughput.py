@@ -1,0 +1,539 @@
+"""Throughput of scrapy-simhash next to the tokenizer floor, on real articles (issue 8).
+
+All stages run in one invocation, interleaved run by run, so their ratios hold on a noisy, shared
+machine. Per language (``zh``: inews BDCI 2019, ``en``: Reuters-21578 bodies that are not empty),
+on the same ``--limit`` articles:
+
+(a) ``jieba.analyse.extract_tags(body, topK=64)`` alone over the raw bodies: the floor;
+(b) ``Fingerprinter().fingerprint(title, body)``: normalize + features + simhash;
+(c) ``Deduplicator.check_and_add`` on a fresh durable SQLite index (WAL, ``synchronous=FULL``) in a
+    temporary directory on a real disk (``--dir``; the file system type is printed, tmpfs refused);
+    (c') the same with ``synchronous=OFF``, only to show the share of the per-commit fsync;
+(d) the Scrapy pipeline in a real offline crawl (fresh subprocess, ``ADDONS = {"scrapy_simhash.Addon":
+    300}``): one spider fetches a JSON-lines page from a 127.0.0.1 server and yields every article as
+    an item; items/s is timed from the response to the last item leaving the pipeline. (d0) is the
+    same crawl with ``SIMHASH_ENABLED = False`` (Scrapy's own cost);
+(e) ``scrapy-simhash dedup FILE --index … --jobs 1`` and ``--jobs <cpus>`` (subprocess wall time,
+    interpreter start and dictionary load included).
+
+Per-stage shares (normalize / features (jieba) / simhash / index) come from an instrumented pass of
+(c) that times each step of the same calls. Also measured: startup of the pipeline in a fresh process
+(import + ``Deduplicator.open`` + first fingerprint, goal ≤ 1 s), and RSS of a process that fills an
+index with ``SqliteIndex.add`` up to ``--index-entries`` synthetic entries (``index_scaling.fill``;
+goal ≤ 200 MB at 1M).
+
+Run: ``python benchmarks/throughput.py`` (≈ 4–5 min on 2 cores; ``--quick`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import http.server
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+SOURCES = {"zh": CORPUS / "zh" / "inews-bdci2019.jsonl.gz", "en": CORPUS / "en" / "reuters21578.jsonl.gz"}
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+TOP_K = 64
+
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def load_docs(lang: str, limit: int) -> list[dict[str, str]]:
+    """The first ``limit`` articles with a non-empty body, as ``{"title", "body", "url"}``."""
+    docs = []
+    with gzip.open(SOURCES[lang], "rt", encoding="utf-8") as f:
+        for line in f:
+            rec = json.loads(line)
+            body = rec.get("body") or ""
+            if not body.strip():
+                continue
+            docs.append({"title": rec.get("title") or "", "body": body,
+                         "url": rec.get("url") or f"https://{lang}.example/{rec['id']}"})
+            if len(docs) >= limit:
+                break
+    return docs
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process (VmHWM), MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def fs_type(path: Path) -> str:
+    """File system type of the mount holding ``path`` (from /proc/mounts)."""
+    best, kind = "", "?"
+    real = str(path.resolve())
+    with open("/proc/mounts") as f:
+        for line in f:
+            _, mnt, typ, *_ = line.split()
+            if (real == mnt or real.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                best, kind = mnt, typ
+    return f"{kind} ({best})"
+
+
+def run_child(cmd: list[str], **kw: Any) -> tuple[float, float, str]:
+    """Run ``cmd``; returns wall seconds, peak RSS MB of the child (and waited descendants), stdout."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    out, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
+    # ru_maxrss of RUSAGE_CHILDREN is the largest child so far; per child we take it from /proc in the child.
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return wall, rss, out
+
+
+def timed(func: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    func()
+    return time.perf_counter() - t0
+
+
+# ------------------------------------------------------------------------------------------------
+# in-process stages (a), (b), (c)
+# ------------------------------------------------------------------------------------------------
+
+
+def stage_floor(docs: list[dict[str, str]]) -> float:
+    import jieba.analyse
+
+    def go() -> None:
+        for d in docs:
+            jieba.analyse.extract_tags(d["body"], topK=TOP_K)
+
+    return timed(go)
+
+
+def stage_fingerprint(docs: list[dict[str, str]], fp: Any) -> float:
+    def go() -> None:
+        for d in docs:
+            fp.fingerprint(d["title"], d["body"])
+
+    return timed(go)
+
+
+def open_dedup(workdir: Path, name: str, fp: Any) -> Any:
+    from scrapy_simhash import Deduplicator
+
+    return Deduplicator.open(f"sqlite:///{workdir / name}", fingerprinter=fp)
+
+
+def stage_check_and_add(docs: list[dict[str, str]], fp: Any, workdir: Path, name: str,
+                        synchronous: str = "FULL") -> tuple[float, dict[str, int]]:
+    dedup = open_dedup(workdir, name, fp)
+    try:
+        if synchronous != "FULL":
+            dedup.index._conn.execute(f"PRAGMA synchronous={synchronous}")
+        counts: dict[str, int] = {}
+
+        def go() -> None:
+            for d in docs:
+                v = dedup.check_and_add(d["title"], d["body"], url=d["url"])
+                counts[v.status] = counts.get(v.status, 0) + 1
+
+        return timed(go), counts
+    finally:
+        dedup.close()
+
+
+def stage_breakdown(docs: list[dict[str, str]], fp: Any, workdir: Path, name: str) -> dict[str, float]:
+    """Seconds spent in normalize / features / simhash / index over (c)'s calls, step by step.
+
+    Repeats what ``Fingerprinter.fingerprint`` does with timers in between, and checks on every
+    document that the result equals ``fingerprint()``'s, so this split cannot drift from the engine.
+    """
+    from scrapy_simhash import fingerprint as fpmod
+    from scrapy_simhash.fingerprint import Fingerprints
+    from scrapy_simhash.simhash import simhash
+
+    min_title_f = getattr(fpmod, "_MIN_TITLE_FEATURES", 2)
+    min_body_f = getattr(fpmod, "_MIN_BODY_FEATURES", 3)
+    t = {"normalize": 0.0, "features": 0.0, "simhash": 0.0, "index": 0.0}
+    dedup = open_dedup(workdir, name, fp)
+    pc = time.perf_counter
+    try:
+        for d in docs:
+            t0 = pc()
+            title_text = fp.clean_title(d["title"])
+            body_text = fp.clean_body(d["body"])
+            t1 = pc()
+            tf = fp.features.title_features(title_text) if len(title_text) >= fp.min_title_chars else {}
+            bf = fp.features.body_features(body_text) if len(body_text) >= fp.min_body_chars else {}
+            t2 = pc()
+            th = simhash(tf, fp.bits) if len(tf) >= min_title_f else None
+            bh = simhash(bf, fp.bits) if len(bf) >= min_body_f else None
+            t3 = pc()
+            fps = Fingerprints(th, bh, title_text, len(body_text))
+            dedup.decide(fps, url=d["url"])
+            t4 = pc()
+            t["normalize"] += t1 - t0
+            t["features"] += t2 - t1
+            t["simhash"] += t3 - t2
+            t["index"] += t4 - t3
+            if fps != fp.fingerprint(d["title"], d["body"]):
+                raise AssertionError(f"instrumented pass differs from Fingerprinter.fingerprint on {d['url']}")
+    finally:
+        dedup.close()
+    return t
+
+
+# ------------------------------------------------------------------------------------------------
+# (d) the crawl, in a fresh subprocess
+# ------------------------------------------------------------------------------------------------
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A 127.0.0.1 HTTP server for ``directory`` on a free port (daemon thread)."""
+    handler = lambda *a, **k: _Quiet(*a, directory=str(directory), **k)  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def crawl_child(url: str, index_url: str, enabled: bool) -> None:
+    """Entry point of the crawl subprocess: prints one JSON line with timings and stats."""
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+
+    marks: dict[str, float] = {}
+
+    class ArticlesSpider(scrapy.Spider):
+        name = "throughput"
+        start_urls = [url]
+
+        def parse(self, response: Any) -> Any:
+            marks.setdefault("parse", time.perf_counter())
+            for line in response.body.splitlines():
+                if line.strip():
+                    yield json.loads(line)
+
+    def item_done(*args: Any, **kwargs: Any) -> None:
+        marks["last"] = time.perf_counter()
+
+    t0 = time.perf_counter()
+    process = CrawlerProcess({
+        "ADDONS": {"scrapy_simhash.Addon": 300},
+        "SIMHASH_ENABLED": enabled,
+        "SIMHASH_INDEX_URL": index_url,
+        "LOG_LEVEL": "ERROR",
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+        "DOWNLOAD_MAXSIZE": 0,
+        "DOWNLOAD_WARNSIZE": 0,
+    })
+    crawler = process.create_crawler(ArticlesSpider)
+    for sig in (signals.item_scraped, signals.item_dropped):
+        crawler.signals.connect(item_done, signal=sig)
+    process.crawl(crawler)
+    process.start()
+    stats = crawler.stats.get_stats()
+    print(json.dumps({
+        "items_s": marks["last"] - marks["parse"],
+        "wall_s": time.perf_counter() - t0,
+        "scraped": stats.get("item_scraped_count", 0),
+        "dropped": stats.get("item_dropped_count", 0),
+        "new": stats.get("simhash/new", 0),
+        "rss_mb": peak_rss_mb(),
+    }))
+
+
+def stage_crawl(url: str, workdir: Path, name: str, enabled: bool) -> dict[str, Any]:
+    index_url = f"sqlite:///{workdir / name}"
+    _, _, out = run_child([sys.executable, __file__, "--_crawl", url, index_url, "1" if enabled else "0"])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------------
+# (e) the CLI batch command
+# ------------------------------------------------------------------------------------------------
+
+
+def cli_path() -> str:
+    exe = Path(sys.executable).with_name("scrapy-simhash")
+    return str(exe) if exe.exists() else shutil.which("scrapy-simhash") or "scrapy-simhash"
+
+
+def stage_cli(jsonl: Path, workdir: Path, name: str, jobs: int) -> dict[str, Any]:
+    cmd = [cli_path(), "dedup", str(jsonl), "--index", f"sqlite:///{workdir / name}", "--jobs", str(jobs),
+           "--no-progress", "-q"]
+    # /usr/bin/time is not everywhere: wrap with a tiny Python launcher that reports the peak RSS.
+    wrapper = [sys.executable, "-c",
+               "import os,resource,subprocess,sys,json;p=subprocess.run(sys.argv[1:],stdout=subprocess.DEVNULL);"
+               "r=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
+               "print(json.dumps({'rc':p.returncode,'rss_mb':r/1024}));sys.exit(p.returncode)", *cmd]
+    wall, _, out = run_child(wrapper)
+    info = json.loads(out.strip().splitlines()[-1])
+    return {"wall_s": wall, "rss_mb": info["rss_mb"], "cmd": cmd}
+
+
+# ------------------------------------------------------------------------------------------------
+# startup and index RSS (fresh subprocesses)
+# ------------------------------------------------------------------------------------------------
+
+STARTUP_CODE = r"""
+import json, sys, time
+t0 = time.perf_counter()
+from scrapy_simhash import Deduplicator
+import scrapy_simhash.pipeline  # what Scrapy loads for the pipeline
+t1 = time.perf_counter()
+d = Deduplicator.open(sys.argv[1])
+t2 = time.perf_counter()
+d.fingerprint("北京今日发布暴雨蓝色预警", "北京市气象台今天下午发布暴雨蓝色预警信号，预计夜间有大到暴雨，局地大暴雨。")
+t3 = time.perf_counter()
+d.close()
+print(json.dumps({"import": t1 - t0, "open": t2 - t1, "first": t3 - t2}))
+"""
+
+
+def stage_startup(workdir: Path, name: str) -> dict[str, float]:
+    t0 = time.perf_counter()
+    _, _, out = run_child([sys.executable, "-c", STARTUP_CODE, f"sqlite:///{workdir / name}"], cwd=str(REPO))
+    total = time.perf_counter() - t0
+    r = json.loads(out.strip().splitlines()[-1])
+    r["in_process"] = r["import"] + r["open"] + r["first"]
+    r["process"] = total  # interpreter start and exit included
+    return r
+
+
+INDEX_RSS_CODE = r"""
+import json, sys
+sys.path[:0] = sys.argv[3:5]
+from index_scaling import Source, fill
+from scrapy_simhash.index import IndexParams, open_index
+
+def rss():
+    vals = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "VmHWM"):
+                vals[k] = int(v.split()[0]) / 1024
+    return vals
+
+out, stored = [], 0
+src = Source("random", 1)
+with open_index(sys.argv[1], params=IndexParams()) as ix:
+    base = rss()["VmRSS"]
+    for size in sorted(int(s) for s in sys.argv[2].split(",")):
+        secs = fill(ix, src, stored, size)
+        stored = size
+        out.append({"entries": size, "fill_s": secs, **rss()})
+print(json.dumps({"base_mb": base, "steps": out}))
+"""
+
+
+def stage_index_rss(workdir: Path, sizes: list[int]) -> dict[str, Any]:
+    path = workdir / "rss.sqlite3"
+    _, _, out = run_child([sys.executable, "-c", INDEX_RSS_CODE, str(path), ",".join(map(str, sizes)),
+                           str(REPO), str(REPO / "benchmarks")])
+    r = json.loads(out.strip().splitlines()[-1])
+    r["file_mb"] = sum(p.stat().st_size for p in workdir.glob("rss.sqlite3*")) / 2**20
+    return r
+
+
+# ------------------------------------------------------------------------------------------------
+# main
+# ------------------------------------------------------------------------------------------------
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs per stage; the median is printed (default 3)")
+    ap.add_argument("--limit", type=int, default=400, help="articles per language (default 400)")
+    ap.add_argument("--langs", default="zh,en", help="languages to run (zh, en)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="--jobs of the all-cores CLI run")
+    ap.add_argument("--index-entries", default="10000,100000,1000000",
+                    help="index sizes for the RSS measurement ('' to skip)")
+    ap.add_argument("--skip", default="", help="comma list of stages to skip: crawl,cli,startup,index")
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the temporary work directory "
+                    "(must be a real disk, not tmpfs)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 60 articles, 1 run, index to 20k")
+    ap.add_argument("--_crawl", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._crawl:
+        crawl_child(args._crawl[0], args._crawl[1], args._crawl[2] == "1")
+        return 0
+    if args.quick:
+        args.limit, args.runs, args.index_entries = 60, 1, "2000,20000"
+    skip = set(filter(None, args.skip.split(",")))
+    langs = [lang for lang in args.langs.split(",") if lang]
+    for lang in langs:
+        if not SOURCES[lang].is_file():
+            print(f"corpus file missing: {SOURCES[lang]} (needs ../shared/corpus next to the repo)")
+            return 2
+    argv_shown = argv if argv is not None else sys.argv[1:]
+    print(f"$ python benchmarks/throughput.py {' '.join(argv_shown)}".rstrip())
+    import sqlite3
+
+    print(f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, "
+          f"{platform.platform()}")
+    workroot = Path(args.dir)
+    kind = fs_type(workroot)
+    if kind.startswith("tmpfs") or kind.startswith("ramfs"):
+        print(f"--dir {workroot} is on {kind}: the index must be on a real disk (pass --dir)")
+        return 2
+    print(f"index files in a temporary directory under {workroot} on {kind}; load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    started = time.perf_counter()
+
+    import jieba
+
+    jieba.setLogLevel(60)
+    from scrapy_simhash import Fingerprinter
+
+    fp = Fingerprinter()
+    jieba.analyse.extract_tags("预热词典", topK=1)  # dictionaries loaded before anything is timed
+    results: dict[str, dict[str, list[Any]]] = {}
+    loads: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="throughput-", dir=workroot) as tmp:
+        work = Path(tmp)
+        server, base_url = serve(work)
+        data: dict[str, tuple[list[dict[str, str]], float, str]] = {}
+        for lang in langs:
+            docs = load_docs(lang, args.limit)
+            mb = sum(len(d["body"].encode("utf-8")) for d in docs) / 1e6
+            path = work / f"{lang}.jsonl"
+            path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), "utf-8")
+            data[lang] = (docs, mb, f"{base_url}/{path.name}")
+            # untimed warm-up: caches, lazily compiled regexes, the first SQLite file
+            stage_fingerprint(docs[:20], fp)
+            stage_floor(docs[:20])
+            print(f"{lang}: {len(docs)} articles, {mb:.2f} MB of body text "
+                  f"({sum(len(d['body']) for d in docs) / len(docs):.0f} chars/article)", flush=True)
+        for run in range(args.runs):
+            for lang in langs:
+                docs, mb, url = data[lang]
+                r = results.setdefault(lang, {})
+                tag = f"{lang}{run}"
+                loads.append(os.getloadavg()[0])
+                r.setdefault("a", []).append(stage_floor(docs))
+                r.setdefault("b", []).append(stage_fingerprint(docs, fp))
+                secs, counts = stage_check_and_add(docs, fp, work, f"c-{tag}.sqlite3")
+                r.setdefault("c", []).append(secs)
+                r.setdefault("c_counts", []).append(counts)
+                r.setdefault("c_off", []).append(stage_check_and_add(docs, fp, work, f"coff-{tag}.sqlite3", "OFF")[0])
+                r.setdefault("split", []).append(stage_breakdown(docs, fp, work, f"split-{tag}.sqlite3"))
+                if "crawl" not in skip:
+                    r.setdefault("d", []).append(stage_crawl(url, work, f"d-{tag}.sqlite3", True))
+                    r.setdefault("d0", []).append(stage_crawl(url, work, f"d0-{tag}.sqlite3", False))
+                if "cli" not in skip:
+                    jsonl = work / f"{lang}.jsonl"
+                    r.setdefault("e1", []).append(stage_cli(jsonl, work, f"e1-{tag}.sqlite3", 1))
+                    r.setdefault("eN", []).append(stage_cli(jsonl, work, f"eN-{tag}.sqlite3", args.jobs))
+                print(f"  run {run + 1}/{args.runs} {lang} done ({time.perf_counter() - started:.0f} s, "
+                      f"load {os.getloadavg()[0]:.2f})", flush=True)
+        server.shutdown()
+        startup = [stage_startup(work, f"startup-{i}.sqlite3") for i in range(max(3, args.runs))] \
+            if "startup" not in skip else []
+        rss_sizes = [int(s) for s in args.index_entries.split(",") if s]
+        index_rss = stage_index_rss(work, rss_sizes) if rss_sizes and "index" not in skip else None
+        bench_rss = peak_rss_mb()
+
+    print()
+    print(f"median of {args.runs} run(s); docs/s and MB/s of raw body text; 1-min load average during "
+          f"the runs: min {min(loads):.2f}, median {med(loads):.2f}, max {max(loads):.2f}")
+    for lang in langs:
+        docs, mb, _ = data[lang]
+        r = results[lang]
+        n = len(docs)
+        rows: list[tuple[str, float, str]] = []  # label, seconds, rss note
+
+        def add(label: str, secs: float, rss: str = "") -> None:
+            rows.append((label, secs, rss))
+
+        add("(a) jieba extract_tags (floor)", med(r["a"]))
+        add("(b) normalize + fingerprint", med(r["b"]))
+        add("(c) check_and_add, SQLite FULL", med(r["c"]))
+        add("(c') same, synchronous=OFF", med(r["c_off"]))
+        if "d" in r:
+            add("(d) Scrapy crawl + pipeline", med([x["items_s"] for x in r["d"]]),
+                f"{med([x['rss_mb'] for x in r['d']]):.0f}")
+            add("(d0) same crawl, pipeline off", med([x["items_s"] for x in r["d0"]]),
+                f"{med([x['rss_mb'] for x in r['d0']]):.0f}")
+        if "e1" in r:
+            add("(e1) CLI dedup --jobs 1 (wall)", med([x["wall_s"] for x in r["e1"]]),
+                f"{med([x['rss_mb'] for x in r['e1']]):.0f}")
+            add(f"(eN) CLI dedup --jobs {args.jobs} (wall)", med([x["wall_s"] for x in r["eN"]]),
+                f"{med([x['rss_mb'] for x in r['eN']]):.0f}*")
+        print(f"\n### {lang}: {n} articles, {mb:.2f} MB\n")
+        print("| stage | seconds | docs/s | MB/s | × floor | peak RSS MB |")
+        print("|---|---:|---:|---:|---:|---:|")
+        floor = n / med(r["a"])
+        for label, secs, rss in rows:
+            print(f"| {label} | {secs:.2f} | {n / secs:,.0f} | {mb / secs:.2f} | {n / secs / floor:.2f} | "
+                  f"{rss or '—'} |")
+        split = {k: med([s[k] for s in r["split"]]) for k in r["split"][0]}
+        total = sum(split.values())
+        print("\nper-stage share of (c) (instrumented pass): " + ", ".join(
+            f"{k} {v / total:.0%} ({v / n * 1e3:.2f} ms/doc)" for k, v in split.items()))
+        fsync = (med(r["c"]) - med(r["c_off"])) / med(r["c"])
+        print(f"fsync share of (c) ≈ {fsync:.0%} ((c) - (c')) / (c)); verdicts of (c): {r['c_counts'][0]}")
+        ratios = [f"(c)/(a) {n / med(r['c']) / floor:.2f} (goal ≥ 0.9)"]
+        if "d" in r:
+            dsec = med([x["items_s"] for x in r["d"]])
+            ratios.append(f"(d)/(a) {n / dsec / floor:.2f} (goal ≥ 0.8)")
+            ratios.append(f"crawl drops {r['d'][0]['dropped']} = (c) duplicates "
+                          f"{r['c_counts'][0].get('duplicate', 0)}")
+        if "e1" in r:
+            e1, eN = med([x["wall_s"] for x in r["e1"]]), med([x["wall_s"] for x in r["eN"]])
+            ratios.append(f"(e {args.jobs} jobs)/(e 1) {e1 / eN:.2f} (goal ≥ 1.7 on 2 cores)")
+        print("ratios: " + "; ".join(ratios))
+    print(f"\n(c)/(c')/split: in this process (peak RSS {bench_rss:.0f} MB, corpus and {len(langs) * 4 * args.runs} "
+          "index connections included); (d) RSS of the crawl process; * (eN) RSS = the largest process of the run "
+          "(ru_maxrss of waited children), not the sum of the workers.")
+    if startup:
+        print(f"\nstartup, fresh process (median of {len(startup)}): import scrapy_simhash + pipeline "
+              f"{med([s['import'] for s in startup]):.2f} s, Deduplicator.open {med([s['open'] for s in startup]):.2f}"
+              f" s, first fingerprint (jieba dictionary load) {med([s['first'] for s in startup]):.2f} s → "
+              f"{med([s['in_process'] for s in startup]):.2f} s in process (goal ≤ 1 s); "
+              f"{med([s['process'] for s in startup]):.2f} s with interpreter start and exit")
+    if index_rss:
+        steps = ", ".join(f"{s['entries']:,}: RSS {s['VmRSS']:.0f} MB (peak {s['VmHWM']:.0f})"
+                          for s in index_rss["steps"])
+        top = index_rss["steps"][-1]
+        goal = "ok" if top["VmHWM"] <= 200 else "ABOVE GOAL"
+        print(f"\nindex RSS while filling with SqliteIndex.add (fresh process, {index_rss['base_mb']:.0f} MB after "
+              f"open): {steps}; file {index_rss['file_mb']:.0f} MB (goal ≤ 200 MB at 1M: {goal})")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at end "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
