@@ -473,24 +473,21 @@ def main(argv: list[str] | None = None) -> int:
         r = results[lang]
         n = len(docs)
         rows: list[tuple[str, float, str]] = []  # label, seconds, rss note
-
-        def add(label: str, secs: float, rss: str = "") -> None:
-            rows.append((label, secs, rss))
-
-        add("(a) jieba extract_tags (floor)", med(r["a"]))
-        add("(b) normalize + fingerprint", med(r["b"]))
-        add("(c) check_and_add, SQLite FULL", med(r["c"]))
-        add("(c') same, synchronous=OFF", med(r["c_off"]))
+        add = rows.append
+        add(("(a) jieba extract_tags (floor)", med(r["a"]), ""))
+        add(("(b) normalize + fingerprint", med(r["b"]), ""))
+        add(("(c) check_and_add, SQLite FULL", med(r["c"]), ""))
+        add(("(c') same, synchronous=OFF", med(r["c_off"]), ""))
         if "d" in r:
-            add("(d) Scrapy crawl + pipeline", med([x["items_s"] for x in r["d"]]),
-                f"{med([x['rss_mb'] for x in r['d']]):.0f}")
-            add("(d0) same crawl, pipeline off", med([x["items_s"] for x in r["d0"]]),
-                f"{med([x['rss_mb'] for x in r['d0']]):.0f}")
+            add(("(d) Scrapy crawl + pipeline", med([x["items_s"] for x in r["d"]]),
+                f"{med([x['rss_mb'] for x in r['d']]):.0f}"))
+            add(("(d0) same crawl, pipeline off", med([x["items_s"] for x in r["d0"]]),
+                f"{med([x['rss_mb'] for x in r['d0']]):.0f}"))
         if "e1" in r:
-            add("(e1) CLI dedup --jobs 1 (wall)", med([x["wall_s"] for x in r["e1"]]),
-                f"{med([x['rss_mb'] for x in r['e1']]):.0f}")
-            add(f"(eN) CLI dedup --jobs {args.jobs} (wall)", med([x["wall_s"] for x in r["eN"]]),
-                f"{med([x['rss_mb'] for x in r['eN']]):.0f}*")
+            add(("(e1) CLI dedup --jobs 1 (wall)", med([x["wall_s"] for x in r["e1"]]),
+                f"{med([x['rss_mb'] for x in r['e1']]):.0f}"))
+            add((f"(eN) CLI dedup --jobs {args.jobs} (wall)", med([x["wall_s"] for x in r["eN"]]),
+                f"{med([x['rss_mb'] for x in r['eN']]):.0f}*"))
         print(f"\n### {lang}: {n} articles, {mb:.2f} MB\n")
         print("| stage | seconds | docs/s | MB/s | × floor | peak RSS MB |")
         print("|---|---:|---:|---:|---:|---:|")
