@@ -1,0 +1,437 @@
+"""Fault injection: SIGKILL real ``scrapy-simhash dedup`` runs and real crawls, race four processes.
+
+Kill
+    Real articles from ``../shared/corpus`` (NewsSpider 2016 + inews, Chinese) plus reposts made by
+    ``benchmarks/repost.py`` go through either the ``scrapy-simhash dedup`` console script (kept items
+    on an unbuffered stdout) or a real ``scrapy runspider`` crawl (the spider yields the items from a
+    ``data:`` response; a pipeline after ours appends and flushes each kept item with ``os.write``),
+    so the kept file holds exactly what the process managed to pass on. Each run is SIGKILLed at a
+    random moment, then the script checks:
+
+    * the index opens (``open_index``) and ``PRAGMA integrity_check`` says ``ok``;
+    * every item in the kept file is in the index (by URL);
+    * a re-run of the same job on the same index finishes, passes on none of the items the killed
+      run passed on, and leaves the index holding exactly the URLs a clean, never-killed run
+      admits (so nothing was admitted twice and nothing was lost).
+
+    Items committed by the killed run in the instant before it could write them out are in the
+    index but in neither kept file: the at-most-once window of "commit, then pass on"; counted.
+
+Race
+    Four processes on one SQLite file, each feeding its own shuffled copy of the same stories
+    (several URLs per story, real texts) through ``scrapy-simhash dedup``: exactly one copy per
+    story is passed on in total, and the index holds one entry per story.
+
+Run::
+
+    python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds
+    python benchmarks/faults.py --kills 6 --race-rounds 2 --articles 120 --seed 7
+
+Exits 1 if any check fails. ``tests/test_reliability.py`` runs a smaller version in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO.parent / "shared" / "corpus"
+SOURCES = ("zh/newsspider-2016.jsonl.gz", "zh/inews-bdci2019.jsonl.gz")
+REPOST_RECIPES = ("portal", "title_suffix", "source_line", "date_format")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def corpus_available() -> bool:
+    """True when the shared corpus files this script reads are present."""
+    return all((CORPUS / s).exists() for s in SOURCES)
+
+
+def _read(relative: str) -> Iterator[dict[str, Any]]:
+    with gzip.open(CORPUS / relative, "rt", encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+def load_articles(n: int) -> list[dict[str, Any]]:
+    """``n`` real Chinese articles (half NewsSpider, half inews) with a title and a body of 200+
+    characters, distinct URLs (inews records get a stable made-up one from their id)."""
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for k, source in enumerate(SOURCES):
+        want = n // 2 if k == 0 else n - len(out)
+        taken = 0
+        for doc in _read(source):
+            if taken >= want:
+                break
+            title, body = doc.get("title") or "", doc.get("body") or ""
+            if len(title) < 6 or len(body) < 200:
+                continue
+            url = doc.get("url") or f"https://inews.example/{doc['id'].replace(':', '/')}"
+            if url in seen or title in seen:
+                continue
+            seen.update((url, title))
+            out.append({"url": url, "title": title, "body": body, "story": doc["id"]})
+            taken += 1
+    return out
+
+
+def with_reposts(articles: Sequence[dict[str, Any]], share: float, rng: random.Random) -> list[dict[str, Any]]:
+    """The articles plus reposts of a ``share`` of them (``repost.py`` recipes), each repost placed
+    somewhere after its original; every repost has its own URL."""
+    from repost import Article, make_repost
+
+    items = [dict(a) for a in articles]
+    pool = [a["body"][:200] for a in articles]
+    for i, a in enumerate(rng.sample(list(articles), int(len(articles) * share))):
+        art = Article(a["story"], "zh", a["title"], tuple(p for p in a["body"].split("\n") if p.strip()))
+        draft = make_repost(art, rng.choice(REPOST_RECIPES), rng, pool=pool)
+        repost = {"url": f"https://repost.example/{i}", "title": draft.title, "body": draft.body,
+                  "story": a["story"]}
+        at = next(k for k, x in enumerate(items) if x["url"] == a["url"])
+        items.insert(rng.randint(at + 1, len(items)), repost)
+    return items
+
+
+def write_jsonl(path: Path, items: Sequence[dict[str, Any]]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for item in items:
+            f.write(json.dumps(item, ensure_ascii=False) + "\n")
+
+
+def read_urls(path: Path) -> list[str]:
+    """URLs of the complete lines of a kept file (a line cut by the kill is not an item passed on)."""
+    if not path.exists():
+        return []
+    urls = []
+    for line in path.read_bytes().split(b"\n"):
+        try:
+            urls.append(json.loads(line)["url"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return urls
+
+
+def index_urls(index: Path) -> list[str]:
+    """Every entry URL, with repeats, read through ``open_index`` (which must open the file)."""
+    from scrapy_simhash.index import open_index
+
+    with open_index(index, create=False) as ix:
+        return [e.url for e in ix.entries() if e.url is not None]
+
+
+def integrity(index: Path) -> str:
+    conn = sqlite3.connect(index)
+    try:
+        return str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------------------------------------
+# The two kinds of job
+# ------------------------------------------------------------------------------------------------
+
+SPIDER = textwrap.dedent(
+    '''
+    """A crawl whose kept items land, one flushed line each, in the KEPT_PATH setting's file."""
+    import json
+    import os
+
+    import scrapy
+
+
+    class AppendPipeline:
+        def __init__(self, path):
+            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+        @classmethod
+        def from_crawler(cls, crawler):
+            return cls(crawler.settings["KEPT_PATH"])
+
+        def process_item(self, item, spider=None):
+            os.write(self.fd, (json.dumps(dict(item), ensure_ascii=False) + "\\n").encode("utf-8"))
+            return item
+
+        def close_spider(self, spider=None):
+            os.close(self.fd)
+
+
+    class FeedSpider(scrapy.Spider):
+        name = "feed"
+        start_urls = ["data:,"]
+        custom_settings = {
+            "ADDONS": {"scrapy_simhash.Addon": 300},
+            "ITEM_PIPELINES": {AppendPipeline: 900},
+            "LOG_LEVEL": "WARNING",
+            "TELNETCONSOLE_ENABLED": False,
+        }
+
+        def parse(self, response):
+            with open(self.input, encoding="utf-8") as f:
+                for line in f:
+                    yield json.loads(line)
+    '''
+)
+
+
+def dedup_command(items: Path, index: Path) -> list[str]:
+    """The console script; kept items go to stdout (unbuffered, see :func:`run_job`)."""
+    script = Path(sys.executable).with_name("scrapy-simhash")
+    exe = [str(script)] if script.exists() else [sys.executable, "-m", "scrapy_simhash.cli"]
+    return [*exe, "dedup", str(items), "--index", str(index), "-o", "-", "--quiet", "--no-progress"]
+
+
+def crawl_command(items: Path, index: Path, kept: Path, workdir: Path) -> list[str]:
+    spider = workdir / "feed_spider.py"
+    if not spider.exists():
+        spider.write_text(SPIDER, encoding="utf-8")
+    return [sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"input={items}",
+            "-s", f"SIMHASH_INDEX_URL=sqlite:///{index}", "-s", f"KEPT_PATH={kept}"]
+
+
+def start_job(kind: str, items: Path, index: Path, kept: Path, workdir: Path) -> subprocess.Popen[bytes]:
+    """Start one job; its kept items end up in ``kept`` as they are passed on."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if kind == "dedup":
+        out = open(kept, "ab")  # noqa: SIM115 (handed to the child)
+        try:
+            return subprocess.Popen(dedup_command(items, index), stdout=out, stderr=subprocess.DEVNULL,
+                                    cwd=workdir, env=env)
+        finally:
+            out.close()
+    return subprocess.Popen(crawl_command(items, index, kept, workdir), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=workdir, env=env)
+
+
+def run_job(kind: str, items: Path, index: Path, kept: Path, workdir: Path,
+            timeout: float = 300) -> tuple[float, float]:
+    """Run one job to its end; returns (seconds until the first kept item appeared, total seconds).
+    A failure is an AssertionError."""
+    started = time.monotonic()
+    proc = start_job(kind, items, index, kept, workdir)
+    first = None
+    while proc.poll() is None:
+        if first is None and kept.exists() and kept.stat().st_size > 0:
+            first = time.monotonic() - started
+        assert time.monotonic() - started < timeout, f"{kind} run on {index} timed out"
+        time.sleep(0.02)
+    assert proc.returncode == 0, f"{kind} run on {index} exited with {proc.returncode}"
+    total = time.monotonic() - started
+    return (total if first is None else first), total
+
+
+# ------------------------------------------------------------------------------------------------
+# Kill
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class KillResult:
+    kind: str
+    at: float  # seconds after start
+    finished_first: bool  # the job ended before the signal
+    passed_before_kill: int
+    index_after_kill: int
+    committed_not_passed: int  # the commit-then-pass-on window
+    passed_on_rerun: int
+    problems: list[str] = field(default_factory=list)
+
+
+def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: str, at: float,
+              after_first: bool = False) -> KillResult:
+    """SIGKILL one job ``at`` seconds after its start (``after_first``: after its first kept item),
+    check the index, re-run the job, check again."""
+    index, kept, kept2 = workdir / f"{tag}.sqlite3", workdir / f"{tag}.kept", workdir / f"{tag}.rerun"
+    started = time.monotonic()
+    proc = start_job(kind, items, index, kept, workdir)
+    if after_first:
+        while proc.poll() is None and not (kept.exists() and kept.stat().st_size > 0):
+            time.sleep(0.005)
+    try:
+        proc.wait(at)
+        finished = True
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        finished = False
+    at = time.monotonic() - started
+    problems: list[str] = []
+    passed = read_urls(kept)
+    in_index: list[str] = []
+    if index.exists():
+        try:
+            in_index = index_urls(index)
+        except Exception as exc:  # any failure to open is the finding
+            problems.append(f"index does not open after the kill: {exc}")
+        if (check := integrity(index)) != "ok":
+            problems.append(f"integrity_check: {check}")
+    elif passed:
+        problems.append("items were passed on but there is no index file")
+    missing = set(passed) - set(in_index)
+    if missing:
+        problems.append(f"{len(missing)} items passed on as new are not in the index: {sorted(missing)[:3]}")
+    run_job(kind, items, index, kept2, workdir)
+    again = read_urls(kept2)
+    final = index_urls(index)
+    if integrity(index) != "ok":
+        problems.append("integrity_check failed after the re-run")
+    if set(passed) & set(again):
+        problems.append(f"{len(set(passed) & set(again))} items passed on by both the killed run and the re-run")
+    if len(final) != len(set(final)):
+        problems.append(f"{len(final) - len(set(final))} URLs admitted twice")
+    if set(final) != reference:
+        problems.append(f"after the re-run the index differs from a clean run: {len(set(final) - reference)} "
+                        f"extra, {len(reference - set(final))} missing")
+    if (set(passed) | set(again)) - set(final):
+        problems.append("an item passed on is not in the final index")
+    return KillResult(kind, at, finished, len(passed), len(in_index),
+                      len(set(in_index) - set(passed)), len(again), problems)
+
+
+def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
+                  kinds: Sequence[str] = ("dedup", "crawl"), log: Any = print) -> list[KillResult]:
+    """``kills`` SIGKILLs, alternating the job kinds, at random moments of a clean run's duration:
+    one in five anywhere, the others while items are passed on (each kind's clean run also gives
+    the reference set of admitted URLs)."""
+    rng = random.Random(seed)
+    items = with_reposts(load_articles(articles), 0.25, rng)
+    path = workdir / "items.jsonl"
+    write_jsonl(path, items)
+    reference: dict[str, set[str]] = {}
+    duration: dict[str, float] = {}
+    first: dict[str, float] = {}
+    for kind in kinds:
+        ref_index = workdir / f"reference-{kind}.sqlite3"
+        first[kind], duration[kind] = run_job(kind, path, ref_index, workdir / f"reference-{kind}.kept", workdir)
+        urls = index_urls(ref_index)
+        assert len(urls) == len(set(urls)), "a clean run admitted a URL twice"
+        assert set(read_urls(workdir / f"reference-{kind}.kept")) == set(urls), "clean run: kept != index"
+        reference[kind] = set(urls)
+        log(f"clean {kind} run: {len(items)} items, {len(urls)} admitted, first passed on after "
+            f"{first[kind]:.1f} s, done in {duration[kind]:.1f} s")
+    results = []
+    for n in range(kills):
+        kind = kinds[n % len(kinds)]
+        # One kill in five anywhere from the start (startup, index creation), the others while
+        # items are being passed on.
+        anywhere = rng.random() < 0.2
+        at = rng.uniform(0, duration[kind]) if anywhere else rng.uniform(0, duration[kind] - first[kind])
+        r = kill_once(kind, path, reference[kind], workdir, f"kill{n:02d}-{kind}", at, after_first=not anywhere)
+        results.append(r)
+        log(f"kill {n + 1:2d} {kind:5s} at {r.at:5.2f} s: "
+            + ("finished before the signal; " if r.finished_first else "")
+            + f"passed on {r.passed_before_kill}, in index {r.index_after_kill} "
+            f"(committed, not yet passed on: {r.committed_not_passed}); re-run passed on {r.passed_on_rerun}"
+            + ("" if not r.problems else f"  PROBLEMS: {r.problems}"))
+    return results
+
+
+# ------------------------------------------------------------------------------------------------
+# Race
+# ------------------------------------------------------------------------------------------------
+
+
+def race_inputs(stories: Sequence[dict[str, Any]], copies: int, procs: int, rng: random.Random,
+                workdir: Path) -> list[Path]:
+    """Per process: every story ``copies`` times under distinct URLs, in its own shuffled order."""
+    paths = []
+    for p in range(procs):
+        lines = [{**s, "url": f"{s['url']}#copy{c}"} for s in stories for c in range(copies)]
+        rng.shuffle(lines)
+        path = workdir / f"race-input-{p}.jsonl"
+        write_jsonl(path, lines)
+        paths.append(path)
+    return paths
+
+
+def distinct_stories(articles: Sequence[dict[str, Any]], workdir: Path) -> list[dict[str, Any]]:
+    """The articles a clean dedup run admits: no two of them are near-duplicates of each other, so
+    in any order each is admitted once (and copies of one are duplicates of it)."""
+    path, index = workdir / "race-candidates.jsonl", workdir / "race-candidates.sqlite3"
+    write_jsonl(path, articles)
+    run_job("dedup", path, index, workdir / "race-candidates.kept", workdir)
+    admitted = set(index_urls(index))
+    return [a for a in articles if a["url"] in admitted]
+
+
+def race_round(stories: Sequence[dict[str, Any]], copies: int, procs: int, rng: random.Random,
+               workdir: Path, tag: str) -> list[str]:
+    """One round: ``procs`` console scripts started together on one new index; returns problems."""
+    inputs = race_inputs(stories, copies, procs, rng, workdir)
+    index = workdir / f"{tag}.sqlite3"
+    kept = [workdir / f"{tag}-{p}.kept" for p in range(procs)]
+    running = [start_job("dedup", inputs[p], index, kept[p], workdir) for p in range(procs)]
+    codes = [p.wait(300) for p in running]
+    problems = [f"process {p} exited with {c}" for p, c in enumerate(codes) if c != 0]
+    story_of = {f"{s['url']}#copy{c}": s["story"] for s in stories for c in range(copies)}
+    passed = [story_of[u] for k in kept for u in read_urls(k)]
+    if sorted(passed) != sorted(s["story"] for s in stories):
+        dupes = len(passed) - len(set(passed))
+        lost = len({s["story"] for s in stories} - set(passed))
+        problems.append(f"{dupes} stories passed on more than once, {lost} never")
+    entries = index_urls(index)
+    if len(entries) != len(stories) or {story_of[u] for u in entries} != {s["story"] for s in stories}:
+        problems.append(f"index holds {len(entries)} entries for {len(stories)} stories")
+    if integrity(index) != "ok":
+        problems.append("integrity_check failed")
+    return problems
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kills", type=int, default=20, help="SIGKILLs in all, alternating dedup and crawl")
+    ap.add_argument("--articles", type=int, default=400, help="real articles (plus 25%% reposts)")
+    ap.add_argument("--race-rounds", type=int, default=10)
+    ap.add_argument("--race-stories", type=int, default=40)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
+    args = ap.parse_args(argv)
+    if not corpus_available():
+        print(f"skipped: needs the shared corpus files {', '.join(SOURCES)} under {CORPUS}")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="simhash-faults-") as tmp:
+        workdir = Path(args.workdir or tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        results = kill_campaign(args.kills, args.articles, args.seed, workdir)
+        killed = [r for r in results if not r.finished_first]
+        failed = [r for r in results if r.problems]
+        print(f"\nKILL: {len(results)} runs ({sum(r.kind == 'dedup' for r in results)} dedup, "
+              f"{sum(r.kind == 'crawl' for r in results)} crawl), {len(killed)} killed mid-run; "
+              f"{sum(r.passed_before_kill for r in results)} items passed on before the kills, all in the index: "
+              f"{'yes' if not any('not in the index' in p for r in results for p in r.problems) else 'NO'}; "
+              f"{sum(r.committed_not_passed for r in results)} committed but not yet passed on when killed; "
+              f"{sum(r.passed_on_rerun for r in results)} passed on by the re-runs; "
+              f"integrity ok and re-run == clean run in {len(results) - len(failed)}/{len(results)}")
+        rng = random.Random(args.seed + 1)
+        stories = distinct_stories(load_articles(args.race_stories), workdir)
+        race_failed = 0
+        for n in range(args.race_rounds):
+            problems = race_round(stories, 3, 4, rng, workdir, f"race{n:02d}")
+            race_failed += bool(problems)
+            print(f"race round {n + 1:2d}: 4 processes x {len(stories) * 3} lines ({len(stories)} stories x 3 "
+                  f"copies): " + ("one admitted per story, none lost" if not problems else f"PROBLEMS {problems}"))
+        print(f"RACE: {args.race_rounds - race_failed}/{args.race_rounds} rounds exact "
+              f"({len(stories)} stories, 3 copies each, 4 processes)")
+        print(f"total {time.monotonic() - started:.0f} s")
+        return 1 if failed or race_failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
