@@ -207,7 +207,8 @@ def crawl_command(items: Path, index: Path, kept: Path, workdir: Path) -> list[s
 
 def start_job(kind: str, items: Path, index: Path, kept: Path, workdir: Path) -> subprocess.Popen[bytes]:
     """Start one job; its kept items end up in ``kept`` as they are passed on."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     if kind == "dedup":
         out = open(kept, "ab")  # noqa: SIM115 (handed to the child)
         try:
@@ -331,7 +332,7 @@ def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
         # One kill in five anywhere from the start (startup, index creation), the others while
         # items are being passed on.
         anywhere = rng.random() < 0.2
-        at = rng.uniform(0, duration[kind]) if anywhere else rng.uniform(0, duration[kind] - first[kind])
+        at = rng.uniform(0, duration[kind]) if anywhere else rng.uniform(0, 0.9 * (duration[kind] - first[kind]))
         r = kill_once(kind, path, reference[kind], workdir, f"kill{n:02d}-{kind}", at, after_first=not anywhere)
         results.append(r)
         log(f"kill {n + 1:2d} {kind:5s} at {r.at:5.2f} s: "
