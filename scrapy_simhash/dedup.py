@@ -1,6 +1,11 @@
 """The tiered rule: title within ``title_max_distance`` bits → duplicate; else body within
 ``body_max_distance`` bits → duplicate; else new, and added to the index in the same step.
 
+A title match counts only when the two bodies' numbers agree (``title_numbers``: overlap
+coefficient of the number sets ≥ 70 %, or both without numbers): wire services reuse one headline
+for every new market report ("U.K. MONEY MARKET GIVEN ... HELP"), and a same-headline report
+with other figures is news. ``title_numbers=0`` turns the guard off.
+
 The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
 benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index
 transaction) are separate calls, so a caller can run the first on many workers and keep the
@@ -24,6 +29,8 @@ ACTIONS: tuple[str, ...] = ("drop", "flag")
 
 DEFAULT_TITLE_MAX_DISTANCE = defaults.TITLE_MAX_DISTANCE
 DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
+#: Title tier: minimum overlap (percent) of the bodies' number sets; 0 = no number check.
+DEFAULT_TITLE_NUMBERS = 70
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
 LONG_BODY_CHARS, LONG_BODY_MALUS = 2000, 1
@@ -90,7 +97,10 @@ class Deduplicator:
         body_action: Action = "drop",
         ttl_days: float | None = None,
         dynamic_threshold: bool = False,
+        title_numbers: int = DEFAULT_TITLE_NUMBERS,
     ) -> None:
+        if not isinstance(title_numbers, int) or not 0 <= title_numbers <= 100:
+            raise ValueError(f"title_numbers must be a percentage between 0 and 100, not {title_numbers!r}")
         for name, action in (("title_action", title_action), ("body_action", body_action)):
             if action not in ACTIONS:
                 raise ValueError(f"{name} must be one of {ACTIONS}, not {action!r}")
@@ -113,6 +123,7 @@ class Deduplicator:
         self.actions: dict[str, str] = {"title": title_action, "body": body_action}
         self.ttl_days = ttl_days
         self.dynamic_threshold = dynamic_threshold
+        self.title_numbers = title_numbers
 
     @classmethod
     def open(
@@ -131,11 +142,12 @@ class Deduplicator:
     ) -> Deduplicator:
         """Open (or create) the index at ``index_url`` and build a Deduplicator on it.
 
-        ``options`` go to the Deduplicator (``title_action``, ``body_action``, ``ttl_days``) or,
+        ``options`` go to the Deduplicator (``title_action``, ``body_action``, ``ttl_days``,
+        ``title_numbers``) or,
         when no ``fingerprinter`` is given, to the :class:`Fingerprinter` (``top_k``, ``stop_words``,
         ``user_dict``, ``title_patterns``, ``min_title_chars``, ``min_body_chars``, ``main_content``).
         """
-        own = {k: options.pop(k) for k in ("title_action", "body_action", "ttl_days") if k in options}
+        own = {k: options.pop(k) for k in ("title_action", "body_action", "ttl_days", "title_numbers") if k in options}
         if fingerprinter is None:
             fingerprinter = Fingerprinter(bits=bits, **options)
         elif options:
@@ -187,6 +199,8 @@ class Deduplicator:
                 seen_at=now,
                 not_before=not_before,
                 statuses=statuses,
+                numbers=fps.numbers,
+                title_numbers=self.title_numbers,
             )
         )
         match = outcome.match

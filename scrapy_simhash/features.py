@@ -4,8 +4,11 @@ Chinese is cut into words by jieba and each word weighs ``tf × idf`` with jieba
 (words it does not know get the median IDF). Latin words are lower-cased. Numbers stay features
 (with the median IDF), because two market reports that differ only in their figures are two
 stories. Stop words (a built-in Chinese/English list, plus yours) and punctuation are dropped.
-Bodies keep their ``top_k`` heaviest features, titles keep all: a title has too few words to
-leave any out.
+Bodies keep their ``top_k`` heaviest features *and every feature tied with the last one kept*,
+titles keep all: a title has too few words to leave any out. Ties matter: English words all get
+the median IDF, so dozens of words share the cutoff weight, and breaking the tie by any order
+(alphabetical, hash) lets one added or removed paragraph swap several of them in or out of the
+fingerprint; keeping the whole tied group makes the kept set depend on the weights only.
 
 jieba's dictionary is loaded once per process and shared by every extractor with the same user
 dictionary.
@@ -122,15 +125,16 @@ class FeatureExtractor:
         return out
 
     def weights(self, text: str, top_k: int | None = None) -> dict[str, float]:
-        """TF-IDF weight of each word; the ``top_k`` heaviest when given (ties broken by word)."""
+        """TF-IDF weight of each word; with ``top_k``, the ``top_k`` heaviest plus every word tied
+        with the ``top_k``-th (so the kept set never depends on an arbitrary tie-break)."""
         counts: dict[str, int] = {}
         for word in self.words(text):
             counts[word] = counts.get(word, 0) + 1
         idf, median = self.idf, self.median_idf
         weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
         if top_k is not None and len(weighted) > top_k:
-            ranked = sorted(weighted.items(), key=lambda kv: (-kv[1], kv[0]))[:top_k]
-            weighted = dict(ranked)
+            cutoff = sorted(weighted.values(), reverse=True)[top_k - 1]
+            weighted = {w: v for w, v in weighted.items() if v >= cutoff}
         return weighted
 
     def title_features(self, text: str) -> dict[str, float]:
@@ -138,5 +142,5 @@ class FeatureExtractor:
         return self.weights(text)
 
     def body_features(self, text: str) -> dict[str, float]:
-        """The ``top_k`` heaviest words of a body."""
+        """The ``top_k`` heaviest words of a body (and those tied with the last of them)."""
         return self.weights(text, self.top_k)

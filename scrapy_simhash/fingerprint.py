@@ -3,6 +3,10 @@
 One :class:`Fingerprinter` holds the whole configuration so the pipeline, the command line and
 the benchmarks compute fingerprints the same way.
 
+Besides the two fingerprints, an item gets a *number signature* of its body
+(:func:`number_signature`): the title tier uses it so that a recurring templated headline over a
+report with other figures is not taken for a repost.
+
 Too little text makes no fingerprint (``None``): a few words hash to a few bits that collide with
 other short texts, so they must not create matches by themselves. A title needs
 ``min_title_chars`` characters and 2 features after normalization; a body needs
@@ -15,9 +19,11 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Any
 
 from .features import DEFAULT_TOP_K, FeatureExtractor
+from .index.base import NUMBERS_MAX
 from .normalize import main_text, normalize_body, normalize_text, normalize_title
 from .simhash import SUPPORTED_BITS, simhash
 
@@ -25,6 +31,23 @@ DEFAULT_MIN_TITLE_CHARS = 5
 DEFAULT_MIN_BODY_CHARS = 30
 _MIN_TITLE_FEATURES = 2
 _MIN_BODY_FEATURES = 3
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# Dates (ISO after normalization) and clock times are metadata a repost adds or rewrites, not figures.
+_DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+
+
+def number_signature(text: str) -> str:
+    """The numbers of a normalized text as a short, comparable signature.
+
+    Dates and clock times are left out (a repost adds or reformats them). Each distinct number
+    (thousands commas removed, so ``1,234`` = ``1234``) is hashed to 32 bits
+    (BLAKE2b); the :data:`~.index.base.NUMBERS_MAX` smallest hashes, as 8 lowercase hex digits,
+    sorted and space-separated, are the signature (``""``: no numbers). A bottom-k sample, so two
+    signatures estimate how far the number sets overlap (:func:`~.index.base.numbers_agree`).
+    """
+    found = {n.replace(",", "") for n in _NUMBER.findall(_DATE_TIME.sub(" ", text))}
+    hashes = sorted(int.from_bytes(blake2b(n.encode("ascii", "replace"), digest_size=4).digest(), "big") for n in found)
+    return " ".join(f"{h:08x}" for h in hashes[:NUMBERS_MAX])
 
 
 @dataclass(frozen=True)
@@ -35,6 +58,7 @@ class Fingerprints:
     body: int | None
     title_text: str
     body_chars: int
+    numbers: str | None = None  # number signature of the body (None: not computed)
 
     @property
     def usable(self) -> bool:
@@ -86,7 +110,10 @@ class Fingerprinter:
         """Both fingerprints of an item."""
         title_text = self.clean_title(title)
         body_text = self.clean_body(body)
-        return Fingerprints(self._title_fp(title_text), self._body_fp(body_text), title_text, len(body_text))
+        return Fingerprints(
+            self._title_fp(title_text), self._body_fp(body_text), title_text, len(body_text),
+            number_signature(body_text),
+        )
 
     def _title_fp(self, text: str) -> int | None:
         if len(text) < self.min_title_chars:

@@ -17,7 +17,40 @@ Tier = Literal["title", "body"]
 TIERS: tuple[Tier, ...] = ("title", "body")
 
 #: Bumped whenever features or fingerprints change in a way that makes old fingerprints incomparable.
-FEATURES_VERSION = "1"
+FEATURES_VERSION = "2"
+
+#: At most this many number hashes make an entry's number signature (the smallest ones).
+NUMBERS_MAX = 16
+
+
+def numbers_agree(a: str | None, b: str | None, min_percent: int) -> bool:
+    """Do two number signatures agree (the title tier's guard against templated headlines)?
+
+    A signature is ``""`` (no numbers) or up to :data:`NUMBERS_MAX` distinct 8-hex-digit hashes,
+    sorted ascending and separated by single spaces (see ``fingerprint.number_signature``).
+    ``min_percent`` ≤ 0 disables the check; ``None`` (an entry stored without a signature) always
+    agrees. Both empty agree; one empty does not. Otherwise both are cut to the hashes ≤ the
+    smaller of the two maxima of full (``NUMBERS_MAX``-long, so possibly truncated) signatures —
+    the range both bottom-k samples cover — and they agree when ``100 × shared ≥ min_percent ×
+    min(len)`` (overlap coefficient). Integers and string comparisons only, so a Lua script can
+    do the same: equal-length lowercase hex strings sort as the numbers they spell.
+    """
+    if min_percent <= 0 or a is None or b is None:
+        return True
+    xs, ys = a.split(), b.split()
+    if not xs or not ys:
+        return not xs and not ys
+    top = "g"  # above every hex string
+    if len(xs) >= NUMBERS_MAX:
+        top = min(top, xs[-1])
+    if len(ys) >= NUMBERS_MAX:
+        top = min(top, ys[-1])
+    xs = [x for x in xs if x <= top]
+    ys = [y for y in ys if y <= top]
+    if not xs or not ys:
+        return not xs and not ys
+    shared = len(set(xs) & set(ys))
+    return 100 * shared >= min_percent * min(len(xs), len(ys))
 
 
 class IndexError_(Exception):
@@ -91,6 +124,7 @@ class Entry:
     first_seen: float  # POSIX seconds
     title_fp: int | None
     body_fp: int | None
+    numbers: str | None = None  # number signature (see numbers_agree); None: stored without one
 
 
 @dataclass(frozen=True)
@@ -109,6 +143,11 @@ class Query:
     ``not_before``: entries first seen before this POSIX time are expired and never match.
     ``statuses``: what to record in the decision log when a tier matches (``"duplicate"`` or
     ``"flagged"``), so ``explain`` can later say what happened to an item.
+    ``numbers``: the item's number signature (stored with the entry when it is added).
+    ``title_numbers``: when > 0, a title-tier candidate counts only if
+    ``numbers_agree(query.numbers, entry.numbers, title_numbers)``: the nearest *agreeing* entry
+    within ``title_k`` is the match, and when none agrees the body tier decides. A recurring
+    headline ("USDA COMMENTS ON EXPORT SALES REPORT") over a report with other figures is news.
     """
 
     title_fp: int | None
@@ -120,6 +159,8 @@ class Query:
     seen_at: float = 0.0
     not_before: float | None = None
     statuses: Mapping[str, str] = field(default_factory=lambda: {"title": "duplicate", "body": "duplicate"})
+    numbers: str | None = None
+    title_numbers: int = 0
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ What is stored where, and why
     One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
     that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
-    characters). Indexes ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
+    characters), ``numbers`` (the body's number signature, a short text, see
+    :func:`~.base.numbers_agree`; checked by the title tier when a query asks). Indexes
+    ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
     earliest non-expired entry holding a fingerprint in O(log n), however many share it;
     ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
@@ -89,10 +91,11 @@ from .base import (
     ParameterMismatch,
     Query,
     Tier,
+    numbers_agree,
 )
 
 FORMAT = "scrapy-simhash-index"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: entry.numbers (number signature for the title tier)
 META_TABLE = "simhash_meta"
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
@@ -117,7 +120,8 @@ CREATE TABLE entry (
     body_fp,
     first_seen REAL NOT NULL,
     url TEXT,
-    title TEXT
+    title TEXT,
+    numbers TEXT  -- number signature (base.numbers_agree); NULL: added without one
 );
 CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
 CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
@@ -142,7 +146,7 @@ CREATE TABLE decision (
 CREATE INDEX decision_recent ON decision(ns, decided_at);
 """
 
-_ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title"
+_ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers"
 _ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
 
 
@@ -580,7 +584,7 @@ class SqliteIndex:
                 raise
 
     def _entry(self, row: tuple[Any, ...]) -> Entry:
-        ident, tfp, bfp, first_seen, url, title = row
+        ident, tfp, bfp, first_seen, url, title, numbers = row
         dec = self._dec
         return Entry(
             id=ident,
@@ -590,6 +594,7 @@ class SqliteIndex:
             first_seen=first_seen,
             title_fp=None if tfp is None else dec(tfp),
             body_fp=None if bfp is None else dec(bfp),
+            numbers=numbers,
         )
 
     def _candidates(self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int) -> list[tuple[int, Any]]:
@@ -602,9 +607,12 @@ class SqliteIndex:
         return sorted(((d, raw) for raw, d in found.items() if d <= k), key=lambda c: c[0])
 
     def _nearest(
-        self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int, not_before: float, limit: int = 1
+        self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int, not_before: float, limit: int = 1,
+        accept: Callable[[tuple[Any, ...]], bool] | None = None,
     ) -> list[Match]:
-        """Nearest non-expired entries (distance, then earliest first seen), at most ``limit``."""
+        """Nearest non-expired entries (distance, then earliest first seen), at most ``limit``;
+        with ``accept``, only entries (rows) it accepts count, so every holder of a candidate
+        fingerprint is read (a recurring headline: one fingerprint, many entries)."""
         matches: list[Match] = []
         candidates = self._candidates(conn, tier, fp, k)
         sql, ns = self._sql_first[tier], self._ns_id
@@ -613,7 +621,8 @@ class SqliteIndex:
             distance = candidates[i][0]
             group: list[tuple[Any, ...]] = []
             while i < len(candidates) and candidates[i][0] == distance:
-                group.extend(conn.execute(sql, (ns, candidates[i][1], not_before, limit - len(matches))))
+                rows = conn.execute(sql, (ns, candidates[i][1], not_before, -1 if accept else limit - len(matches)))
+                group.extend(rows if accept is None else (r for r in rows if accept(r)))
                 i += 1
             group.sort(key=lambda r: (r[3], r[0]))
             matches.extend(Match(tier, distance, self._entry(r)) for r in group[: limit - len(matches)])
@@ -654,7 +663,11 @@ class SqliteIndex:
         with self._write("check-and-add") as conn:
             found: list[Match] = []
             if tfp is not None:
-                found = self._nearest(conn, "title", tfp, query.title_k, not_before)
+                accept = None
+                if query.title_numbers > 0 and query.numbers is not None:
+                    mine, pct = query.numbers, query.title_numbers
+                    accept = lambda row: numbers_agree(mine, row[6], pct)  # noqa: E731
+                found = self._nearest(conn, "title", tfp, query.title_k, not_before, accept=accept)
             if not found and bfp is not None:
                 found = self._nearest(conn, "body", bfp, query.body_k, not_before)
             if found:
@@ -676,7 +689,8 @@ class SqliteIndex:
                     )
                 return Outcome(match=match, entry_id=None)
             entry_id = conn.execute(
-                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     self._ns_id,
                     None if tfp is None else self._enc(tfp),
@@ -684,6 +698,7 @@ class SqliteIndex:
                     seen,
                     query.url,
                     None if query.title is None else query.title[:TITLE_CHARS],
+                    query.numbers,
                 ),
             ).lastrowid
             conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", self._band_rows(tfp, bfp))
