@@ -1,4 +1,4 @@
-"""``open_index(url)``: the band index a URL names (SQLite today; Redis planned).
+"""``open_index(url)``: the band index a URL names (a SQLite file or a Redis server).
 
 Accepted locations
 ------------------
@@ -6,8 +6,9 @@ Accepted locations
 * ``sqlite:///<path>``, following SQLAlchemy's convention: everything after ``sqlite:///`` is the
   path, so ``sqlite:///index.sqlite3`` is *relative* to the current directory and
   ``sqlite:////var/data/index.sqlite3`` (four slashes) is absolute;
-* ``redis://`` / ``rediss://`` are reserved for the Redis index of a later release and give a clear
-  :class:`IndexOpenError` today; any other scheme is an error too.
+* ``redis://[:password@]host[:port][/db][?prefix=name]``, ``rediss://`` (TLS) and ``unix://`` name a
+  Redis index (:mod:`.redis`, needs ``pip install scrapy-simhash[redis]``); ``prefix`` (default
+  ``simhash``) lets several indexes share one database. Any other scheme is an error.
 
 ``params=None`` means "whatever the file records" (inspection tools), or the defaults when the
 file is created. Passing params requires an exact match (:class:`ParameterMismatch` otherwise).
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from .base import (
@@ -94,21 +97,25 @@ def open_index(
     create: bool = True,
     readonly: bool = False,
     busy_timeout: float = 30.0,
+    redis_params: Mapping[str, Any] | None = None,
 ) -> BandIndex:
     """Open (or create, unless ``create=False`` or ``readonly``) the band index at ``url``.
 
-    Errors name the location: :class:`IndexOpenError` (missing, not ours, corrupt, unknown scheme),
-    :class:`ParameterMismatch` (built with other parameters).
+    Errors name the location: :class:`IndexOpenError` (missing, not ours, corrupt, unreachable,
+    unknown scheme), :class:`ParameterMismatch` (built with other parameters). ``busy_timeout`` is
+    the SQLite lock wait or the Redis command timeout; ``redis_params`` (``SIMHASH_REDIS_PARAMS``)
+    go to the Redis client and are ignored by SQLite.
     """
     path = sqlite_path(url)
     if path is None:
         assert isinstance(url, str)
         scheme = _SCHEME.match(url).group(1).lower()  # type: ignore[union-attr]
         if scheme in ("redis", "rediss", "unix"):
-            raise IndexOpenError(
-                f"cannot open {_redacted(url)}: the Redis index is not available yet in this version of "
-                "scrapy-simhash (it is planned and will need `pip install scrapy-simhash[redis]`); use "
-                "sqlite:///path/to/index.sqlite3 meanwhile"
+            from .redis import RedisIndex
+
+            return RedisIndex.open(
+                url, namespace=namespace, params=params, create=create, readonly=readonly,
+                busy_timeout=busy_timeout, redis_params=redis_params,
             )
         raise IndexOpenError(
             f"cannot open {_redacted(url)}: unknown index scheme {scheme!r} "

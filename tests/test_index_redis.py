@@ -1,0 +1,512 @@
+"""What only the Redis band index has: URLs, passwords, client parameters and the scrapy-redis
+settings fallback, one round trip per check-and-add, the script cache, connection failures at open
+and mid-crawl, a self-description that is refused when foreign, and four real processes feeding
+the same 200 stories. Against real servers: the shared test server (``SIMHASH_TEST_REDIS_URL``)
+and, where a test stops, restarts or locks one, a private ``redis-server`` on a free port.
+
+Behaviours both backends share are in ``test_index_protocol.py``.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import json
+import os
+import pickle
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.settings import Settings
+
+from scrapy_simhash.index import IndexError_, IndexOpenError, IndexWriteError, Query, open_index
+from scrapy_simhash.index.redis import (
+    FORMAT,
+    SCHEMA_VERSION,
+    RedisIndex,
+    index_url_from_settings,
+    redacted,
+    redis_params_from_settings,
+)
+from scrapy_simhash.simhash import hamming_distance
+from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
+
+
+def q(title_fp: int | None, body_fp: int | None, /, **kw: Any) -> Query:
+    return Query(title_fp=title_fp, body_fp=body_fp, title_k=2, body_k=3, **kw)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisProcess:
+    """A private redis-server on 127.0.0.1 (no persistence) that a test may stop and restart."""
+
+    def __init__(self, directory: Path, *args: str, password: str | None = None) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            reason = "redis-server is not installed (apt-get install redis-server; .ci/run does)"
+            if os.environ.get("CI"):
+                pytest.fail(f"CI is set, so the Redis tests must run: {reason}", pytrace=False)
+            pytest.skip(reason)
+        self.port = free_port()
+        self.password = password
+        self.argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                     "--dir", str(directory), *args]
+        if password:
+            self.argv += ["--requirepass", password]
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    @property
+    def url(self) -> str:
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client = raw_redis(self.url)
+                client.ping()
+                client.close()
+                return
+            except Exception:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise
+                time.sleep(0.02)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
+@pytest.fixture
+def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
+    server = RedisProcess(tmp_path)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    """A fresh prefix on the shared test server; its keys are deleted afterwards."""
+    server = redis_server_url()
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    yield with_prefix(server, prefix)
+    client = raw_redis(server)
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        client.unlink(*keys)
+    client.close()
+
+
+def snapshot(server_url: str, prefix: str) -> list[tuple[str, Any]]:
+    client = raw_redis(server_url, decode=False)
+    keys = sorted(client.scan_iter(match=f"{prefix}:*".encode(), count=1000))
+    state = [(k.decode(), client.dump(k)) for k in keys]
+    client.close()
+    return state
+
+
+# -- opening: URLs, passwords, parameters, failures -------------------------------------------------
+
+
+def test_unreachable_server_is_a_clear_open_error_without_the_password() -> None:
+    port = free_port()  # nothing listens there
+    start = time.monotonic()
+    with pytest.raises(IndexOpenError) as err:
+        open_index(f"redis://:s3cret@127.0.0.1:{port}/0")
+    message = str(err.value)
+    assert f"redis://:***@127.0.0.1:{port}/0" in message and "s3cret" not in message
+    assert "cannot open Redis index" in message and "onnect" in message
+    with pytest.raises(IndexOpenError, match=r"rediss://cache\.example\.invalid:6380/1"):
+        open_index("rediss://cache.example.invalid:6380/1")
+    assert time.monotonic() - start < 30
+
+
+def test_missing_redis_package_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # "import redis" now raises ImportError
+    with pytest.raises(IndexOpenError, match=r"scrapy-simhash\[redis\]") as err:
+        open_index("redis://:s3cret@127.0.0.1:6379/0")
+    assert "s3cret" not in str(err.value)
+
+
+def test_redacted_hides_passwords_only() -> None:
+    assert redacted("redis://user:pw@h:1/0?prefix=x") == "redis://user:***@h:1/0?prefix=x"
+    assert redacted("rediss://:pw@h/2") == "rediss://:***@h/2"
+    assert redacted("redis://h:6379/0") == "redis://h:6379/0"
+    assert "pw" not in redacted("redis://h/0?password=pw&db=1")
+
+
+def test_password_url(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path, password="s3cret-Pa55")
+    try:
+        with open_index(server.url) as ix:
+            assert ix.check_and_add(q(1, 2, url="u")).match is None
+            shown = [ix.location, repr(ix), json.dumps(ix.stats())]
+            assert all("s3cret-Pa55" not in text and ":***@" in text for text in shown)
+        for wrong in (server.url.replace("s3cret-Pa55", "wrong-guess"), f"redis://127.0.0.1:{server.port}/0"):
+            with pytest.raises(IndexOpenError, match=f"127.0.0.1:{server.port}") as err:
+                open_index(wrong)
+            assert "wrong-guess" not in str(err.value) and "s3cret" not in str(err.value)
+        with open_index(server.url) as ix:  # the data is behind the password, not lost
+            assert ix.count() == 1
+    finally:
+        server.stop()
+
+
+def test_redis_params_pass_through(url: str) -> None:
+    name = f"simhash-{uuid.uuid4().hex[:8]}"
+    with open_index(url, redis_params={"client_name": name, "socket_timeout": 7.5}, busy_timeout=2.0) as ix:
+        ix.check_and_add(q(3, 4))
+        pool_kwargs = ix._client.connection_pool.connection_kwargs
+        assert pool_kwargs["socket_timeout"] == 7.5  # the params win over busy_timeout
+        admin = raw_redis(url.split("?")[0])
+        assert name in {c.get("name") for c in admin.client_list()}
+        admin.close()
+    with open_index(url, busy_timeout=2.0) as ix:
+        assert ix._client.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+
+
+def test_settings_select_the_url_and_params(url: str) -> None:
+    assert index_url_from_settings(Settings({"SIMHASH_INDEX_URL": "redis://h:1/2"})) == "redis://h:1/2"
+    assert index_url_from_settings(Settings({"REDIS_URL": "redis://q:1/0"})) is None  # no scrapy-redis
+    scrapy_redis = {"SCHEDULER": "scrapy_redis.scheduler.Scheduler"}
+    assert index_url_from_settings(Settings(scrapy_redis)) == "redis://localhost:6379/0"
+    dupefilter = {"DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter", "REDIS_HOST": "r1", "REDIS_PORT": 7000}
+    assert index_url_from_settings(Settings(dupefilter)) == "redis://r1:7000/0"
+    settings = Settings({
+        **scrapy_redis,
+        "REDIS_URL": url,
+        "REDIS_PARAMS": {"socket_timeout": 9, "redis_cls": "redis.StrictRedis"},
+        "SIMHASH_REDIS_PARAMS": '{"client_name": "from-settings"}',  # JSON text, as on the command line
+    })
+    assert index_url_from_settings(settings) == url
+    assert redis_params_from_settings(settings) == {"socket_timeout": 9, "client_name": "from-settings"}
+    own = Settings({**scrapy_redis, "SIMHASH_INDEX_URL": "redis://own/0", "REDIS_PARAMS": {"socket_timeout": 9},
+                    "SIMHASH_REDIS_PARAMS": {"ssl_cert_reqs": "none"}})
+    assert redis_params_from_settings(own) == {"ssl_cert_reqs": "none"}  # scrapy-redis's are not ours
+    assert redis_params_from_settings(Settings()) == {}
+    # end to end: the two-line hook the pipeline uses
+    with open_index(index_url_from_settings(settings), redis_params=redis_params_from_settings(settings)) as ix:
+        assert isinstance(ix, RedisIndex) and ix.check_and_add(q(5, 6)).match is None
+        assert ix._client.connection_pool.connection_kwargs["socket_timeout"] == 9
+
+
+def test_prefixes_and_databases_are_separate_indexes(url: str) -> None:
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    db1 = server[: server.rindex("/")] + "/1"
+    with open_index(url) as a, open_index(f"{url}-other") as b, open_index(with_prefix(db1, prefix)) as c:
+        try:
+            for ix in (a, b, c):  # the same story is new in each
+                assert ix.check_and_add(q(42, 43)).match is None
+            assert a.check_and_add(q(42, 43)).match is not None
+            assert (a.count(), b.count(), c.count()) == (1, 1, 1)
+            assert a.reset() == 1 and (b.count(), c.count()) == (1, 1)
+        finally:
+            other_db = raw_redis(db1)
+            other_db.delete(*other_db.scan_iter(match=f"{prefix}*"))
+            other_db.close()
+    with pytest.raises(IndexOpenError, match="prefix"):
+        open_index(with_prefix(server, "{bad}"))
+
+
+# -- self-description, no pickle --------------------------------------------------------------------
+
+
+def test_meta_is_a_json_string_and_every_value_is_plain_text(url: str) -> None:
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    with open_index(url) as ix:
+        ix.check_and_add(q(0xABC, 0xDEF, url="https://x/1", title="标题", seen_at=1.5))
+        ix.check_and_add(q(0xABC, None, url="https://x/2", seen_at=2.5))
+    client = raw_redis(server)
+    meta = json.loads(client.get(f"{prefix}:meta"))
+    assert (meta["format"], meta["schema_version"], meta["backend"]) == (FORMAT, SCHEMA_VERSION, "redis")
+    assert meta["params"] == ix.params.as_dict() and meta["fingerprint_storage"] == "hex"
+    assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
+    binary = raw_redis(server, decode=False)
+    kinds = collections.Counter()
+    for key in binary.scan_iter(match=f"{prefix}:*".encode()):
+        kind = binary.type(key).decode()
+        kinds[kind] += 1
+        values = {"string": lambda k: [binary.get(k)], "hash": lambda k: list(binary.hgetall(k).values()),
+                  "set": lambda k: list(binary.smembers(k)), "zset": lambda k: binary.zrange(k, 0, -1)}[kind](key)
+        for value in values:
+            value.decode("utf-8")  # plain text, never a pickle (which starts with b"\x80")
+            assert not value.startswith(b"\x80")
+    assert set(kinds) == {"string", "hash", "set", "zset"}
+    client.close()
+    binary.close()
+
+
+class _Boom:
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # unpickling this would create the marker file
+        return (open, (self.marker, "w"))
+
+
+def test_foreign_or_hostile_meta_is_refused_untouched(url: str, tmp_path: Path) -> None:
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    client, binary = raw_redis(server), raw_redis(server, decode=False)
+    marker = tmp_path / "pwned"
+    cases = [
+        (lambda: binary.set(f"{prefix}:meta", pickle.dumps(_Boom(str(marker)))), "unreadable"),
+        (lambda: client.set(f"{prefix}:meta", json.dumps({"format": "someone-else"})), "not a scrapy-simhash index"),
+        (lambda: client.set(f"{prefix}:meta", "[1, 2]"), "unreadable"),
+        (lambda: client.rpush(f"{prefix}:meta", "x"), "holds something else"),
+        (lambda: client.set(f"{prefix}:meta", json.dumps({"format": FORMAT, "schema_version": 99})),
+         "schema version 99.*upgrade"),
+    ]
+    for write, message in cases:
+        client.delete(f"{prefix}:meta")
+        write()
+        before = snapshot(server, prefix)
+        for kwargs in ({}, {"readonly": True}):
+            with pytest.raises(IndexOpenError, match=message):
+                open_index(url, **kwargs)
+        assert snapshot(server, prefix) == before
+    assert not marker.exists()
+    client.close()
+    binary.close()
+
+
+def test_readonly_open_reads_and_refuses_writes(url: str) -> None:
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    with open_index(url) as ix:
+        ix.check_and_add(q(77, 88, url="orig"))
+        ix.check_and_add(q(77, None, url="dup"))
+    before = snapshot(server, prefix)
+    with open_index(url, readonly=True) as ro:
+        assert ro.count() == 1 and ro.stats()["readonly"] is True
+        assert ro.lookup(77, None, title_k=2, body_k=0)[0].entry.url == "orig"
+        assert ro.explain("dup").tier == "title"  # type: ignore[union-attr]
+        assert [e.url for e in ro.entries()] == ["orig"]
+        for write in (lambda: ro.check_and_add(q(1, 2)), lambda: ro.add([(1, 2, None, None, 1.0)]),
+                      lambda: ro.forget("orig"), lambda: ro.purge(time.time()), ro.reset):
+            with pytest.raises(IndexWriteError, match=f"{prefix} was opened read-only"):
+                write()
+    with open_index(url, readonly=True, namespace="elsewhere") as ro:  # unknown namespace: empty, no write
+        assert ro.count() == 0 and ro.lookup(77, None, title_k=2, body_k=0) == [] and list(ro.entries()) == []
+        assert "elsewhere" not in ro.stats()["namespaces"]
+    assert snapshot(server, prefix) == before
+
+
+# -- one round trip, script cache, failures mid-crawl -----------------------------------------------
+
+
+def _calls(client: Any) -> collections.Counter:
+    stats = client.info("commandstats")
+    return collections.Counter({k.removeprefix("cmdstat_"): v["calls"] for k, v in stats.items()})
+
+
+def _monitored(url: str, work: Any) -> list[dict[str, Any]]:
+    """Run ``work()`` while MONITOR records every command the server receives, then return them."""
+    seen: list[dict[str, Any]] = []
+    stop = f"end-{uuid.uuid4().hex}"
+    watcher, admin = raw_redis(url), raw_redis(url)
+
+    def listen(monitor: Any) -> None:
+        for command in monitor.listen():
+            if stop in command["command"]:
+                return
+            seen.append(command)
+
+    with watcher.monitor() as monitor:  # MONITOR is acknowledged when this returns
+        thread = threading.Thread(target=listen, args=(monitor,))
+        thread.start()
+        try:
+            work()
+        finally:
+            admin.echo(stop)
+            thread.join(timeout=30)
+    watcher.close()
+    admin.close()
+    return seen
+
+
+def test_one_round_trip_per_check_and_add(private_server: RedisProcess) -> None:
+    """Seen by the server (MONITOR): 50 check-and-adds, new and duplicate, are 50 EVALSHA calls
+    from the client, everything else happening inside the script."""
+    with open_index(private_server.url) as ix:
+        rng = random.Random(4)
+        stories = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(25)]
+        ours = ix._client.client_info()["addr"]  # the index's connection, as the server sees it
+        outcomes: list[Any] = []
+
+        def work() -> None:
+            for n in range(2):
+                for i, (t, b) in enumerate(stories):
+                    outcomes.append(ix.check_and_add(q(t ^ (1 << n), b, url=f"u{i}-{n}")))
+
+        commands = _monitored(private_server.url, work)
+    assert sum(o.match is None for o in outcomes) == 25 and len(outcomes) == 50
+    sent = [c["command"].split()[0].upper() for c in commands
+            if c.get("client_type") != "lua" and f"{c['client_address']}:{c['client_port']}" == ours]
+    assert sent == ["EVALSHA"] * 50
+    assert len(commands) > 50 * 5  # the script's own commands are there too, run by the server
+
+
+def test_script_is_reloaded_after_a_script_flush(private_server: RedisProcess) -> None:
+    admin = raw_redis(private_server.url)
+    with open_index(private_server.url) as ix:
+        assert ix.check_and_add(q(11, 12, url="a")).match is None
+        admin.script_flush()
+        before = _calls(admin)
+        m = ix.check_and_add(q(11 ^ 1, None, url="b")).match
+        assert m is not None and m.entry.url == "a"
+        delta = _calls(admin) - before
+        assert (delta["evalsha"], delta["script|load"]) == (2, 1)  # NOSCRIPT, load, call again
+    admin.close()
+
+
+def test_a_retried_call_does_not_find_itself(url: str) -> None:
+    """A reply lost after the server added the entry: the retry (same token) returns that entry,
+    instead of reporting the item as a duplicate of itself."""
+    with open_index(url) as ix:
+        first = ix._check(q(21, 22, url="a"), "token-1")
+        again = ix._check(q(21, 22, url="a"), "token-1")
+        assert first.match is None and again == first and ix.count() == 1
+        other = ix._check(q(21, 22, url="a2"), "token-2")
+        assert other.match is not None and other.match.entry.id == first.entry_id
+
+
+def test_killed_connections_are_reconnected(url: str) -> None:
+    admin = raw_redis(url.split("?")[0])
+    with open_index(url) as ix:
+        assert ix.check_and_add(q(31, 32, url="a")).match is None
+        for _ in range(3):
+            killed = admin.client_kill_filter(_type="normal", skipme=True)
+            assert killed >= 1
+            m = ix.check_and_add(q(31, 32, url="b")).match  # retried on a new connection
+            assert m is not None and m.entry.url == "a"
+        assert ix.count() == 1
+    admin.close()
+
+
+def test_server_gone_mid_crawl_is_a_write_error_then_recovers(private_server: RedisProcess) -> None:
+    with open_index(private_server.url, busy_timeout=2.0) as ix:
+        assert ix.check_and_add(q(41, 42)).match is None
+        private_server.stop()
+        start = time.monotonic()
+        with pytest.raises(IndexWriteError) as err:
+            ix.check_and_add(q(43, 44))
+        assert time.monotonic() - start < 10  # bounded: 3 attempts, 0.05 + 0.1 s apart
+        assert f"127.0.0.1:{private_server.port}" in str(err.value) and "after 3 attempts" in str(err.value)
+        with pytest.raises(IndexError_, match="count failed after 3 attempts"):
+            ix.count()
+        private_server.start()  # a new, empty server (no persistence) without our script
+        assert ix.check_and_add(q(43, 44)).match is None
+        assert ix.check_and_add(q(43, 44)).match is not None and ix.count() == 1
+
+
+def test_a_paused_server_times_out_as_a_write_error(private_server: RedisProcess) -> None:
+    admin = raw_redis(private_server.url)
+    with open_index(private_server.url, busy_timeout=0.3) as ix:
+        ix.check_and_add(q(51, 52))
+        admin.client_pause(3000)  # every client's commands wait: a server stuck or overloaded
+        start = time.monotonic()
+        with pytest.raises(IndexWriteError, match="after 3 attempts"):
+            ix.check_and_add(q(53, 54))
+        assert time.monotonic() - start < 2.9
+        admin.client_unpause()
+        assert ix.check_and_add(q(51, 52)).match is not None
+    admin.close()
+
+
+# -- four real processes, the same 200 stories ------------------------------------------------------
+
+_FEEDER = textwrap.dedent(
+    """
+    import json, os, random, sys, time
+    from scrapy_simhash.index import open_index, Query
+    url, seed, stories_path, go = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    stories = json.load(open(stories_path))
+    items = [(i, v, t, b) for i, variants in enumerate(stories) for v, (t, b) in enumerate(variants)]
+    random.Random(seed).shuffle(items)
+    ix = open_index(url)
+    print("ready", flush=True)
+    while not os.path.exists(go):
+        time.sleep(0.0005)
+    out = []
+    for i, v, t, b in items:
+        o = ix.check_and_add(Query(title_fp=t, body_fp=b, title_k=2, body_k=3, url=f"https://p{seed}/{i}/{v}"))
+        out.append([i, v, o.match is None, None if o.match is None else o.match.entry.url])
+    ix.close()
+    print(json.dumps(out), flush=True)
+    """
+)
+
+
+def _stories(rng: random.Random, n: int = 200) -> list[list[tuple[int, int]]]:
+    """``n`` stories, four copies each, pairwise within the thresholds (title ≤ 2 or body ≤ 3):
+    the original, a retitled-by-2-bits copy with one body bit changed, a copy under an unrelated
+    title whose body is 3 bits from the original and 2 from the first copy, and the original again."""
+    stories = []
+    for _ in range(n):
+        t, b = rng.getrandbits(64), rng.getrandbits(64)
+        p, r, s, u, w = rng.sample(range(64), 5)
+        t1, b1 = t ^ (1 << p) ^ (1 << r), b ^ (1 << s)
+        t2, b2 = rng.getrandbits(64), b1 ^ (1 << u) ^ (1 << w)
+        stories.append([(t, b), (t1, b1), (t2, b2), (t, b)])
+    return stories
+
+
+def test_four_processes_feeding_the_same_200_stories_admit_exactly_200(url: str, tmp_path: Path) -> None:
+    for round_ in range(3):
+        rng = random.Random(1000 + round_)
+        stories = _stories(rng)
+        for variants in stories:  # the copies of a story all match each other …
+            for (ta, ba), (tb, bb) in itertools.combinations(variants, 2):
+                assert hamming_distance(ta, tb) <= 2 or hamming_distance(ba, bb) <= 3
+        titles = [(i, t) for i, vs in enumerate(stories) for t, _ in vs]
+        bodies = [(i, b) for i, vs in enumerate(stories) for _, b in vs]
+        assert all(  # … and no other story's
+            hamming_distance(x, y) > k for pairs, k in ((titles, 2), (bodies, 3))
+                   for n, (i, x) in enumerate(pairs) for j, y in pairs[n + 1:] if i != j)
+        path = tmp_path / f"stories{round_}.json"
+        path.write_text(json.dumps(stories))
+        go = tmp_path / f"go{round_}"
+        round_url = f"{url}-r{round_}"
+        procs = [subprocess.Popen([sys.executable, "-c", _FEEDER, round_url, str(seed), str(path), str(go)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                                  cwd=REPO)
+                 for seed in range(4)]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        go.touch()
+        results = []
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+            results.append(json.loads(out))
+        assert [len(r) for r in results] == [800] * 4  # every copy got an answer
+        admitted = {i: f"https://p{seed}/{i}/{v}" for seed, r in enumerate(results) for i, v, new, _ in r if new}
+        new_count = sum(new for r in results for _, _, new, _ in r)
+        assert new_count == 200 and len(admitted) == 200, new_count  # exactly one copy of each story
+        for r in results:  # every other copy matched its own story's admitted copy
+            assert all(new or original == admitted[i] for i, _, new, original in r)
+        with open_index(round_url) as ix:  # nothing lost: the index holds exactly the admitted copies
+            assert ix.count() == 200
+            assert sorted(e.url for e in ix.entries()) == sorted(admitted.values())
+            assert len(ix.decisions(limit=10_000)) == 4 * 800 - 200
+            ix.reset()
