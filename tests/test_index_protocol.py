@@ -11,6 +11,7 @@ Backend-specific checks (SQLite files, WAL, SIGKILL; Redis connections, password
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -808,3 +809,49 @@ def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
         assert (m is not None) == expected, (stored, asked, pct)
         agreed += expected
     assert 50 < agreed < 350  # both outcomes were exercised
+
+
+# -- the opt-in sentence tier ---------------------------------------------------------------------
+
+needs_sentences = pytest.mark.skipif(
+    "sentences_shared" not in {f.name for f in dataclasses.fields(Query)},
+    reason="this protocol has no sentence tier",
+)
+H = [f"{n:016x}" for n in (0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF6)]
+
+
+@needs_sentences
+def test_sentence_tier_after_title_and_body(index: Any) -> None:
+    far = {"title_fp": None, "body_fp": None}
+    rng = random.Random(8)
+    ta, ba, tb, bb = (rng.getrandbits(64) for _ in range(4))
+    a = index.check_and_add(q(ta, ba, url="a", sentences=(H[0], H[1], H[2]), numbers="0000000a", seen_at=10.0)).entry_id
+    b = index.check_and_add(q(tb, bb, url="b", sentences=(H[0], H[1], H[3]), seen_at=20.0)).entry_id
+    assert a and b
+
+    def ask(sentences: tuple[str, ...], shared: int, **kw: Any) -> Any:
+        kw = {**far, "title_fp": random.Random(str(kw)).getrandbits(64), **kw}
+        return index.check_and_add(Query(title_k=2, body_k=3, sentences=sentences, sentences_shared=shared, **kw))
+
+    # two shared hashes: the earliest holder of at least two, distance = hashes it lacks
+    m = ask((H[0], H[1], H[4]), 2, url="c", seen_at=30.0).match
+    assert m is not None and (m.tier, m.distance, m.entry.id) == ("sentence", 1, a)
+    # a repeated hash counts once; three needed: only b holds H0, H1 and H3
+    m = ask((H[3], H[0], H[1], H[1]), 3, seen_at=31.0).match
+    assert m is not None and (m.tier, m.distance, m.entry.id) == ("sentence", 0, b)
+    # expired holders do not count; the tier is off unless asked; the title tier still comes first
+    assert ask((H[0], H[1], H[2]), 2, not_before=25.0, seen_at=32.0).match is None  # added as new
+    assert ask((H[0], H[1], H[2]), 0, seen_at=33.0).match is None
+    m = index.check_and_add(q(ta ^ 1, None, sentences=(H[0], H[1]), sentences_shared=1, seen_at=34.0)).match
+    assert m is not None and (m.tier, m.entry.id) == ("title", a)
+    # numbers must agree when the guard is on: a disagrees, so b (later) answers
+    m = ask((H[0], H[1]), 2, numbers="0000000f", title_numbers=50, url="d", seen_at=35.0,
+            statuses={"title": "duplicate", "body": "duplicate", "sentence": "flagged"}).match
+    assert m is not None and (m.tier, m.entry.id) == ("sentence", b)
+    d = index.explain("d")
+    assert d is not None and (d.status, d.tier, d.distance, d.original.id) == ("flagged", "sentence", 0, b)
+    # the hashes go with their entries
+    assert index.forget(b) == 1 and index.purge(15.0) == 1  # b, then a
+    assert ask((H[0], H[1], H[3]), 3, seen_at=36.0).match is None  # nobody holds all three any more
+    m = ask((H[0], H[1], H[3]), 2, seen_at=37.0).match  # the entries added at 32 and 33 hold two
+    assert m is not None and (m.tier, m.distance, m.entry.first_seen) == ("sentence", 1, 32.0)

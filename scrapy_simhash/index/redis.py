@@ -109,7 +109,7 @@ NUMBERS_MAX: int = getattr(_base, "NUMBERS_MAX", 16)
 _ENTRY_HAS_NUMBERS = "numbers" in {f.name for f in dataclass_fields(Entry)}
 _ID_WIDTH = 15  # zero-padded ids: string order is numeric order, and 10**15 < 2**53 (exact in Lua)
 _TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b"}
-_CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body"}
+_CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}  # type: ignore[dict-item]
 
 #: The server-side half of the index. ``KEYS[1]`` is the namespace's ``seq`` key (it routes the call
 #: in a cluster; every other key shares its hash tag). ``ARGV[1]`` is the operation, ``ARGV[2]``
@@ -198,7 +198,29 @@ local function nearest(tc, fp, k, nb, limit, first, n, accept)
   return out
 end
 
-local function insert(tfp, bfp, url, has_url, title, has_title, s, tkeys, nt, bkeys, nb, numbers)
+local function sentence_match(first, n, need, nb, numbers, pct, nmax)
+  -- the opt-in sentence tier: earliest non-expired entry holding >= need of the query's distinct
+  -- sentence hashes (ARGV[first..first+n-1]) whose numbers agree: {{hashes it lacks, id}} or {}
+  local count, score, cands = {}, {}, {}
+  for i = first, first + n - 1 do
+    local rows = redis.call('ZRANGEBYSCORE', B .. 'sh:' .. ARGV[i], nb, '+inf', 'WITHSCORES')
+    for j = 1, #rows, 2 do
+      count[rows[j]] = (count[rows[j]] or 0) + 1
+      score[rows[j]] = tonumber(rows[j + 1])
+    end
+  end
+  for m, c in pairs(count) do if c >= need then cands[#cands + 1] = {score[m], m, c} end end
+  table.sort(cands, function(x, y)
+    if x[1] ~= y[1] then return x[1] < y[1] end
+    return x[2] < y[2]
+  end)
+  for _, c in ipairs(cands) do
+    if numbers_agree(numbers, redis.call('HGET', B .. 'e:' .. c[2], 'm'), pct, nmax) then return {{n - c[3], c[2]}} end
+  end
+  return {}
+end
+
+local function insert(tfp, bfp, url, has_url, title, has_title, s, tkeys, nt, bkeys, nb, numbers, sfirst, nsh)
   local id = redis.call('INCR', B .. 'seq')
   local member = string.format('%015d', id)
   local ek = B .. 'e:' .. member
@@ -206,6 +228,10 @@ local function insert(tfp, bfp, url, has_url, title, has_title, s, tkeys, nt, bk
   if has_url then redis.call('HSET', ek, 'u', url); redis.call('SADD', B .. 'u:' .. url, member) end
   if has_title then redis.call('HSET', ek, 'n', title) end
   if numbers then redis.call('HSET', ek, 'm', numbers) end
+  if nsh > 0 then
+    redis.call('HSET', ek, 'x', table.concat(ARGV, ' ', sfirst, sfirst + nsh - 1))
+    for i = sfirst, sfirst + nsh - 1 do redis.call('ZADD', B .. 'sh:' .. ARGV[i], s, member) end
+  end
   redis.call('ZADD', B .. 'seen', s, member)
   local new_bands = 0
   if tfp ~= '' then
@@ -224,8 +250,11 @@ end
 
 local function remove(member, emptied)
   local ek = B .. 'e:' .. member
-  local f = redis.call('HMGET', ek, 't', 'b', 'u')
+  local f = redis.call('HMGET', ek, 't', 'b', 'u', 'x')
   if redis.call('DEL', ek) == 0 then return 0 end
+  if f[4] then
+    for _, h in ipairs(split(f[4])) do redis.call('ZREM', B .. 'sh:' .. h, member) end
+  end
   redis.call('ZREM', B .. 'seen', member)
   for j, tc in ipairs({'t', 'b'}) do
     if f[j] then
@@ -246,9 +275,11 @@ end
 if op == 'check' then
   -- 3 token, 4 title fp, 5 body fp, 6 title k, 7 body k, 8 not_before, 9 seen_at, 10/11 url flag/url,
   -- 12/13 title flag/title, 14/15 title/body status, 16/17 number of title/body band keys,
-  -- 18/19 numbers flag/number signature, 20 title_numbers, 21 NUMBERS_MAX, 22… band keys, then TTL
+  -- 18/19 numbers flag/number signature, 20 title_numbers, 21 NUMBERS_MAX, 22 sentences_shared,
+  -- 23 sentence status, 24 number of (distinct) sentence hashes, 25… band keys, sentence hashes, TTL
   local token, tfp, bfp = ARGV[3], ARGV[4], ARGV[5]
-  local nt, nbk = tonumber(ARGV[16]), tonumber(ARGV[17])
+  local nt, nbk, nsh = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[24])
+  local sfirst = 25 + nt + nbk
   local numbers = ARGV[18] == '1' and ARGV[19] or nil
   local pct, nmax = tonumber(ARGV[20]), tonumber(ARGV[21])
   local accept = nil
@@ -262,10 +293,14 @@ if op == 'check' then
     if prev then return {'added', tonumber(prev)} end
   end
   local found, tier = {}, 't'
-  if tfp ~= '' then found = nearest('t', tfp, tonumber(ARGV[6]), ARGV[8], 1, 22, nt, accept) end
+  if tfp ~= '' then found = nearest('t', tfp, tonumber(ARGV[6]), ARGV[8], 1, 25, nt, accept) end
   if #found == 0 and bfp ~= '' then
     tier = 'b'
-    found = nearest('b', bfp, tonumber(ARGV[7]), ARGV[8], 1, 22 + nt, nbk, nil)
+    found = nearest('b', bfp, tonumber(ARGV[7]), ARGV[8], 1, 25 + nt, nbk, nil)
+  end
+  if #found == 0 and tonumber(ARGV[22]) > 0 and nsh > 0 then
+    tier = 's'
+    found = sentence_match(sfirst, nsh, tonumber(ARGV[22]), ARGV[8], numbers, pct, nmax)
   end
   local has_url, has_title = ARGV[10] == '1', ARGV[12] == '1'
   if #found > 0 then
@@ -273,15 +308,18 @@ if op == 'check' then
     if has_url then
       local dk = B .. 'd:' .. ARGV[11]
       redis.call('DEL', dk)
-      redis.call('HSET', dk, 'status', tier == 't' and ARGV[14] or ARGV[15], 'tier', tier,
+      local status = ARGV[23]
+      if tier == 't' then status = ARGV[14] elseif tier == 'b' then status = ARGV[15] end
+      redis.call('HSET', dk, 'status', status, 'tier', tier,
                  'distance', d, 'original', member, 'decided_at', ARGV[9])
       if has_title then redis.call('HSET', dk, 'title', ARGV[13]) end
       redis.call('ZADD', B .. 'decided', ARGV[9], ARGV[11])
     end
     return {'match', tier, d, member, redis.call('HGETALL', B .. 'e:' .. member)}
   end
-  local id = insert(tfp, bfp, ARGV[11], has_url, ARGV[13], has_title, ARGV[9], 22, nt, 22 + nt, nbk, numbers)
-  if token ~= '' then redis.call('SET', B .. 'r:' .. token, id, 'EX', tonumber(ARGV[22 + nt + nbk])) end
+  local id = insert(tfp, bfp, ARGV[11], has_url, ARGV[13], has_title, ARGV[9], 25, nt, 25 + nt, nbk, numbers,
+                    sfirst, nsh)
+  if token ~= '' then redis.call('SET', B .. 'r:' .. token, id, 'EX', tonumber(ARGV[sfirst + nsh])) end
   return {'added', id}
 elseif op == 'lookup' then
   -- 3 title fp, 4 body fp, 5 title k, 6 body k, 7 not_before, 8 limit, 9/10 key counts, keys...
@@ -301,7 +339,7 @@ elseif op == 'add' then
   local stride, n = 7 + nt + nbk, 0
   for i = 5, #ARGV, stride do
     insert(ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 2] == '1', ARGV[i + 5], ARGV[i + 4] == '1',
-           ARGV[i + 6], i + 7, nt, i + 7 + nt, nbk, nil)
+           ARGV[i + 6], i + 7, nt, i + 7 + nt, nbk, nil, 0, 0)
     n = n + 1
   end
   return n
@@ -715,6 +753,7 @@ class RedisIndex:
         seen = query.seen_at or time.time()
         title = None if query.title is None else query.title[:TITLE_CHARS]
         numbers = getattr(query, "numbers", None)
+        sentences = list(dict.fromkeys(getattr(query, "sentences", ())))
         fp_args = self._fp_args(tfp, bfp)
         reply = self._script(
             "check-and-add",
@@ -727,7 +766,9 @@ class RedisIndex:
             query.statuses.get("title", "duplicate"), query.statuses.get("body", "duplicate"),
             *fp_args[:2],
             "0" if numbers is None else "1", numbers or "", int(getattr(query, "title_numbers", 0) or 0),
-            NUMBERS_MAX, *fp_args[2:], TOKEN_TTL,
+            NUMBERS_MAX, int(getattr(query, "sentences_shared", 0) or 0),
+            query.statuses.get("sentence", "duplicate"), len(sentences),
+            *fp_args[2:], *sentences, TOKEN_TTL,
         )
         if reply[0] == "added":
             return Outcome(match=None, entry_id=int(reply[1]))
