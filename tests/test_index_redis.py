@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_twisted
 from scrapy.settings import Settings
 
 from scrapy_simhash.index import IndexError_, IndexOpenError, IndexWriteError, Query, open_index
@@ -40,6 +41,7 @@ from scrapy_simhash.index.redis import (
     redis_params_from_settings,
 )
 from scrapy_simhash.simhash import hamming_distance
+from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
 from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
 
 
@@ -510,3 +512,23 @@ def test_four_processes_feeding_the_same_200_stories_admit_exactly_200(url: str,
             assert sorted(e.url for e in ix.entries()) == sorted(admitted.values())
             assert len(ix.decisions(limit=10_000)) == 4 * 800 - 200
             ix.reset()
+
+
+# -- a real crawl ---------------------------------------------------------------------------------
+
+
+@pytest_twisted.ensureDeferred
+async def test_crawls_share_the_redis_index(url: str, tmp_path: Path) -> None:
+    """SIMHASH_INDEX_URL = redis://…: real crawls drop reposts, and a second crawler (another
+    machine, as far as the index can tell) drops what the first one admitted."""
+    originals = [{**STORY_ZH, "url": "http://a.example/zh1"}, {**STORY_EN, "url": "http://a.example/en1"}]
+    repost = {**repost_with_suffix(STORY_ZH), "url": "http://b.example/zh1-copy"}
+    settings = crawl_settings(tmp_path / "unused.sqlite3", SIMHASH_INDEX_URL=url)
+    first = await run_crawl(settings, [*originals, repost])
+    assert [i["url"] for i in first.spider.collected] == [o["url"] for o in originals]
+    assert first.stats.get_value("simhash/new") == 2 and first.stats.get_value("simhash/dropped/title") == 1
+    second = await run_crawl(settings, originals)
+    assert second.spider.collected == [] and second.stats.get_value("simhash/initial") == 2
+    assert not (tmp_path / "unused.sqlite3").exists()
+    with open_index(url, readonly=True) as ix:
+        assert ix.count() == 2 and ix.explain("http://b.example/zh1-copy").tier == "title"  # type: ignore[union-attr]
