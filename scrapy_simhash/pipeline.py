@@ -29,7 +29,8 @@ file is never modified. A check-and-add that cannot be committed during the craw
 another process holding the write lock past ``SIMHASH_BUSY_TIMEOUT`` seconds, I/O error) is retried
 ``SIMHASH_INDEX_RETRIES`` times, ``SIMHASH_INDEX_RETRY_DELAY`` seconds apart and doubling, by sleeping
 on the index thread (never on the reactor; the items behind it wait, in order). Then it counts in
-``simhash/index_error`` and ``SIMHASH_ON_INDEX_ERROR`` decides:
+``simhash/index_error`` and ``SIMHASH_ON_INDEX_ERROR`` decides (an index holding values of the wrong
+type, i.e. a tampered file, is handled the same way, without retries):
 
 * ``"drop"`` (default): the item is dropped with :class:`IndexUnavailable` (a ``DropItem``). No
   item is ever passed on as new without being in the index, at the price of losing the item for
@@ -253,6 +254,10 @@ class SimhashPipeline:
             verdict: Verdict = await _run_in(self._index_pool, self._decide_with_retries, fps, url)
         except (IndexError_, sqlite3.Error) as exc:
             return self._index_failed(item, exc)
+        except (TypeError, ValueError, OverflowError) as exc:
+            # The fingerprints are ours and valid, so this is the file: values of the wrong type in
+            # a tampered or foreign index. Not retried; never a reason to pass the item on as new.
+            return self._index_failed(item, exc)
         if verdict.status == "skipped":
             self.stats.inc_value(f"simhash/skipped/{verdict.reason}")
             return item
@@ -289,7 +294,7 @@ class SimhashPipeline:
         self._index_errors += 1
         reason = f"{type(exc).__name__}: {exc}"
         if self._index_errors == 1 or self._index_errors % 100 == 0:
-            logger.error("scrapy-simhash: the index is unusable (%s) after %d retries; %d item(s) so far %s",
+            logger.error("scrapy-simhash: the index is unusable (%s; retries: up to %d); %d item(s) so far %s",
                          reason, self.index_retries, self._index_errors,
                          "dropped" if self.on_index_error == "drop" else "passed on unchecked")
         if self.on_index_error == "pass":
