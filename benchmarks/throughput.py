@@ -120,22 +120,55 @@ def timed(func: Callable[[], Any]) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def stage_floor(docs: list[dict[str, str]]) -> float:
+def stage_inprocess(docs: list[dict[str, str]], fp: Any, workdir: Path, tag: str,
+                    chunk: int = 25) -> dict[str, Any]:
+    """(a), (b), (c) and (c') interleaved chunk by chunk (rotating order), wall and CPU seconds each.
+
+    Interleaving in chunks of ``chunk`` articles keeps a burst of load from other processes out of
+    the ratios: every stage sees the same minutes of the machine.
+    """
     import jieba.analyse
 
-    def go() -> None:
-        for d in docs:
-            jieba.analyse.extract_tags(d["body"], topK=TOP_K)
+    extract_tags = jieba.analyse.extract_tags
+    full = open_dedup(workdir, f"c-{tag}.sqlite3", fp)
+    off = open_dedup(workdir, f"coff-{tag}.sqlite3", fp)
+    off.index._conn.execute("PRAGMA synchronous=OFF")
+    counts: dict[str, int] = {}
 
-    return timed(go)
+    def floor(part: list[dict[str, str]]) -> None:
+        for d in part:
+            extract_tags(d["body"], topK=TOP_K)
 
-
-def stage_fingerprint(docs: list[dict[str, str]], fp: Any) -> float:
-    def go() -> None:
-        for d in docs:
+    def fingerprint(part: list[dict[str, str]]) -> None:
+        for d in part:
             fp.fingerprint(d["title"], d["body"])
 
-    return timed(go)
+    def check_full(part: list[dict[str, str]]) -> None:
+        for d in part:
+            v = full.check_and_add(d["title"], d["body"], url=d["url"])
+            counts[v.status] = counts.get(v.status, 0) + 1
+
+    def check_off(part: list[dict[str, str]]) -> None:
+        for d in part:
+            off.check_and_add(d["title"], d["body"], url=d["url"])
+
+    stages: list[tuple[str, Callable[[list[dict[str, str]]], None]]] = [
+        ("a", floor), ("b", fingerprint), ("c", check_full), ("c_off", check_off)]
+    wall = dict.fromkeys([k for k, _ in stages], 0.0)
+    cpu = dict.fromkeys(wall, 0.0)
+    try:
+        for i in range(0, len(docs), chunk):
+            part = docs[i:i + chunk]
+            k = (i // chunk) % len(stages)
+            for key, func in stages[k:] + stages[:k]:
+                w0, c0 = time.perf_counter(), time.process_time()
+                func(part)
+                wall[key] += time.perf_counter() - w0
+                cpu[key] += time.process_time() - c0
+    finally:
+        full.close()
+        off.close()
+    return {"wall": wall, "cpu": cpu, "counts": counts}
 
 
 def open_dedup(workdir: Path, name: str, fp: Any) -> Any:
@@ -144,37 +177,24 @@ def open_dedup(workdir: Path, name: str, fp: Any) -> Any:
     return Deduplicator.open(f"sqlite:///{workdir / name}", fingerprinter=fp)
 
 
-def stage_check_and_add(docs: list[dict[str, str]], fp: Any, workdir: Path, name: str,
-                        synchronous: str = "FULL") -> tuple[float, dict[str, int]]:
-    dedup = open_dedup(workdir, name, fp)
-    try:
-        if synchronous != "FULL":
-            dedup.index._conn.execute(f"PRAGMA synchronous={synchronous}")
-        counts: dict[str, int] = {}
-
-        def go() -> None:
-            for d in docs:
-                v = dedup.check_and_add(d["title"], d["body"], url=d["url"])
-                counts[v.status] = counts.get(v.status, 0) + 1
-
-        return timed(go), counts
-    finally:
-        dedup.close()
-
-
 def stage_breakdown(docs: list[dict[str, str]], fp: Any, workdir: Path, name: str) -> dict[str, float]:
-    """Seconds spent in normalize / features / simhash / index over (c)'s calls, step by step.
+    """Seconds spent in normalize / features / simhash / signatures / index over (c)'s calls.
 
-    Repeats what ``Fingerprinter.fingerprint`` does with timers in between, and checks on every
-    document that the result equals ``fingerprint()``'s, so this split cannot drift from the engine.
+    Repeats what ``Fingerprinter.fingerprint`` does with timers in between and compares every result
+    with ``fingerprint()``'s; ``mismatches`` counts documents where they differ (the engine changed
+    and this split must follow it).
     """
+    import dataclasses
+
     from scrapy_simhash import fingerprint as fpmod
-    from scrapy_simhash.fingerprint import Fingerprints
     from scrapy_simhash.simhash import simhash
 
+    fields = {f.name for f in dataclasses.fields(fpmod.Fingerprints)}
+    numbers = getattr(fpmod, "number_signature", None) if "numbers" in fields else None
+    sentences = getattr(fpmod, "sentence_signature", None) if "sentences" in fields else None
     min_title_f = getattr(fpmod, "_MIN_TITLE_FEATURES", 2)
     min_body_f = getattr(fpmod, "_MIN_BODY_FEATURES", 3)
-    t = {"normalize": 0.0, "features": 0.0, "simhash": 0.0, "index": 0.0}
+    t = {"normalize": 0.0, "features": 0.0, "simhash": 0.0, "signatures": 0.0, "index": 0.0, "mismatches": 0}
     dedup = open_dedup(workdir, name, fp)
     pc = time.perf_counter
     try:
@@ -189,15 +209,21 @@ def stage_breakdown(docs: list[dict[str, str]], fp: Any, workdir: Path, name: st
             th = simhash(tf, fp.bits) if len(tf) >= min_title_f else None
             bh = simhash(bf, fp.bits) if len(bf) >= min_body_f else None
             t3 = pc()
-            fps = Fingerprints(th, bh, title_text, len(body_text))
-            dedup.decide(fps, url=d["url"])
+            extra: dict[str, Any] = {}
+            if numbers is not None:
+                extra["numbers"] = numbers(body_text)
+            if sentences is not None:
+                extra["sentences"] = sentences(body_text)
+            fps = fpmod.Fingerprints(th, bh, title_text, len(body_text), **extra)
             t4 = pc()
+            dedup.decide(fps, url=d["url"])
+            t5 = pc()
             t["normalize"] += t1 - t0
             t["features"] += t2 - t1
             t["simhash"] += t3 - t2
-            t["index"] += t4 - t3
-            if fps != fp.fingerprint(d["title"], d["body"]):
-                raise AssertionError(f"instrumented pass differs from Fingerprinter.fingerprint on {d['url']}")
+            t["signatures"] += t4 - t3
+            t["index"] += t5 - t4
+            t["mismatches"] += fps != fp.fingerprint(d["title"], d["body"])
     finally:
         dedup.close()
     return t
@@ -235,12 +261,14 @@ def crawl_child(url: str, index_url: str, enabled: bool) -> None:
 
         def parse(self, response: Any) -> Any:
             marks.setdefault("parse", time.perf_counter())
+            marks.setdefault("parse_cpu", time.process_time())
             for line in response.body.splitlines():
                 if line.strip():
                     yield json.loads(line)
 
     def item_done(*args: Any, **kwargs: Any) -> None:
         marks["last"] = time.perf_counter()
+        marks["last_cpu"] = time.process_time()
 
     t0 = time.perf_counter()
     process = CrawlerProcess({
@@ -261,6 +289,7 @@ def crawl_child(url: str, index_url: str, enabled: bool) -> None:
     stats = crawler.stats.get_stats()
     print(json.dumps({
         "items_s": marks["last"] - marks["parse"],
+        "cpu_s": marks["last_cpu"] - marks["parse_cpu"],
         "wall_s": time.perf_counter() - t0,
         "scraped": stats.get("item_scraped_count", 0),
         "dropped": stats.get("item_dropped_count", 0),
@@ -304,7 +333,7 @@ def stage_cli(jsonl: Path, workdir: Path, name: str, jobs: int) -> dict[str, Any
 
 STARTUP_CODE = r"""
 import json, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 from scrapy_simhash import Deduplicator
 import scrapy_simhash.pipeline  # what Scrapy loads for the pipeline
 t1 = time.perf_counter()
@@ -313,7 +342,7 @@ t2 = time.perf_counter()
 d.fingerprint("北京今日发布暴雨蓝色预警", "北京市气象台今天下午发布暴雨蓝色预警信号，预计夜间有大到暴雨，局地大暴雨。")
 t3 = time.perf_counter()
 d.close()
-print(json.dumps({"import": t1 - t0, "open": t2 - t1, "first": t3 - t2}))
+print(json.dumps({"import": t1 - t0, "open": t2 - t1, "first": t3 - t2, "cpu": time.process_time() - c0}))
 """
 
 
@@ -430,10 +459,10 @@ def main(argv: list[str] | None = None) -> int:
             mb = sum(len(d["body"].encode("utf-8")) for d in docs) / 1e6
             path = work / f"{lang}.jsonl"
             path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in docs), "utf-8")
+            (work / f"{lang}-1.jsonl").write_text(json.dumps(docs[0], ensure_ascii=False) + "\n", "utf-8")
             data[lang] = (docs, mb, f"{base_url}/{path.name}")
             # untimed warm-up: caches, lazily compiled regexes, the first SQLite file
-            stage_fingerprint(docs[:20], fp)
-            stage_floor(docs[:20])
+            stage_inprocess(docs[:20], fp, work, f"warm-{lang}", chunk=10)
             print(f"{lang}: {len(docs)} articles, {mb:.2f} MB of body text "
                   f"({sum(len(d['body']) for d in docs) / len(docs):.0f} chars/article)", flush=True)
         for run in range(args.runs):
@@ -442,12 +471,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = results.setdefault(lang, {})
                 tag = f"{lang}{run}"
                 loads.append(os.getloadavg()[0])
-                r.setdefault("a", []).append(stage_floor(docs))
-                r.setdefault("b", []).append(stage_fingerprint(docs, fp))
-                secs, counts = stage_check_and_add(docs, fp, work, f"c-{tag}.sqlite3")
-                r.setdefault("c", []).append(secs)
-                r.setdefault("c_counts", []).append(counts)
-                r.setdefault("c_off", []).append(stage_check_and_add(docs, fp, work, f"coff-{tag}.sqlite3", "OFF")[0])
+                r.setdefault("inproc", []).append(stage_inprocess(docs, fp, work, tag))
                 r.setdefault("split", []).append(stage_breakdown(docs, fp, work, f"split-{tag}.sqlite3"))
                 if "crawl" not in skip:
                     r.setdefault("d", []).append(stage_crawl(url, work, f"d-{tag}.sqlite3", True))
@@ -456,6 +480,9 @@ def main(argv: list[str] | None = None) -> int:
                     jsonl = work / f"{lang}.jsonl"
                     r.setdefault("e1", []).append(stage_cli(jsonl, work, f"e1-{tag}.sqlite3", 1))
                     r.setdefault("eN", []).append(stage_cli(jsonl, work, f"eN-{tag}.sqlite3", args.jobs))
+                    one = work / f"{lang}-1.jsonl"
+                    r.setdefault("e1_0", []).append(stage_cli(one, work, f"e10-{tag}.sqlite3", 1))
+                    r.setdefault("eN_0", []).append(stage_cli(one, work, f"eN0-{tag}.sqlite3", args.jobs))
                 print(f"  run {run + 1}/{args.runs} {lang} done ({time.perf_counter() - started:.0f} s, "
                       f"load {os.getloadavg()[0]:.2f})", flush=True)
         server.shutdown()
@@ -472,53 +499,61 @@ def main(argv: list[str] | None = None) -> int:
         docs, mb, _ = data[lang]
         r = results[lang]
         n = len(docs)
-        rows: list[tuple[str, float, str]] = []  # label, seconds, rss note
-        add = rows.append
-        add(("(a) jieba extract_tags (floor)", med(r["a"]), ""))
-        add(("(b) normalize + fingerprint", med(r["b"]), ""))
-        add(("(c) check_and_add, SQLite FULL", med(r["c"]), ""))
-        add(("(c') same, synchronous=OFF", med(r["c_off"]), ""))
+        ip = r["inproc"]
+        rows: list[tuple[str, float, float | None, str]] = []  # label, wall s, CPU s, RSS
+        for key, label in (("a", "(a) jieba extract_tags (floor)"), ("b", "(b) normalize + fingerprint"),
+                           ("c", "(c) check_and_add, SQLite FULL"), ("c_off", "(c') same, synchronous=OFF")):
+            rows.append((label, med([x["wall"][key] for x in ip]), med([x["cpu"][key] for x in ip]), ""))
         if "d" in r:
-            add(("(d) Scrapy crawl + pipeline", med([x["items_s"] for x in r["d"]]),
-                f"{med([x['rss_mb'] for x in r['d']]):.0f}"))
-            add(("(d0) same crawl, pipeline off", med([x["items_s"] for x in r["d0"]]),
-                f"{med([x['rss_mb'] for x in r['d0']]):.0f}"))
+            for key, label in (("d", "(d) Scrapy crawl + pipeline"), ("d0", "(d0) same crawl, pipeline off")):
+                rows.append((label, med([x["items_s"] for x in r[key]]), med([x["cpu_s"] for x in r[key]]),
+                             f"{med([x['rss_mb'] for x in r[key]]):.0f}"))
         if "e1" in r:
-            add(("(e1) CLI dedup --jobs 1 (wall)", med([x["wall_s"] for x in r["e1"]]),
-                f"{med([x['rss_mb'] for x in r['e1']]):.0f}"))
-            add((f"(eN) CLI dedup --jobs {args.jobs} (wall)", med([x["wall_s"] for x in r["eN"]]),
-                f"{med([x['rss_mb'] for x in r['eN']]):.0f}*"))
+            for key, label in (("e1", "(e1) CLI dedup --jobs 1"), ("eN", f"(eN) CLI dedup --jobs {args.jobs}")):
+                wall, fixed = med([x["wall_s"] for x in r[key]]), med([x["wall_s"] for x in r[key + "_0"]])
+                rows.append((f"{label}, wall", wall, None, f"{med([x['rss_mb'] for x in r[key]]):.0f}"))
+                rows.append((f"{label}, minus 1-article run ({fixed:.2f} s)", wall - fixed, None, ""))
         print(f"\n### {lang}: {n} articles, {mb:.2f} MB\n")
-        print("| stage | seconds | docs/s | MB/s | × floor | peak RSS MB |")
-        print("|---|---:|---:|---:|---:|---:|")
-        floor = n / med(r["a"])
-        for label, secs, rss in rows:
-            print(f"| {label} | {secs:.2f} | {n / secs:,.0f} | {mb / secs:.2f} | {n / secs / floor:.2f} | "
-                  f"{rss or '—'} |")
-        split = {k: med([s[k] for s in r["split"]]) for k in r["split"][0]}
+        print("| stage | wall s | docs/s | MB/s | × floor | CPU docs/s | × floor (CPU) | peak RSS MB |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        floor_w, floor_c = n / rows[0][1], n / rows[0][2]
+        for label, wall, cpu, rss in rows:
+            cpu_cols = f"{n / cpu:,.0f} | {n / cpu / floor_c:.2f}" if cpu else "— | —"
+            print(f"| {label} | {wall:.2f} | {n / wall:,.0f} | {mb / wall:.2f} | {n / wall / floor_w:.2f} | "
+                  f"{cpu_cols} | {rss or '—'} |")
+        split = {k: med([s[k] for s in r["split"]]) for k in r["split"][0] if k != "mismatches"}
         total = sum(split.values())
-        print("\nper-stage share of (c) (instrumented pass): " + ", ".join(
+        print("\nper-stage share of (c) (instrumented pass, wall): " + ", ".join(
             f"{k} {v / total:.0%} ({v / n * 1e3:.2f} ms/doc)" for k, v in split.items()))
-        fsync = (med(r["c"]) - med(r["c_off"])) / med(r["c"])
-        print(f"fsync share of (c) ≈ {fsync:.0%} ((c) - (c')) / (c)); verdicts of (c): {r['c_counts'][0]}")
-        ratios = [f"(c)/(a) {n / med(r['c']) / floor:.2f} (goal ≥ 0.9)"]
+        bad = max(s["mismatches"] for s in r["split"])
+        if bad:
+            print(f"WARNING: the instrumented pass differs from Fingerprinter.fingerprint on {bad} articles: "
+                  "the engine changed, update stage_breakdown")
+        c_w, coff_w = med([x["wall"]["c"] for x in ip]), med([x["wall"]["c_off"] for x in ip])
+        print(f"fsync (synchronous=FULL vs OFF): {(c_w - coff_w) / n * 1e3:+.2f} ms/doc wall, "
+              f"{(c_w - coff_w) / c_w:+.0%} of (c); verdicts of (c): {ip[0]['counts']}")
+        ratios = [f"(c)/(a) {rows[0][1] / c_w:.2f} wall, "
+                  f"{rows[0][2] / med([x['cpu']['c'] for x in ip]):.2f} CPU (goal ≥ 0.9)"]
         if "d" in r:
             dsec = med([x["items_s"] for x in r["d"]])
-            ratios.append(f"(d)/(a) {n / dsec / floor:.2f} (goal ≥ 0.8)")
-            ratios.append(f"crawl drops {r['d'][0]['dropped']} = (c) duplicates "
-                          f"{r['c_counts'][0].get('duplicate', 0)}")
+            ratios.append(f"(d)/(a) {rows[0][1] / dsec:.2f} wall (goal ≥ 0.8)")
+            ratios.append(f"crawl drops {r['d'][0]['dropped']} = (c) duplicates {ip[0]['counts'].get('duplicate', 0)}")
         if "e1" in r:
             e1, eN = med([x["wall_s"] for x in r["e1"]]), med([x["wall_s"] for x in r["eN"]])
-            ratios.append(f"(e {args.jobs} jobs)/(e 1) {e1 / eN:.2f} (goal ≥ 1.7 on 2 cores)")
+            e1n = e1 - med([x["wall_s"] for x in r["e1_0"]])
+            eNn = eN - med([x["wall_s"] for x in r["eN_0"]])
+            ratios.append(f"(e {args.jobs} jobs)/(e 1) {e1 / eN:.2f} wall, {e1n / eNn:.2f} without the fixed cost "
+                          "(goal ≥ 1.7 on 2 cores)")
         print("ratios: " + "; ".join(ratios))
-    print(f"\n(c)/(c')/split: in this process (peak RSS {bench_rss:.0f} MB, corpus and {len(langs) * 4 * args.runs} "
-          "index connections included); (d) RSS of the crawl process; * (eN) RSS = the largest process of the run "
-          "(ru_maxrss of waited children), not the sum of the workers.")
+    print(f"\n(a)–(c') interleaved in chunks of 25 articles; (c)/(c')/split: in this process (peak RSS "
+          f"{bench_rss:.0f} MB, corpus included); (d) RSS of the crawl process; (e) RSS = the largest process "
+          "of the run (ru_maxrss of waited children), not the sum of the workers.")
     if startup:
         print(f"\nstartup, fresh process (median of {len(startup)}): import scrapy_simhash + pipeline "
               f"{med([s['import'] for s in startup]):.2f} s, Deduplicator.open {med([s['open'] for s in startup]):.2f}"
               f" s, first fingerprint (jieba dictionary load) {med([s['first'] for s in startup]):.2f} s → "
-              f"{med([s['in_process'] for s in startup]):.2f} s in process (goal ≤ 1 s); "
+              f"{med([s['in_process'] for s in startup]):.2f} s in process (goal ≤ 1 s; "
+              f"CPU {med([s['cpu'] for s in startup]):.2f} s); "
               f"{med([s['process'] for s in startup]):.2f} s with interpreter start and exit")
     if index_rss:
         steps = ", ".join(f"{s['entries']:,}: RSS {s['VmRSS']:.0f} MB (peak {s['VmHWM']:.0f})"
