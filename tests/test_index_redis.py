@@ -416,6 +416,8 @@ def test_server_gone_mid_crawl_is_a_write_error_then_recovers(private_server: Re
         assert f"127.0.0.1:{private_server.port}" in str(err.value) and "after 3 attempts" in str(err.value)
         with pytest.raises(IndexError_, match="count failed after 3 attempts"):
             ix.count()
+        with pytest.raises(IndexWriteError, match="bulk add failed after 1 attempt:"):
+            ix.add([(45, 46, None, None, 1.0)])  # never sent twice: a lost reply would add it twice
         private_server.start()  # a new, empty server (no persistence) without our script
         assert ix.check_and_add(q(43, 44)).match is None
         assert ix.check_and_add(q(43, 44)).match is not None and ix.count() == 1

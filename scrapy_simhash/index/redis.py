@@ -10,7 +10,7 @@ with ``SCRIPT LOAD``, reloaded on ``NOSCRIPT``, e.g. after a server restart or `
 Redis runs a script alone, so the title tier, the body tier and the insert are one atomic step: N
 crawler processes on N machines carrying one story admit exactly one copy, and no lock is ever held
 across the network. Each call carries a random request token; an *added* outcome is remembered
-under it for 10 minutes, so a call retried after a lost reply returns the same entry instead of
+under it for two minutes, so a call retried after a lost reply returns the same entry instead of
 finding itself as its own duplicate.
 
 Keys (plain strings and integers only, never pickle)
@@ -100,8 +100,9 @@ FORMAT = "scrapy-simhash-index"
 SCHEMA_VERSION = 1
 DEFAULT_PREFIX = "simhash"
 TITLE_CHARS = 300
-#: Seconds an *added* outcome is remembered under its request token (retries after a lost reply).
-TOKEN_TTL = 600
+#: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
+#: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
+TOKEN_TTL = 120
 #: Entries per ``EVALSHA`` in :meth:`RedisIndex.add` and per purge batch.
 ADD_BATCH = 500
 #: Number hashes in a full number signature (``base.NUMBERS_MAX``; 16 before it existed).
@@ -685,20 +686,22 @@ class RedisIndex:
             raise IndexWriteError(f"index {self.location} was opened read-only: cannot write to it")
         return client
 
-    def _retrying(self, doing: str, call: Callable[[Any], Any], *, write: bool) -> Any:
+    def _retrying(self, doing: str, call: Callable[[Any], Any], *, write: bool, retry: bool = True) -> Any:
         """Run ``call(client)``; connection errors and timeouts are retried ``retries`` times with a
-        doubling delay (redis-py reconnects), then raised as ours, naming the index."""
+        doubling delay (redis-py reconnects), then raised as ours, naming the index. ``retry=False``
+        for calls that must not run twice (bulk add: a lost reply would add the batch again)."""
         client = self._writable() if write else self._live()
         errors = self._errors
         error = IndexWriteError if write else IndexError_
-        attempt = 0
+        attempt, limit = 0, self._retries if retry else 0
         while True:
             try:
                 return call(client)
             except (errors.ConnectionError, errors.TimeoutError) as exc:
-                if attempt >= self._retries:
+                if attempt >= limit:
                     raise error(
-                        f"index {self.location}: {doing} failed after {attempt + 1} attempts: {exc}"
+                        f"index {self.location}: {doing} failed after {attempt + 1} attempt"
+                        f"{'s' if attempt else ''}: {exc}"
                     ) from exc
                 time.sleep(self._retry_delay * 2**attempt)
                 attempt += 1
@@ -707,7 +710,7 @@ class RedisIndex:
             except UnicodeDecodeError as exc:  # someone else's binary value under our keys
                 raise IndexError_(f"index {self.location}: {doing} read a value that is not UTF-8 text: {exc}") from exc
 
-    def _script(self, doing: str, *args: Any, write: bool = True) -> Any:
+    def _script(self, doing: str, *args: Any, write: bool = True, retry: bool = True) -> Any:
         """One ``EVALSHA`` of :data:`SCRIPT` (reloaded once on ``NOSCRIPT``), retried on connection errors."""
         def call(client: Any) -> Any:
             try:
@@ -716,7 +719,7 @@ class RedisIndex:
                 self._sha = client.script_load(SCRIPT)
                 return client.evalsha(self._sha, 1, self._seq_key, *args)
 
-        return self._retrying(doing, call, write=write)
+        return self._retrying(doing, call, write=write, retry=retry)
 
     def _entry(self, member: str | int, fields: Mapping[str, str]) -> Entry:
         t, b = fields.get("t"), fields.get("b")
@@ -825,7 +828,7 @@ class RedisIndex:
             batches.append(args)
         total = 0
         for args in batches:  # everything is validated before the first write
-            total += int(self._script("bulk add", "add", self._base, nt, nb, *args))
+            total += int(self._script("bulk add", "add", self._base, nt, nb, *args, retry=False))
         return total
 
     def _remove(self, doing: str, how: str, value: str, batch: int = ADD_BATCH) -> tuple[int, bool]:
