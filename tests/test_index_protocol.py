@@ -760,11 +760,6 @@ numbers_agree = getattr(index_base, "numbers_agree", None)
 needs_numbers = pytest.mark.skipif(numbers_agree is None, reason="this protocol has no number signatures")
 
 
-def signature(rng: random.Random, pool: list[str], size: int) -> str:
-    """A number signature as ``fingerprint.number_signature`` writes it: distinct sorted hashes."""
-    return " ".join(sorted(rng.sample(pool, size)))
-
-
 @needs_numbers
 def test_title_tier_takes_the_nearest_entry_whose_numbers_agree(index: Any) -> None:
     title, x, y, z = 0x1111_2222_3333_4444, "0000000a 0000000b", "0000000c 0000000d", "0000000e 0000000f"
@@ -792,15 +787,29 @@ def test_title_tier_takes_the_nearest_entry_whose_numbers_agree(index: Any) -> N
 
 @needs_numbers
 def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
-    """400 random signature pairs (short, empty, full and truncated bottom-k samples, overlapping
-    pools) and thresholds: the index's title verdict is ``numbers_agree`` every time."""
+    """400 pairs of number signatures as articles and their reposts give them (bottom-k samples of
+    number sets of 0–70 figures, some dropped, some added) and random thresholds: the index's title
+    verdict is ``numbers_agree`` every time, including where cutting full signatures to their
+    common range changes the answer."""
     nmax = index_base.NUMBERS_MAX
     rng = random.Random(99)
-    pool = [f"{rng.getrandbits(32):08x}" for _ in range(nmax + 8)]
-    agreed = 0
+    universe = [f"{rng.getrandbits(32):08x}" for _ in range(200)]
+
+    def bottom(hashes: set[str]) -> str:  # as fingerprint.number_signature: the smallest, sorted
+        return " ".join(sorted(hashes)[:nmax])
+
+    def uncut(a: str, b: str, pct: int) -> bool:  # the rule without the common-range cut
+        xs, ys = set(a.split()), set(b.split())
+        if not xs or not ys:
+            return not xs and not ys
+        return 100 * len(xs & ys) >= pct * min(len(xs), len(ys))
+
+    agreed = cut_mattered = 0
     for case in range(400):
-        stored = signature(rng, pool, rng.choice([0, 1, 2, 5, nmax - 1, nmax, nmax]))
-        asked = signature(rng, pool, rng.choice([0, 1, 3, 8, nmax, nmax]))
+        original = set(rng.sample(universe, rng.choice([0, 1, 3, 10, 20, 40])))
+        repost = original - set(rng.sample(sorted(original), rng.randint(0, len(original) // 2)))
+        repost |= set(rng.sample(universe, rng.choice([0, 0, 2, 10, 30])))
+        stored, asked = (bottom(original), bottom(repost)) if rng.random() < 0.5 else (bottom(repost), bottom(original))
         pct = rng.choice([1, 30, 50, 80, 100])
         title = rng.getrandbits(64)
         index.check_and_add(q(title, None, url=f"s{case}", numbers=stored, seen_at=float(case)))
@@ -808,7 +817,8 @@ def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
         expected = numbers_agree(asked, stored, pct)
         assert (m is not None) == expected, (stored, asked, pct)
         agreed += expected
-    assert 50 < agreed < 350  # both outcomes were exercised
+        cut_mattered += expected != uncut(asked, stored, pct)
+    assert 50 < agreed < 350 and cut_mattered >= 10, (agreed, cut_mattered)  # every branch was exercised
 
 
 # -- the opt-in sentence tier ---------------------------------------------------------------------
