@@ -30,7 +30,9 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
 ``<prefix>:{<ns>}:e:<id>``
     Hash per entry; ``<id>`` is zero-padded to 15 digits so that string order is id order. Fields
     ``s`` first seen (the float's ``repr``), ``t``/``b`` title/body fingerprint (fixed-width lower-case
-    hex, absent when that text was too short), ``u`` URL and ``n`` title (absent when None).
+    hex, absent when that text was too short), ``u`` URL and ``n`` title (absent when None), ``m``
+    number signature (:func:`~.base.numbers_agree`) and ``x`` sentence hashes (space-separated),
+    each absent when the entry was added without one.
 ``<prefix>:{<ns>}:seen``
     Sorted set of entry ids scored by first-seen time: expiry (``not_before``), purge, stats, export.
 ``<prefix>:{<ns>}:tf:<hex>`` / ``bf:<hex>``
@@ -41,6 +43,11 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
     (hex) whose band ``<band>`` has this value (hex). A fingerprint is a member once however many
     entries share it, so boilerplate does not grow buckets. It leaves the band sets when its last
     entry goes (forget, purge, reset). ``<prefix>:{<ns>}:nbands`` counts band members for ``stats``.
+``<prefix>:{<ns>}:sh:<hash>``
+    The opt-in sentence tier: sorted set of the entries holding this sentence hash, scored by
+    first-seen time.
+``<prefix>:{<ns>}:r:<token>``
+    The id an *added* outcome returned for a request token (expires after :data:`TOKEN_TTL`).
 ``<prefix>:{<ns>}:u:<url>``
     Set of the entry ids with this URL (``forget(url)``).
 ``<prefix>:{<ns>}:d:<url>`` and ``<prefix>:{<ns>}:decided``
@@ -52,7 +59,11 @@ Exactness in Lua
 Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
 hex strings, band keys are computed here in Python, and the script computes Hamming distances 32
 bits at a time (``tonumber`` of 8 hex digits, ``bit.bxor`` and a SWAR popcount of the 32-bit
-halves). Every candidate is verified by its exact distance, as in SQLite.
+halves). Every candidate is verified by its exact distance, as in SQLite. The tier rule is the
+SQLite index's, step for step and inside the one script: title tier (nearest, then earliest, then
+lowest id; with ``title_numbers`` only entries whose number signatures agree), else body tier, else
+the opt-in sentence tier, else insert. ``tests/test_index_redis.py`` feeds both backends the same
+random stream and compares every outcome.
 
 Expiry is ``not_before`` against the sorted-set scores plus :meth:`RedisIndex.purge` (no native key
 expiry: an entry must leave its band sets and URL set together with its hash).
