@@ -59,7 +59,8 @@ def free_port() -> int:
 class RedisProcess:
     """A private redis-server on 127.0.0.1 (no persistence) that a test may stop and restart."""
 
-    def __init__(self, directory: Path, *args: str, password: str | None = None) -> None:
+    def __init__(self, directory: Path, *args: str, password: str | None = None,
+                 tls: tuple[Path, Path] | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             reason = "redis-server is not installed (apt-get install redis-server; .ci/run does)"
@@ -68,7 +69,12 @@ class RedisProcess:
             pytest.skip(reason)
         self.port = free_port()
         self.password = password
-        self.argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        self.tls = tls
+        ports = ["--port", str(self.port)]
+        if tls:  # TLS only: plain connections are refused
+            ports = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(tls[0]),
+                     "--tls-key-file", str(tls[1]), "--tls-auth-clients", "no"]
+        self.argv = [binary, *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                      "--dir", str(directory), *args]
         if password:
             self.argv += ["--requirepass", password]
@@ -78,14 +84,20 @@ class RedisProcess:
     @property
     def url(self) -> str:
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        return f"{'rediss' if self.tls else 'redis'}://{auth}127.0.0.1:{self.port}/0"
+
+    @property
+    def client_params(self) -> dict[str, Any]:
+        return {"ssl_ca_certs": str(self.tls[0])} if self.tls else {}
 
     def start(self) -> None:
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while True:
             try:
-                client = raw_redis(self.url)
+                import redis
+
+                client = redis.Redis.from_url(self.url, **self.client_params)
                 client.ping()
                 client.close()
                 return
@@ -172,6 +184,30 @@ def test_password_url(tmp_path: Path) -> None:
             assert "wrong-guess" not in str(err.value) and "s3cret" not in str(err.value)
         with open_index(server.url) as ix:  # the data is behind the password, not lost
             assert ix.count() == 1
+    finally:
+        server.stop()
+
+
+def test_rediss_url_with_tls(tmp_path: Path) -> None:
+    """rediss:// to a TLS-only server: the CA given through redis_params verifies the server's
+    certificate; without it, or over plain redis://, opening fails clearly."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl is not installed: cannot make a certificate for the TLS server")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    server = RedisProcess(tmp_path, tls=(cert, key))
+    try:
+        with open_index(server.url, redis_params=server.client_params) as ix:
+            assert ix.location.startswith("rediss://127.0.0.1:")
+            assert ix.check_and_add(q(61, 62, url="a")).match is None
+            assert ix.check_and_add(q(61, 62, url="b")).match.entry.url == "a"  # type: ignore[union-attr]
+        with pytest.raises(IndexOpenError, match="certificate verify failed"):
+            open_index(server.url)  # the default: verify against the system's CAs
+        with pytest.raises(IndexOpenError, match=f"127.0.0.1:{server.port}"):
+            open_index(server.url.replace("rediss://", "redis://"), busy_timeout=2.0)
     finally:
         server.stop()
 
@@ -426,13 +462,13 @@ def test_server_gone_mid_crawl_is_a_write_error_then_recovers(private_server: Re
 
 def test_a_paused_server_times_out_as_a_write_error(private_server: RedisProcess) -> None:
     admin = raw_redis(private_server.url)
-    with open_index(private_server.url, busy_timeout=0.3) as ix:
+    with open_index(private_server.url, busy_timeout=0.2) as ix:
         ix.check_and_add(q(51, 52))
-        admin.client_pause(3000)  # every client's commands wait: a server stuck or overloaded
+        admin.client_pause(2000)  # every client's commands wait: a server stuck or overloaded
         start = time.monotonic()
         with pytest.raises(IndexWriteError, match="after 3 attempts"):
             ix.check_and_add(q(53, 54))
-        assert time.monotonic() - start < 2.9
+        assert time.monotonic() - start < 1.9  # gave up before the pause ended: 3 × 0.2 s + 0.15 s
         admin.client_unpause()
         assert ix.check_and_add(q(51, 52)).match is not None
     admin.close()
