@@ -6,6 +6,11 @@ coefficient of the number sets ≥ 70 %, or both without numbers): wire services
 for every new market report ("U.K. MONEY MARKET GIVEN ... HELP"), and a same-headline report
 with other figures is news. ``title_numbers=0`` turns the guard off.
 
+Opt-in (``sentences_shared=2``): a third, exact tier after the body tier: an earlier item sharing
+2 of the 3 longest sentences (and agreeing numbers) is a duplicate too (``tier="sentence"``, with
+the body tier's action). It catches edited reposts whose body fingerprint drifted past the body
+threshold. Entries carry sentence hashes only when added with the tier on: enable it on a new index.
+
 The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
 benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index
 transaction) are separate calls, so a caller can run the first on many workers and keep the
@@ -31,6 +36,8 @@ DEFAULT_TITLE_MAX_DISTANCE = defaults.TITLE_MAX_DISTANCE
 DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
 #: Title tier: minimum overlap (percent) of the bodies' number sets; 0 = no number check.
 DEFAULT_TITLE_NUMBERS = 70
+#: Opt-in sentence tier: how many of the 3 longest sentences must be shared; 0 = tier off.
+DEFAULT_SENTENCES_SHARED = 0
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
 LONG_BODY_CHARS, LONG_BODY_MALUS = 2000, 1
@@ -98,7 +105,10 @@ class Deduplicator:
         ttl_days: float | None = None,
         dynamic_threshold: bool = False,
         title_numbers: int = DEFAULT_TITLE_NUMBERS,
+        sentences_shared: int = DEFAULT_SENTENCES_SHARED,
     ) -> None:
+        if not isinstance(sentences_shared, int) or not 0 <= sentences_shared <= 3:
+            raise ValueError(f"sentences_shared must be between 0 (off) and 3, not {sentences_shared!r}")
         if not isinstance(title_numbers, int) or not 0 <= title_numbers <= 100:
             raise ValueError(f"title_numbers must be a percentage between 0 and 100, not {title_numbers!r}")
         for name, action in (("title_action", title_action), ("body_action", body_action)):
@@ -124,6 +134,7 @@ class Deduplicator:
         self.ttl_days = ttl_days
         self.dynamic_threshold = dynamic_threshold
         self.title_numbers = title_numbers
+        self.sentences_shared = sentences_shared
 
     @classmethod
     def open(
@@ -143,11 +154,12 @@ class Deduplicator:
         """Open (or create) the index at ``index_url`` and build a Deduplicator on it.
 
         ``options`` go to the Deduplicator (``title_action``, ``body_action``, ``ttl_days``,
-        ``title_numbers``) or,
+        ``title_numbers``, ``sentences_shared``) or,
         when no ``fingerprinter`` is given, to the :class:`Fingerprinter` (``top_k``, ``stop_words``,
         ``user_dict``, ``title_patterns``, ``min_title_chars``, ``min_body_chars``, ``main_content``).
         """
-        own = {k: options.pop(k) for k in ("title_action", "body_action", "ttl_days", "title_numbers") if k in options}
+        mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared")
+        own = {k: options.pop(k) for k in mine if k in options}
         if fingerprinter is None:
             fingerprinter = Fingerprinter(bits=bits, **options)
         elif options:
@@ -188,6 +200,7 @@ class Deduplicator:
         now = time.time() if seen_at is None else seen_at
         not_before = None if self.ttl_days is None else now - self.ttl_days * 86400
         statuses = {tier: ("flagged" if action == "flag" else "duplicate") for tier, action in self.actions.items()}
+        statuses["sentence"] = statuses["body"]
         outcome = self.index.check_and_add(
             Query(
                 title_fp=fps.title,
@@ -201,6 +214,8 @@ class Deduplicator:
                 statuses=statuses,
                 numbers=fps.numbers,
                 title_numbers=self.title_numbers,
+                sentences=fps.sentences if self.sentences_shared else (),
+                sentences_shared=self.sentences_shared,
             )
         )
         match = outcome.match

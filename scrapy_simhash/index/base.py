@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-Tier = Literal["title", "body"]
+Tier = Literal["title", "body", "sentence"]
+#: The fingerprint (banded) tiers. ``"sentence"`` is the opt-in exact tier after them (see Query).
 TIERS: tuple[Tier, ...] = ("title", "body")
 
 #: Bumped whenever features or fingerprints change in a way that makes old fingerprints incomparable.
@@ -148,6 +149,12 @@ class Query:
     ``numbers_agree(query.numbers, entry.numbers, title_numbers)``: the nearest *agreeing* entry
     within ``title_k`` is the match, and when none agrees the body tier decides. A recurring
     headline ("USDA COMMENTS ON EXPORT SALES REPORT") over a report with other figures is news.
+    ``sentences``: the item's sentence signature (up to 3 distinct 16-hex-digit hashes), stored
+    with the entry when it is added (in a lookup table ``hash → entry ids``).
+    ``sentences_shared``: when > 0, an opt-in third tier after title and body: the earliest
+    non-expired entry holding at least this many of the query's sentence hashes, whose numbers
+    also agree (``title_numbers`` rule, when > 0), is a match with ``tier="sentence"`` and
+    ``distance`` = number of the query's sentence hashes it does not hold.
     """
 
     title_fp: int | None
@@ -161,6 +168,8 @@ class Query:
     statuses: Mapping[str, str] = field(default_factory=lambda: {"title": "duplicate", "body": "duplicate"})
     numbers: str | None = None
     title_numbers: int = 0
+    sentences: tuple[str, ...] = ()
+    sentences_shared: int = 0
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,9 @@ What is stored where, and why
     band however many entries share it, so boilerplate pages and empty bodies do not grow buckets:
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
+``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
+    The opt-in sentence tier's lookup table: one row per sentence hash of an entry added with a
+    sentence signature (three longest sentences, 16 hex digits each). Rows go with their entry.
 ``decision``
     The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
     original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
@@ -95,7 +98,7 @@ from .base import (
 )
 
 FORMAT = "scrapy-simhash-index"
-SCHEMA_VERSION = 2  # 2: entry.numbers (number signature for the title tier)
+SCHEMA_VERSION = 2  # 2: entry.numbers (title tier's number guard), sentence table (opt-in tier)
 META_TABLE = "simhash_meta"
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
@@ -104,7 +107,7 @@ NAMESPACE_BITS = 20
 BAND_NUMBER_BITS = 6  # up to 64 bands per tier
 TITLE_CHARS = 300
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-_TABLES = ("namespace", "entry", "band", "decision")
+_TABLES = ("namespace", "entry", "band", "decision", "sentence")
 _KIND = {"title": 0, "body": 1}
 
 _SCHEMA = """
@@ -144,6 +147,13 @@ CREATE TABLE decision (
     PRIMARY KEY (ns, url)
 ) WITHOUT ROWID;
 CREATE INDEX decision_recent ON decision(ns, decided_at);
+CREATE TABLE sentence (
+    ns INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    entry INTEGER NOT NULL,
+    PRIMARY KEY (ns, hash, entry)
+) WITHOUT ROWID;
+CREATE INDEX sentence_entry ON sentence(entry);
 """
 
 _ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers"
@@ -628,6 +638,21 @@ class SqliteIndex:
             matches.extend(Match(tier, distance, self._entry(r)) for r in group[: limit - len(matches)])
         return matches
 
+    def _sentence_match(self, conn: sqlite3.Connection, query: Query, not_before: float) -> list[Match]:
+        """The opt-in sentence tier: the earliest non-expired entry holding at least
+        ``query.sentences_shared`` of the query's sentence hashes (numbers agreeing), or nothing."""
+        hashes = sorted(set(query.sentences))
+        rows = conn.execute(
+            f"SELECT {_ENTRY_COLS_E}, count(*) AS shared FROM sentence s JOIN entry e ON e.id = s.entry"
+            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
+            " GROUP BY e.id HAVING shared >= ? ORDER BY e.first_seen, e.id",
+            (self._ns_id, *hashes, not_before, query.sentences_shared),
+        ).fetchall()
+        for *row, shared in rows:
+            if numbers_agree(query.numbers, row[6], query.title_numbers):
+                return [Match("sentence", len(hashes) - shared, self._entry(tuple(row)))]
+        return []
+
     def _band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
         rows = []
         if tfp is not None:
@@ -670,6 +695,8 @@ class SqliteIndex:
                 found = self._nearest(conn, "title", tfp, query.title_k, not_before, accept=accept)
             if not found and bfp is not None:
                 found = self._nearest(conn, "body", bfp, query.body_k, not_before)
+            if not found and query.sentences_shared > 0 and query.sentences:
+                found = self._sentence_match(conn, query, not_before)
             if found:
                 match = found[0]
                 if query.url is not None:
@@ -702,6 +729,11 @@ class SqliteIndex:
                 ),
             ).lastrowid
             conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", self._band_rows(tfp, bfp))
+            if query.sentences:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
+                    [(self._ns_id, h, entry_id) for h in set(query.sentences)],
+                )
         return Outcome(match=None, entry_id=entry_id)
 
     def lookup(
@@ -797,6 +829,10 @@ class SqliteIndex:
             removed = conn.execute(
                 f"SELECT title_fp, body_fp FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key)
             ).fetchall()
+            conn.execute(
+                f"DELETE FROM sentence WHERE entry IN (SELECT id FROM entry WHERE ns = ? AND {column} = ?)",
+                (self._ns_id, key),
+            )
             conn.execute(f"DELETE FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key))
             if isinstance(key, str):
                 conn.execute("DELETE FROM decision WHERE ns = ? AND url = ?", (self._ns_id, key))
@@ -817,6 +853,7 @@ class SqliteIndex:
                     (self._ns_id, older_than, batch),
                 ).fetchall()
                 conn.executemany("DELETE FROM entry WHERE id = ?", [(r[0],) for r in doomed])
+                conn.executemany("DELETE FROM sentence WHERE entry = ?", [(r[0],) for r in doomed])
                 self._drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
                 if len(doomed) < batch:
                     conn.execute(
@@ -832,6 +869,7 @@ class SqliteIndex:
         with self._write("reset") as conn:
             n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
+            conn.execute("DELETE FROM sentence WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
         return n
 
