@@ -16,6 +16,7 @@ import json
 import os
 import pickle
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -327,6 +328,29 @@ def test_foreign_or_hostile_meta_is_refused_untouched(url: str, tmp_path: Path) 
     assert not marker.exists()
     client.close()
     binary.close()
+
+
+def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
+    """Values someone else wrote under the index's keys: an IndexError_ naming the index (the
+    pipeline counts it and applies SIMHASH_ON_INDEX_ERROR), never a crash or a wrong verdict."""
+    server = url.split("?")[0]
+    client = raw_redis(server)
+    with open_index(url) as ix:
+        a = ix.check_and_add(q(71, 72, url="a")).entry_id
+        ix.check_and_add(q(71, None, url="dup"))
+        base = ix._base
+        client.hset(f"{base}e:{a:015d}", "s", "yesterday")
+        client.hset(f"{base}d:dup", "distance", "far")
+        for call in (lambda: ix.check_and_add(q(71, None)), lambda: list(ix.entries()),
+                     lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):
+            with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
+                call()
+        client.sadd(f"{base}{ix._band_keys('title', 0x99)[0]}", "not-hex!")  # a foreign band member
+        with pytest.raises(IndexWriteError, match=re.escape(url)):
+            ix.check_and_add(q(0x99, None))
+        with pytest.raises(IndexError_, match=re.escape(url)):
+            ix.lookup(0x99, None, title_k=2, body_k=0)
+    client.close()
 
 
 def test_readonly_open_reads_and_refuses_writes(url: str) -> None:

@@ -131,6 +131,7 @@ local op, B = ARGV[1], ARGV[2]
 
 local function dist(a, b, limit)
   -- Hamming distance of two equal-length hex strings, 32 bits at a time; stops once past limit
+  if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
   local d = 0
   for i = 1, #a, 8 do
     local x = bit.bxor(tonumber(string.sub(a, i, i + 7), 16), tonumber(string.sub(b, i, i + 7), 16))
@@ -733,17 +734,21 @@ class RedisIndex:
         return self._retrying(doing, call, write=write, retry=retry)
 
     def _entry(self, member: str | int, fields: Mapping[str, str]) -> Entry:
+        """An entry from its hash; values not written by us are an :class:`IndexError_` naming it."""
         t, b = fields.get("t"), fields.get("b")
-        return Entry(
-            id=int(member),
-            namespace=self.namespace,
-            url=fields.get("u"),
-            title=fields.get("n"),
-            first_seen=float(fields["s"]),
-            title_fp=None if t is None else int(t, 16),
-            body_fp=None if b is None else int(b, 16),
-            **({"numbers": fields.get("m")} if _ENTRY_HAS_NUMBERS else {}),
-        )
+        try:
+            return Entry(
+                id=int(member),
+                namespace=self.namespace,
+                url=fields.get("u"),
+                title=fields.get("n"),
+                first_seen=float(fields["s"]),
+                title_fp=None if t is None else int(t, 16),
+                body_fp=None if b is None else int(b, 16),
+                **({"numbers": fields.get("m")} if _ENTRY_HAS_NUMBERS else {}),
+            )
+        except (KeyError, ValueError, TypeError) as exc:
+            raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
 
     def _fp_args(self, tfp: int | None, bfp: int | None) -> list[Any]:
         tkeys = [] if tfp is None else self._band_keys("title", tfp)
@@ -882,19 +887,22 @@ class RedisIndex:
             return list(zip(urls, decided, pipe.execute(), strict=True))
 
         rows = self._retrying("explain", fetch, write=False) if urls else []
-        return [
-            Decision(
-                url=url,
-                status=d["status"],
-                tier=_CHAR_TIER[d["tier"]],
-                distance=int(d["distance"]),
-                original=self._entry(d["original"], e) if e else None,
-                decided_at=float(d["decided_at"]),
-                title=d.get("title"),
-            )
-            for url, d, e in rows
-            if d
-        ]
+        try:
+            return [
+                Decision(
+                    url=url,
+                    status=d["status"],
+                    tier=_CHAR_TIER[d["tier"]],
+                    distance=int(d["distance"]),
+                    original=self._entry(d["original"], e) if e else None,
+                    decided_at=float(d["decided_at"]),
+                    title=d.get("title"),
+                )
+                for url, d, e in rows
+                if d
+            ]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise IndexError_(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
 
     def forget(self, key: int | str) -> int:
         """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
