@@ -345,7 +345,10 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
                      lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
-        client.sadd(f"{base}{ix._band_keys('title', 0x99)[0]}", "not-hex!")  # a foreign band member
+        band = f"{base}{ix._band_keys('title', 0x99)[0]}"
+        client.sadd(band, "abc")  # a foreign band member of another length: never a candidate
+        assert ix.lookup(0x99, None, title_k=2, body_k=0) == []
+        client.sadd(band, "z" * 16)  # one that looks like ours but is not hex: the script fails
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
         with pytest.raises(IndexError_, match=re.escape(url)):
