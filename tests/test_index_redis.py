@@ -416,7 +416,9 @@ def test_one_round_trip_per_check_and_add(private_server: RedisProcess) -> None:
     with open_index(private_server.url) as ix:
         rng = random.Random(4)
         stories = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(25)]
-        ours = ix._client.client_info()["addr"]  # the index's connection, as the server sees it
+        ix.check_and_add(q(1, 2))  # connected: the address the server sees for the index's script calls
+        host, port = ix._local.held[1]._sock.getsockname()[:2]
+        ours = f"{host}:{port}"
         outcomes: list[Any] = []
 
         def work() -> None:
