@@ -11,7 +11,6 @@ Backend-specific checks (SQLite files, WAL, SIGKILL; Redis connections, password
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import json
@@ -756,11 +755,8 @@ def test_atomic_check_and_add_across_processes(backend: Backend, tmp_path: Path)
 
 # -- the title tier's number guard ----------------------------------------------------------------
 
-numbers_agree = getattr(index_base, "numbers_agree", None)
-needs_numbers = pytest.mark.skipif(numbers_agree is None, reason="this protocol has no number signatures")
 
 
-@needs_numbers
 def test_title_tier_takes_the_nearest_entry_whose_numbers_agree(index: Any) -> None:
     title, x, y, z = 0x1111_2222_3333_4444, "0000000a 0000000b", "0000000c 0000000d", "0000000e 0000000f"
     a = index.check_and_add(q(title, 0xA0A0 << 40, url="a", numbers=x, seen_at=1.0)).entry_id
@@ -785,7 +781,6 @@ def test_title_tier_takes_the_nearest_entry_whose_numbers_agree(index: Any) -> N
     assert index.count() == 3
 
 
-@needs_numbers
 def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
     """400 pairs of number signatures as articles and their reposts give them (bottom-k samples of
     number sets of 0–70 figures, some dropped, some added) and random thresholds: the index's title
@@ -814,7 +809,7 @@ def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
         title = rng.getrandbits(64)
         index.check_and_add(q(title, None, url=f"s{case}", numbers=stored, seen_at=float(case)))
         m = index.check_and_add(q(title ^ 1, None, numbers=asked, title_numbers=pct, seen_at=float(case))).match
-        expected = numbers_agree(asked, stored, pct)
+        expected = index_base.numbers_agree(asked, stored, pct)
         assert (m is not None) == expected, (stored, asked, pct)
         agreed += expected
         cut_mattered += expected != uncut(asked, stored, pct)
@@ -823,14 +818,9 @@ def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
 
 # -- the opt-in sentence tier ---------------------------------------------------------------------
 
-needs_sentences = pytest.mark.skipif(
-    "sentences_shared" not in {f.name for f in dataclasses.fields(Query)},
-    reason="this protocol has no sentence tier",
-)
 H = [f"{n:016x}" for n in (0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0xF6)]
 
 
-@needs_sentences
 def test_sentence_tier_after_title_and_body(index: Any) -> None:
     far = {"title_fp": None, "body_fp": None}
     rng = random.Random(8)

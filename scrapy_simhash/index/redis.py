@@ -86,14 +86,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import fields as dataclass_fields
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
 from ..__version__ import __version__
 from ..simhash import SUPPORTED_BITS, band_layout, split_bands
-from . import base as _base
 from .base import (
+    NUMBERS_MAX,
     Decision,
     Entry,
     IndexError_,
@@ -116,12 +115,9 @@ TITLE_CHARS = 300
 TOKEN_TTL = 120
 #: Entries per ``EVALSHA`` in :meth:`RedisIndex.add` and per purge batch.
 ADD_BATCH = 500
-#: Number hashes in a full number signature (``base.NUMBERS_MAX``; 16 before it existed).
-NUMBERS_MAX: int = getattr(_base, "NUMBERS_MAX", 16)
-_ENTRY_HAS_NUMBERS = "numbers" in {f.name for f in dataclass_fields(Entry)}
 _ID_WIDTH = 15  # zero-padded ids: string order is numeric order, and 10**15 < 2**53 (exact in Lua)
 _TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b"}
-_CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}  # type: ignore[dict-item]
+_CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 
 #: The server-side half of the index. ``KEYS[1]`` is the namespace's ``seq`` key (it routes the call
 #: in a cluster; every other key shares its hash tag). ``ARGV[1]`` is the operation, ``ARGV[2]``
@@ -771,7 +767,7 @@ class RedisIndex:
                 first_seen=float(fields["s"]),
                 title_fp=None if t is None else int(t, 16),
                 body_fp=None if b is None else int(b, 16),
-                **({"numbers": fields.get("m")} if _ENTRY_HAS_NUMBERS else {}),
+                numbers=fields.get("m"),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
@@ -797,8 +793,8 @@ class RedisIndex:
         tfp, bfp = query.title_fp, query.body_fp
         seen = query.seen_at or time.time()
         title = None if query.title is None else query.title[:TITLE_CHARS]
-        numbers = getattr(query, "numbers", None)
-        sentences = list(dict.fromkeys(getattr(query, "sentences", ())))
+        numbers = query.numbers
+        sentences = list(dict.fromkeys(query.sentences))
         fp_args = self._fp_args(tfp, bfp)
         reply = self._script(
             "check-and-add",
@@ -810,8 +806,8 @@ class RedisIndex:
             "0" if title is None else "1", title or "",
             query.statuses.get("title", "duplicate"), query.statuses.get("body", "duplicate"),
             *fp_args[:2],
-            "0" if numbers is None else "1", numbers or "", int(getattr(query, "title_numbers", 0) or 0),
-            NUMBERS_MAX, int(getattr(query, "sentences_shared", 0) or 0),
+            "0" if numbers is None else "1", numbers or "", int(query.title_numbers),
+            NUMBERS_MAX, int(query.sentences_shared),
             query.statuses.get("sentence", "duplicate"), len(sentences),
             *fp_args[2:], *sentences, TOKEN_TTL,
         )
