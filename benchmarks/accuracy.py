@@ -51,7 +51,9 @@ negatives. Distances: for a positive, to its own original's fingerprints; for a 
 nearest earlier item of another story.
 
 Run: ``python benchmarks/accuracy.py`` (report split, 1,000 originals per language, 3 reposts
-each; a few minutes on two cores). ``--split tune`` is the half used for tuning.
+each; a few minutes on two cores). ``--split tune`` is the half used for tuning. Engine options go
+through ``--option``: ``--option sentences_shared=2`` turns on the opt-in sentence tier,
+``--option title_numbers=0`` turns off the title tier's number guard (the behaviour before it).
 """
 
 from __future__ import annotations
