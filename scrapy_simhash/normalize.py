@@ -610,10 +610,21 @@ def _lone_time_sub(m: re.Match[str]) -> str:
     return m.group(0) if time is None else time
 
 
+# Necessary conditions, checked once on the input: every date pattern needs a year, the last two
+# need a month name, a lone time needs a colon (each regex scan costs a pass over the whole text).
+_YEAR_HINT_RE = re.compile(r"(?:1[89]|2[01])\d\d")
+_MONTH_HINT_RE = re.compile(r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", re.IGNORECASE)
+_MONTH_NAME_PATTERNS = 2  # the last entries of _DATE_RES
+
+
 def _normalize_dates(text: str) -> str:
-    for rx in _DATE_RES:
-        text = rx.sub(_date_sub, text)
-    return _LONE_TIME_RE.sub(_lone_time_sub, text)
+    if _YEAR_HINT_RE.search(text):
+        res = _DATE_RES if _MONTH_HINT_RE.search(text) else _DATE_RES[:-_MONTH_NAME_PATTERNS]
+        for rx in res:
+            text = rx.sub(_date_sub, text)
+    if ":" in text:
+        text = _LONE_TIME_RE.sub(_lone_time_sub, text)
+    return text
 
 
 def _normalize_chars(text: str) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from hashlib import blake2b
+from itertools import repeat
+from operator import add, mul
 
 SUPPORTED_BITS = (32, 64, 128)
 
@@ -26,6 +28,20 @@ def _check_bits(bits: int) -> None:
 @lru_cache(maxsize=1 << 16)
 def _blake2b_hash(feature: str, nbytes: int) -> int:
     return int.from_bytes(blake2b(feature.encode("utf-8"), digest_size=nbytes).digest(), "big")
+
+
+#: ``_BYTE_SIGNS[b][i]`` is +1.0 when bit i of byte b is set, else -1.0.
+_BYTE_SIGNS = tuple(tuple(1.0 if (b >> i) & 1 else -1.0 for i in range(8)) for b in range(256))
+
+
+@lru_cache(maxsize=1 << 14)
+def _blake2b_signs(feature: str, nbytes: int) -> tuple[float, ...]:
+    """±1.0 per bit (bit 0 first) of the feature's BLAKE2b hash: the vote of a unit weight."""
+    digest = blake2b(feature.encode("utf-8"), digest_size=nbytes).digest()
+    signs: tuple[float, ...] = ()
+    for byte in reversed(digest):  # the hash is read big-endian: the last byte holds bits 0-7
+        signs += _BYTE_SIGNS[byte]
+    return signs
 
 
 def feature_hash(feature: str, bits: int = 64) -> int:
@@ -52,7 +68,11 @@ def simhash(
     for feature, weight in items:
         if not weight:
             continue
-        h = hash_func(feature) if hash_func is not None else _blake2b_hash(feature, nbytes)
+        if hash_func is None:
+            # Same additions in the same order as the loop below (w * ±1.0 is exact), done in C.
+            votes = list(map(add, votes, map(mul, _blake2b_signs(feature, nbytes), repeat(weight))))
+            continue
+        h = hash_func(feature)
         for i in range(bits):
             votes[i] += weight if (h >> i) & 1 else -weight
     fingerprint = 0
