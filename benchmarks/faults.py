@@ -306,10 +306,12 @@ def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: s
 
 
 def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
-                  kinds: Sequence[str] = ("dedup", "crawl"), log: Any = print) -> list[KillResult]:
+                  kinds: Sequence[str] = ("dedup", "crawl"), log: Any = print,
+                  shared_reference: bool = False) -> list[KillResult]:
     """``kills`` SIGKILLs, alternating the job kinds, at random moments of a clean run's duration:
-    one in five anywhere, the others while items are passed on (each kind's clean run also gives
-    the reference set of admitted URLs)."""
+    one in five anywhere, the others while items are passed on. Each kind's clean run gives the
+    reference set of admitted URLs and its timing (``shared_reference``: the first kind's clean run
+    serves all kinds, whose items go through the same pipeline in the same order)."""
     rng = random.Random(seed)
     items = with_reposts(load_articles(articles), 0.25, rng)
     path = workdir / "items.jsonl"
@@ -317,7 +319,7 @@ def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
     reference: dict[str, set[str]] = {}
     duration: dict[str, float] = {}
     first: dict[str, float] = {}
-    for kind in kinds:
+    for kind in kinds[:1] if shared_reference else kinds:
         ref_index = workdir / f"reference-{kind}.sqlite3"
         first[kind], duration[kind] = run_job(kind, path, ref_index, workdir / f"reference-{kind}.kept", workdir)
         urls = index_urls(ref_index)
@@ -326,6 +328,9 @@ def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
         reference[kind] = set(urls)
         log(f"clean {kind} run: {len(items)} items, {len(urls)} admitted, first passed on after "
             f"{first[kind]:.1f} s, done in {duration[kind]:.1f} s")
+    for kind in kinds:
+        if kind not in reference:
+            reference[kind], first[kind], duration[kind] = reference[kinds[0]], first[kinds[0]], duration[kinds[0]]
     results = []
     for n in range(kills):
         kind = kinds[n % len(kinds)]

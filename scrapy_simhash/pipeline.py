@@ -39,11 +39,21 @@ type, i.e. a tampered file, is handled the same way, without retries):
   ``SIMHASH_FLAG_FIELD`` and counted in ``simhash/unchecked``: nothing is lost, but a repost may
   get through and the item is not in the index.
 
-Bounds on hostile items: text fields are cut at :data:`~scrapy_simhash.normalize.MAX_INPUT_CHARS`
-characters (1,000,000; bytes at 4× that) before parsing; HTML is parsed by lxml without network
-access or external entities (``&name;`` references are never expanded recursively, so
-"billion laughs" inputs stay their own size); ``tests/test_fuzz.py`` measures time and peak memory
-for 50 MB bodies, 100,000-deep nesting and entity bombs.
+Bounds on hostile items
+-----------------------
+Fields that cannot be read as text (numbers, nested lists, dicts) are passed on unchecked and counted
+(``simhash/skipped/bad_input``); nothing an item holds can crash the crawl. Text is cut at
+:data:`~scrapy_simhash.normalize.MAX_INPUT_CHARS` characters (1,000,000; bytes at 4× that) before
+it is parsed, so one item costs at most one cut-size body of work on the fingerprint thread. HTML
+is parsed by lxml's HTML parser: nesting deeper than libxml2's limit (256 levels) is cut (the text
+below it is ignored, no recursion error), and DTD entities are never expanded ("billion laughs"
+stays its own size). Measured by ``tests/test_fuzz.py`` in a fresh process on 2 busy cores:
+
+* a 50 MB Chinese HTML body: cut to 1,000,000 characters, ~7 s of one core, < 50 MB extra peak RSS
+  beyond the input itself (jieba on Chinese is the slow part; 50 MB of English bytes: ~3 s);
+* 100,000-deep ``<div>`` nesting: 0.3 s; billion laughs: < 1 ms, 7 characters of text;
+  2 million entity references: ~2 s;
+* extra peak RSS < 90 MB in every case, whole process < 400 MB.
 """
 
 from __future__ import annotations

@@ -53,7 +53,7 @@ def child_env() -> dict[str, str]:
 @needs_corpus
 def test_sigkill_dedup_runs_and_crawls_lose_nothing_and_rerun_finishes(tmp_path: Path) -> None:
     lines: list[str] = []
-    results = faults.kill_campaign(5, 40, seed=11, workdir=tmp_path, log=lines.append)
+    results = faults.kill_campaign(5, 30, seed=11, workdir=tmp_path, log=lines.append, shared_reference=True)
     report = "\n".join(lines)
     assert [r.kind for r in results] == ["dedup", "crawl", "dedup", "crawl", "dedup"]
     assert all(r.problems == [] for r in results), report
