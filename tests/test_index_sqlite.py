@@ -360,3 +360,22 @@ def test_durable_after_sigkill(path: Path) -> None:
             assert reported <= stored, sorted(reported - stored)[:10]
             assert ix.count() == len(stored)
     assert len(reported) > 20  # the writers did get work done between kills
+
+
+def test_number_signature_is_stored_with_the_entry_and_guards_the_title_tier(path: Path) -> None:
+    """Schema 2: ``entry.numbers`` round-trips through check-and-add, lookup and export, and a
+    title-tier candidate whose numbers disagree is passed over for the body tier."""
+    with open_index(path) as ix:
+        assert ix.check_and_add(q(0xF0F0, 0, numbers="0000000a 0000000b", url="a")).match is None
+        assert [e.numbers for e in ix.entries()] == ["0000000a 0000000b"]
+        assert ix.lookup(0xF0F0, None, title_k=2, body_k=3)[0].entry.numbers == "0000000a 0000000b"
+        # Same title, other numbers, body 1 bit away: the body tier decides.
+        out = ix.check_and_add(q(0xF0F0, 1, numbers="0000000c 0000000d", title_numbers=70, url="b"))
+        assert out.match is not None and (out.match.tier, out.match.distance) == ("body", 1)
+        # Same title, other numbers, far body: new.
+        far = ix.check_and_add(q(0xF0F0, (1 << 64) - 1, numbers="0000000c", title_numbers=70, url="c"))
+        assert far.match is None and ix.count() == 2
+    conn = sqlite3.connect(path)
+    cols = [r[1] for r in conn.execute("PRAGMA table_info(entry)")]
+    conn.close()
+    assert "numbers" in cols
