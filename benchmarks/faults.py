@@ -6,7 +6,8 @@ Kill
     on an unbuffered stdout) or a real ``scrapy runspider`` crawl (the spider yields the items from a
     ``data:`` response; a pipeline after ours appends and flushes each kept item with ``os.write``),
     so the kept file holds exactly what the process managed to pass on. Each run is SIGKILLed at a
-    random moment, then the script checks:
+    random point (during startup, or a few milliseconds after a random number of items were passed
+    on), then the script checks:
 
     * the index opens (``open_index``) and ``PRAGMA integrity_check`` says ``ok``;
     * every item in the kept file is in the index (by URL);
@@ -254,16 +255,29 @@ class KillResult:
     problems: list[str] = field(default_factory=list)
 
 
+def _wait_for_lines(proc: subprocess.Popen[bytes], kept: Path, lines: int) -> None:
+    """Return once ``kept`` holds ``lines`` complete lines, or the process has ended."""
+    seen, offset = 0, 0
+    while proc.poll() is None and seen < lines:
+        if kept.exists():
+            with open(kept, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+            seen += chunk.count(b"\n")
+            offset += len(chunk)
+        time.sleep(0.001)
+
+
 def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: str, at: float,
-              after_first: bool = False) -> KillResult:
-    """SIGKILL one job ``at`` seconds after its start (``after_first``: after its first kept item),
+              after_lines: int = 0) -> KillResult:
+    """SIGKILL one job ``at`` seconds after its start, or (``after_lines``) ``at`` seconds after
+    its kept file reached that many items (a point in the work, whatever the machine's load);
     check the index, re-run the job, check again."""
     index, kept, kept2 = workdir / f"{tag}.sqlite3", workdir / f"{tag}.kept", workdir / f"{tag}.rerun"
     started = time.monotonic()
     proc = start_job(kind, items, index, kept, workdir)
-    if after_first:
-        while proc.poll() is None and not (kept.exists() and kept.stat().st_size > 0):
-            time.sleep(0.005)
+    if after_lines:
+        _wait_for_lines(proc, kept, after_lines)
     try:
         proc.wait(at)
         finished = True
@@ -308,8 +322,8 @@ def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: s
 def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
                   kinds: Sequence[str] = ("dedup", "crawl"), log: Any = print,
                   shared_reference: bool = False) -> list[KillResult]:
-    """``kills`` SIGKILLs, alternating the job kinds, at random moments of a clean run's duration:
-    one in five anywhere, the others while items are passed on. Each kind's clean run gives the
+    """``kills`` SIGKILLs, alternating the job kinds: one in five during startup, the others after a
+    random number of items were passed on (plus a random few milliseconds). Each kind's clean run gives the
     reference set of admitted URLs and its timing (``shared_reference``: the first kind's clean run
     serves all kinds, whose items go through the same pipeline in the same order)."""
     rng = random.Random(seed)
@@ -334,11 +348,13 @@ def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
     results = []
     for n in range(kills):
         kind = kinds[n % len(kinds)]
-        # One kill in five anywhere from the start (startup, index creation), the others while
-        # items are being passed on.
-        anywhere = rng.random() < 0.2
-        at = rng.uniform(0, duration[kind]) if anywhere else rng.uniform(0, 0.9 * (duration[kind] - first[kind]))
-        r = kill_once(kind, path, reference[kind], workdir, f"kill{n:02d}-{kind}", at, after_first=not anywhere)
+        # One kill in five during startup (imports, index creation), the others at a random point
+        # of the work: after a random number of items passed on, plus up to 20 ms.
+        if rng.random() < 0.2:
+            at, after = rng.uniform(0, first[kind]), 0
+        else:
+            at, after = rng.uniform(0, 0.02), rng.randint(1, len(reference[kind]) - 1)
+        r = kill_once(kind, path, reference[kind], workdir, f"kill{n:02d}-{kind}", at, after_lines=after)
         results.append(r)
         log(f"kill {n + 1:2d} {kind:5s} at {r.at:5.2f} s: "
             + ("finished before the signal; " if r.finished_first else "")
