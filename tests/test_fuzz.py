@@ -225,15 +225,16 @@ def test_time_and_memory_are_bounded_for_extreme_inputs() -> None:
     """Measured in a fresh process (ru_maxrss is a per-process high-water mark)."""
     result = subprocess.run([sys.executable, "-c", _MEASURE, LAUGHS], capture_output=True, text=True,
                             timeout=300, cwd=REPO)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 0, (result.returncode, result.stderr[-3000:])
     m = json.loads(result.stdout)
-    print(json.dumps(m, indent=1))  # the numbers quoted in the pipeline docstring
+    report = json.dumps(m, indent=1)
+    print(report)  # the numbers quoted in the pipeline docstring
     for name, case in m.items():
         if not isinstance(case, dict):
             continue
-        assert case["body_chars"] <= m["max_input_chars"], name  # cut before parsing
-        assert case["peak_rss_growth_mb"] < 150, (name, case)  # beyond the input itself
-        assert case["seconds"] < 60, (name, case)
+        assert case["body_chars"] <= m["max_input_chars"], (name, report)  # cut before parsing
+        assert case["peak_rss_growth_mb"] < 150, (name, report)  # beyond the input itself
+        assert case["seconds"] < 60, (name, report)
     # Entities are never expanded recursively: the body is as short as its own text.
-    assert m["billion laughs (10^9 'ha' if expanded)"]["body_chars"] < 100
-    assert m["peak_rss_mb"] < 1024
+    assert m["billion laughs (10^9 'ha' if expanded)"]["body_chars"] < 100, report
+    assert m["peak_rss_mb"] < 1024, report
