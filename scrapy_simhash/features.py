@@ -26,7 +26,6 @@ from importlib import resources
 from pathlib import Path
 
 import jieba
-import jieba.analyse
 
 from . import defaults
 
@@ -38,6 +37,9 @@ DEFAULT_TOP_K = defaults.TOP_K
 _NO_WORD = re.compile(r"^[\W_]+$", re.UNICODE)
 _NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)*%?$")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+
+_UNSEEN = object()
+_WORD_CACHE_MAX = 200_000
 
 _tokenizers: dict[str | None, jieba.Tokenizer] = {}
 _tokenizers_lock = threading.Lock()
@@ -66,9 +68,18 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
 
 @lru_cache(maxsize=1)
 def idf_table() -> tuple[dict[str, float], float]:
-    """jieba's IDF table and its median (the weight of unknown words)."""
-    default = jieba.analyse.default_tfidf
-    return default.idf_freq, default.median_idf
+    """jieba's IDF table and its median (the weight of unknown words).
+
+    Read from the ``analyse/idf.txt`` file jieba ships, parsed as ``jieba.analyse`` does, without
+    importing ``jieba.analyse``: that import also loads ``jieba.posseg`` (≈ 0.5 s) and builds
+    TextRank tables we never use.
+    """
+    path = Path(jieba.__file__).parent / "analyse" / "idf.txt"
+    idf: dict[str, float] = {}
+    for line in path.read_bytes().decode("utf-8").splitlines():
+        word, freq = line.strip().split(" ")
+        idf[word] = float(freq)
+    return idf, sorted(idf.values())[len(idf) // 2]
 
 
 @lru_cache(maxsize=1)
@@ -111,17 +122,29 @@ class FeatureExtractor:
         self.stop_words = builtin_stop_words() | load_stop_words(stop_words)
         self.tokenizer = get_tokenizer(user_dict)
         self.idf, self.median_idf = idf_table()
+        self._word_cache: dict[str, str | None] = {}  # token → feature word (tokens repeat: Zipf)
+
+    def _word(self, token: str) -> str | None:
+        """The feature word of one token, or None when it is no feature."""
+        word = token.strip().lower()
+        if not word or _NO_WORD.match(word) or word in self.stop_words:
+            return None
+        if len(word) == 1 and not _NUMBER.match(word) and not _HAN.match(word):
+            return None  # a lone Latin letter carries nothing
+        return word
 
     def words(self, text: str) -> list[str]:
         """The feature words of ``text`` in order: lower-cased, without stop words and punctuation."""
+        cache = self._word_cache
+        if len(cache) > _WORD_CACHE_MAX:
+            cache.clear()
         out = []
         for token in self.tokenizer.cut(text):
-            word = token.strip().lower()
-            if not word or _NO_WORD.match(word) or word in self.stop_words:
-                continue
-            if len(word) == 1 and not _NUMBER.match(word) and not _HAN.match(word):
-                continue  # a lone Latin letter carries nothing
-            out.append(word)
+            word = cache.get(token, _UNSEEN)
+            if word is _UNSEEN:
+                word = cache[token] = self._word(token)
+            if word is not None:
+                out.append(word)
         return out
 
     def weights(self, text: str, top_k: int | None = None) -> dict[str, float]:
