@@ -83,6 +83,8 @@ BUILTIN_DEFAULTS: dict[str, Any] = {
     "stop_words": D.STOP_WORDS,
     "user_dict": D.USER_DICT,
     "main_content": D.MAIN_CONTENT,
+    "title_numbers": D.TITLE_NUMBERS,
+    "sentences_shared": D.SENTENCES_SHARED,
     "title_pattern": list(D.TITLE_PATTERNS),
 }
 
@@ -200,6 +202,10 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
                        metavar="REGEX", help="extra title suffix to remove (repeatable)")
         g.add_argument("--main-content", action=argparse.BooleanOptionalAction, default=bool(d["main_content"]),
                        help="drop page boilerplate from HTML bodies before fingerprinting")
+        g.add_argument("--title-numbers", type=_non_negative_int, default=d["title_numbers"], metavar="PCT",
+                       help="a title match counts only if the bodies' numbers overlap this much (0: off)")
+        g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="N",
+                       help="opt-in sentence tier: N of the 3 longest sentences shared → duplicate (0: off)")
 
     def json_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -366,7 +372,8 @@ def _open_dedup(
     thresholds it can answer."""
     from .dedup import Deduplicator
 
-    options: dict[str, Any] = {"ttl_days": args.ttl_days}
+    options: dict[str, Any] = {"ttl_days": args.ttl_days, "title_numbers": args.title_numbers,
+                               "sentences_shared": args.sentences_shared}
     if hasattr(args, "title_action"):
         options.update(title_action=args.title_action, body_action=args.body_action)
     thresholds = {"title_max_distance": args.title_max_distance, "body_max_distance": args.body_max_distance,

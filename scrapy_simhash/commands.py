@@ -21,6 +21,7 @@ from . import cli
 
 def settings_defaults(settings: BaseSettings) -> dict[str, Any]:
     """Command-line option defaults (option dest → value) from a project's ``SIMHASH_*`` settings."""
+    from .index.redis import index_url_from_settings
     from .pipeline import _optional_float, default_index_url, effective_settings
 
     s = effective_settings(settings, None)
@@ -30,7 +31,7 @@ def settings_defaults(settings: BaseSettings) -> dict[str, Any]:
         return value if isinstance(value, str) else ",".join(str(v) for v in value or ())
 
     return {
-        "index": s.get("SIMHASH_INDEX_URL") or default_index_url(),
+        "index": index_url_from_settings(s) or default_index_url(),
         "namespace": s.get("SIMHASH_NAMESPACE"),
         "title_field": fields("SIMHASH_TITLE_FIELD"),
         "body_field": fields("SIMHASH_BODY_FIELD"),
@@ -47,6 +48,8 @@ def settings_defaults(settings: BaseSettings) -> dict[str, Any]:
         "user_dict": s.get("SIMHASH_USER_DICT"),
         "main_content": s.getbool("SIMHASH_MAIN_CONTENT"),
         "title_pattern": s.getlist("SIMHASH_TITLE_PATTERNS"),
+        "title_numbers": s.getint("SIMHASH_TITLE_NUMBERS"),
+        "sentences_shared": s.getint("SIMHASH_SENTENCES_SHARED"),
     }
 
 

@@ -40,6 +40,13 @@ INDEX_RETRIES = 3
 INDEX_RETRY_DELAY = 0.25
 #: Seconds a check-and-add waits for another process's write lock before it counts as failed.
 BUSY_TIMEOUT = 30.0
+#: Title-tier number guard: a title match counts only if the bodies' numbers overlap by this percent
+#: (0 turns the guard off).
+TITLE_NUMBERS = 70
+#: Opt-in sentence tier: an earlier item sharing this many of the 3 longest sentences (0: off).
+SENTENCES_SHARED = 0
+#: Extra keyword arguments for the Redis client (like scrapy-redis's REDIS_PARAMS).
+REDIS_PARAMS: dict[str, object] = {}
 
 #: Setting name → default. Spider attributes ``simhash_<name>`` (lower case, without the prefix)
 #: override the settings marked per-spider below.
@@ -70,6 +77,9 @@ SETTINGS: dict[str, object] = {
     "SIMHASH_INDEX_RETRIES": INDEX_RETRIES,
     "SIMHASH_INDEX_RETRY_DELAY": INDEX_RETRY_DELAY,
     "SIMHASH_BUSY_TIMEOUT": BUSY_TIMEOUT,
+    "SIMHASH_TITLE_NUMBERS": TITLE_NUMBERS,
+    "SIMHASH_SENTENCES_SHARED": SENTENCES_SHARED,
+    "SIMHASH_REDIS_PARAMS": REDIS_PARAMS,
 }
 
 #: Settings a spider may override with an attribute or ``-a simhash_<name>=...``.

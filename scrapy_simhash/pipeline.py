@@ -77,6 +77,7 @@ from twisted.internet.defer import Deferred
 from . import defaults
 from .dedup import Deduplicator, Verdict
 from .index.base import IndexError_
+from .index.redis import index_url_from_settings, redis_params_from_settings
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -188,7 +189,7 @@ class SimhashPipeline:
         self.index_retries = max(0, s.getint("SIMHASH_INDEX_RETRIES"))
         self.index_retry_delay = max(0.0, s.getfloat("SIMHASH_INDEX_RETRY_DELAY"))
         self._index_errors = 0
-        index_url = s.get("SIMHASH_INDEX_URL") or default_index_url()
+        index_url = index_url_from_settings(s) or default_index_url()
         try:
             self.dedup = Deduplicator.open(
                 index_url,
@@ -206,7 +207,12 @@ class SimhashPipeline:
                 user_dict=s.get("SIMHASH_USER_DICT"),
                 title_patterns=s.getlist("SIMHASH_TITLE_PATTERNS"),
                 main_content=s.getbool("SIMHASH_MAIN_CONTENT"),
-                index_options={"busy_timeout": s.getfloat("SIMHASH_BUSY_TIMEOUT")},
+                title_numbers=s.getint("SIMHASH_TITLE_NUMBERS"),
+                sentences_shared=s.getint("SIMHASH_SENTENCES_SHARED"),
+                index_options={
+                    "busy_timeout": s.getfloat("SIMHASH_BUSY_TIMEOUT"),
+                    "redis_params": redis_params_from_settings(s),
+                },
             )
         except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)

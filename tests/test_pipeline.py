@@ -278,7 +278,10 @@ async def test_new_items_are_committed_before_they_are_passed_on(tmp_path):
 
     settings = crawl_settings(index, ITEM_PIPELINES={Checker: 800})
     await run_crawl(settings, ORIGINALS)
-    assert Checker.seen == [1, 2, 3]
+    # Items are processed concurrently, so a later one may be committed before an earlier one reaches
+    # the next pipeline; what must hold: the i-th item passed on finds at least i entries committed.
+    assert len(Checker.seen) == 3
+    assert all(seen >= i for i, seen in enumerate(Checker.seen, start=1)), Checker.seen
 
 
 def test_addon_adds_pipeline_once():
