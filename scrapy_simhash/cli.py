@@ -536,8 +536,19 @@ class LineWorker:
             fps = self.fingerprinter.fingerprint(title, body)
         except (TypeError, ValueError, UnicodeError, RecursionError) as exc:
             return LineResult(n, url, None, f"cannot fingerprint ({type(exc).__name__}: {exc})", False, None)
-        kept = json.dumps(item, ensure_ascii=False) if self.keep_json else None
+        kept = _json_line(item) if self.keep_json else None
         return LineResult(n, url, fps, None, False, kept)
+
+
+def _json_line(obj: Any) -> str:
+    """One JSON line, readable UTF-8 where possible; ASCII escapes when the data holds lone
+    surrogates (from ``\\ud800``-style escapes in the input), which UTF-8 cannot carry."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
 
 
 def _pick(item: Mapping[str, Any], names: Sequence[str]) -> tuple[str | None, Any]:
@@ -745,7 +756,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                 if out is not None and record["status"] in ("new", "flagged") and result.kept is not None:
                     out.write(result.kept + "\n")
                 if dec is not None:
-                    dec.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    dec.write(_json_line(record) + "\n")
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True

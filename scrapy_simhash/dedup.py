@@ -207,7 +207,7 @@ class Deduplicator:
                 body_fp=fps.body,
                 title_k=self.title_max_distance,
                 body_k=self.body_distance_for(fps.body_chars),
-                url=url,
+                url=None if url is None else url.encode("utf-8", "replace").decode("utf-8"),  # no lone surrogates
                 title=fps.title_text[:200] or None,
                 seen_at=now,
                 not_before=not_before,

@@ -131,3 +131,10 @@ def test_reset(tmp_path, fingerprinter):
     with Deduplicator.open(path, fingerprinter=fingerprinter, reset=True) as d:
         assert d.index.count() == 0
         assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+
+
+def test_url_with_lone_surrogates_is_stored(dedup):
+    # A URL from a JSON escape like "\\ud800" cannot be stored as UTF-8: it is kept with a replacement.
+    verdict = dedup.check_and_add(STORY_EN["title"], STORY_EN["body"], url="http://x.example/\ud800")
+    assert verdict.status == "new"
+    assert [e.url for e in dedup.index.entries()] == ["http://x.example/?"]

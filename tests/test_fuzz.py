@@ -114,8 +114,8 @@ async def test_extreme_items_through_a_real_crawl(tmp_path: Path) -> None:
 
 # -- console script ---------------------------------------------------------------------------------------
 
-# Lone surrogates in JSON escapes crash ``dedup -o`` today: test_console_script_keeps_items_with_lone_surrogates
-# (xfail) holds that case, so the generated lines here leave them out.
+# Lone surrogates in JSON escapes have their own test (test_console_script_keeps_items_with_lone_surrogates),
+# so the generated lines here leave them out.
 no_surrogates = st.characters(exclude_categories=("Cs",))
 json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
                                      st.text(no_surrogates, max_size=40),
@@ -161,16 +161,13 @@ def test_hypothesis_lines_through_the_console_script(batch: list[bytes]) -> None
     assert all(r["status"] in ("new", "duplicate", "flagged", "skipped", "error") for r in records)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cli.py LineWorker re-serializes a kept item with json.dumps(item, ensure_ascii=False); a lone "
-    "surrogate from a JSON escape (\\ud800) then makes the UTF-8 output raise UnicodeEncodeError and "
-    "dedup -o dies with a traceback. Needed: fall back to json.dumps(item) (ASCII escapes, exact "
-    "round trip) when the text does not encode as UTF-8"))
 def test_console_script_keeps_items_with_lone_surrogates(tmp_path: Path) -> None:
     line = b'{"title": "\\ud800\\udfff\\ud800 lone", "body": "\\udc00 lone surrogates in JSON escapes, a body"}'
     result, records = run_dedup([line], str(tmp_path))
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert [r["line"] for r in records] == [1]
+    kept = [json.loads(x) for x in (tmp_path / "kept.jsonl").read_text("utf-8").splitlines() if x]
+    assert kept == [json.loads(line)], "the kept item must round-trip exactly"
 
 
 # -- bounds -----------------------------------------------------------------------------------------------
