@@ -1236,6 +1236,8 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
          defaults: Mapping[str, Any] | None = None) -> int:
     """Run the command line; returns the exit status (see the module docstring)."""
+    from .index.base import IndexError_
+
     parser = build_parser(prog, defaults)
     args = parser.parse_args(argv)
     try:
@@ -1243,6 +1245,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
     except CliError as exc:
         print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
         return exc.status
+    except IndexError_ as exc:  # e.g. a corrupt or tampered index met halfway through a command
+        print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"{prog} {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -184,11 +184,6 @@ async def test_pickle_payload_in_every_value_column_of_a_valid_index(tmp_path: P
         assert digest(index) == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "index/sqlite.py decodes stored fingerprints without checking their type: a BLOB where an "
-    "INTEGER belongs raises a bare TypeError from simhash.from_signed64 (entries(), lookup, "
-    "check_and_add), and the CLI prints a traceback (exit 1). Needed: the decoder raises "
-    "IndexError_('index <file> is corrupt: a stored fingerprint is <type>, not an integer')"))
 def test_wrongly_typed_stored_values_are_a_clear_index_error(tmp_path: Path, marker: Path) -> None:
     index = make_index(tmp_path / "i.sqlite3")
     keep = KEEP_STRUCTURE
@@ -312,11 +307,6 @@ async def test_read_only_file_reads_work_and_nothing_is_passed_on_unchecked(tmp_
     assert digest(index) == before
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "index/sqlite.py opens a file SQLite can only read (chattr +i, read-only mount) as writable without "
-    "complaint; the first check-and-add then fails ('attempt to write a readonly database'). Needed: "
-    "a writable open probes the write lock (BEGIN IMMEDIATE; ROLLBACK) and raises IndexOpenError "
-    "'index <file> is read-only here: open it with readonly=True', so a crawl closes at open"))
 def test_read_only_file_is_refused_at_writable_open(tmp_path: Path) -> None:
     index = make_index(tmp_path / "i.sqlite3")
     with immutable(index), pytest.raises(IndexOpenError, match=f"{index}.*read-only"):

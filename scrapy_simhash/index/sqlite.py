@@ -283,6 +283,9 @@ class SqliteIndex:
                 "created": time.time(),
                 "created_by": f"scrapy-simhash {__version__}",
             }
+            # Fail here, in this thread, if the directory cannot be written: sqlitedict would fail
+            # in its background thread first.
+            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
             with SqliteDict(
                 str(tmp),
                 tablename=META_TABLE,
@@ -430,11 +433,30 @@ class SqliteIndex:
         self._value_bits = value_bits
         self._layouts = _layouts(stored)
         self._bits = stored.bits
-        self._enc, self._dec = self._codec(stored.bits)
+        self._enc, decode = self._codec(stored.bits)
+        stored_type = int if stored.bits <= 64 else bytes
+
+        def checked_decode(raw: Any) -> int:
+            # A file written by someone else may hold anything in a fingerprint column.
+            if type(raw) is not stored_type:
+                raise IndexError_(
+                    f"index {file} is corrupt: a stored fingerprint is {type(raw).__name__}, "
+                    f"not {stored_type.__name__}"
+                )
+            return decode(raw)
+
+        self._dec = checked_decode
         try:
             if not self._readonly:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
+                # Probe a write (rolled back) now, so a file SQLite can only read fails at open,
+                # not at the first item.
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("INSERT INTO namespace(name, created) VALUES (char(0) || 'probe', 0)")
+                finally:
+                    conn.execute("ROLLBACK")
             conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
             conn.execute("PRAGMA temp_store=MEMORY")
             self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
