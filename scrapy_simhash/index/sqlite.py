@@ -450,13 +450,7 @@ class SqliteIndex:
             if not self._readonly:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
-                # Probe a write (rolled back) now, so a file SQLite can only read fails at open,
-                # not at the first item.
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.execute("INSERT INTO namespace(name, created) VALUES (char(0) || 'probe', 0)")
-                finally:
-                    conn.execute("ROLLBACK")
+                self._probe_write(conn)
             conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
             conn.execute("PRAGMA temp_store=MEMORY")
             self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
@@ -467,6 +461,25 @@ class SqliteIndex:
                 ) from exc
             raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
         self._prepare()
+
+    @staticmethod
+    def _probe_write(conn: sqlite3.Connection) -> None:
+        """Try a write (rolled back) so a file SQLite can only read fails at open, not at the first
+        item. A lock held by another process says nothing about that: the probe then gives way at
+        once (check-and-adds wait for locks and are retried)."""
+        busy_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+        conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("INSERT INTO namespace(name, created) VALUES (char(0) || 'probe', 0)")
+            finally:
+                conn.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+        finally:
+            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
 
     def _read_meta(self, file: Path) -> dict[str, Any]:
         """The self-description: the sqlitedict table, read on our own connection, JSON only.
