@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .addon import Addon
     from .dedup import Deduplicator, Verdict
     from .fingerprint import Fingerprinter
-    from .pipeline import NearDuplicate, SimhashPipeline
+    from .pipeline import IndexUnavailable, NearDuplicate, SimhashPipeline
     from .simhash import hamming_distance
 
 _WHERE = {
@@ -23,6 +23,7 @@ _WHERE = {
     "Deduplicator": ".dedup",
     "Verdict": ".dedup",
     "Fingerprinter": ".fingerprint",
+    "IndexUnavailable": ".pipeline",
     "NearDuplicate": ".pipeline",
     "SimhashPipeline": ".pipeline",
     "hamming_distance": ".simhash",
@@ -32,6 +33,7 @@ __all__ = [
     "Addon",
     "Deduplicator",
     "Fingerprinter",
+    "IndexUnavailable",
     "NearDuplicate",
     "SimhashPipeline",
     "Verdict",
