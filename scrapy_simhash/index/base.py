@@ -193,6 +193,30 @@ class Decision:
     title: str | None = None  # the decided item's (normalized, shortened) title
 
 
+class QueryChecks:
+    """Argument checks both backends make before touching their store (needs ``_bits``, ``params``
+    and ``location`` on the index)."""
+
+    _bits: int
+    params: IndexParams
+    location: str
+
+    def _check_fp(self, fp: int | None, what: str) -> None:
+        if fp is not None and (not isinstance(fp, int) or isinstance(fp, bool) or fp < 0 or fp >> self._bits):
+            raise ValueError(f"{what} must be an unsigned {self._bits}-bit integer, not {fp!r}")
+
+    def _check_k(self, title_k: int, body_k: int) -> None:
+        for tier, k, bands in (
+            ("title", title_k, self.params.title_bands),
+            ("body", body_k, self.params.body_bands),
+        ):
+            if not 0 <= k <= bands - 1:
+                raise ValueError(
+                    f"{tier} distance {k} is outside what index {self.location} answers exactly: "
+                    f"0..{bands - 1} ({bands} {tier} bands); a larger threshold needs a new index"
+                )
+
+
 @runtime_checkable
 class BandIndex(Protocol):
     """What the Deduplicator, the pipeline and the command line need from an index."""

@@ -103,6 +103,7 @@ from .base import (
     Outcome,
     ParameterMismatch,
     Query,
+    QueryChecks,
     Tier,
 )
 
@@ -497,7 +498,7 @@ def _pairs(flat: list[Any]) -> dict[str, str]:
     return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
 
 
-class RedisIndex:
+class RedisIndex(QueryChecks):
     """A :class:`~.base.BandIndex` on a Redis server (see the module docstring for keys and script).
 
     Open it with :func:`scrapy_simhash.index.open_index` or :meth:`RedisIndex.open`. The client is
@@ -668,21 +669,6 @@ class RedisIndex:
     def _band_keys(self, tier: Tier, fp: int) -> list[str]:
         c = _TIER_CHAR[tier]
         return [f"{c}b:{n}:{v:x}" for n, v in enumerate(split_bands(fp, self._layouts[tier]))]
-
-    def _check_fp(self, fp: int | None, what: str) -> None:
-        if fp is not None and (not isinstance(fp, int) or isinstance(fp, bool) or fp < 0 or fp >> self._bits):
-            raise ValueError(f"{what} must be an unsigned {self._bits}-bit integer, not {fp!r}")
-
-    def _check_k(self, title_k: int, body_k: int) -> None:
-        for tier, k, bands in (
-            ("title", title_k, self.params.title_bands),
-            ("body", body_k, self.params.body_bands),
-        ):
-            if not 0 <= k <= bands - 1:
-                raise ValueError(
-                    f"{tier} distance {k} is outside what index {self.location} answers exactly: "
-                    f"0..{bands - 1} ({bands} {tier} bands); a larger threshold needs a new index"
-                )
 
     def _live(self) -> Any:
         client = self._client

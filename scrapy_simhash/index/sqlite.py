@@ -93,6 +93,7 @@ from .base import (
     Outcome,
     ParameterMismatch,
     Query,
+    QueryChecks,
     Tier,
     numbers_agree,
 )
@@ -204,7 +205,7 @@ def _sqlite_error(location: str, exc: BaseException, doing: str) -> IndexError_:
     return IndexWriteError(f"index {location}: {doing} failed: {text}")
 
 
-class SqliteIndex:
+class SqliteIndex(QueryChecks):
     """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
 
     Open it with :func:`scrapy_simhash.index.open_index` or :meth:`SqliteIndex.open`. One instance
@@ -573,21 +574,6 @@ class SqliteIndex:
                 value = _fold(value, vb)
             keys.append(base | value)
         return keys
-
-    def _check_fp(self, fp: int | None, what: str) -> None:
-        if fp is not None and (not isinstance(fp, int) or fp < 0 or fp >> self._bits):
-            raise ValueError(f"{what} must be an unsigned {self._bits}-bit integer, not {fp!r}")
-
-    def _check_k(self, title_k: int, body_k: int) -> None:
-        for tier, k, bands in (
-            ("title", title_k, self.params.title_bands),
-            ("body", body_k, self.params.body_bands),
-        ):
-            if not 0 <= k <= bands - 1:
-                raise ValueError(
-                    f"{tier} distance {k} is outside what index {self.location} answers exactly: "
-                    f"0..{bands - 1} ({bands} {tier} bands); a larger threshold needs a new index"
-                )
 
     def _live(self) -> sqlite3.Connection:
         conn = self._conn
