@@ -120,18 +120,22 @@ def timed(func: Callable[[], Any]) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def stage_inprocess(docs: list[dict[str, str]], fp: Any, workdir: Path, tag: str,
+def stage_inprocess(docs: list[dict[str, str]], make_fp: Callable[[], Any], workdir: Path, tag: str,
                     chunk: int = 25) -> dict[str, Any]:
     """(a), (b), (c) and (c') interleaved chunk by chunk (rotating order), wall and CPU seconds each.
 
     Interleaving in chunks of ``chunk`` articles keeps a burst of load from other processes out of
-    the ratios: every stage sees the same minutes of the machine.
+    the ratios: every stage sees the same minutes of the machine. Each of (b), (c), (c') gets a
+    fresh ``Fingerprinter`` per run, so none profits from what another stage or an earlier run
+    left in the segmenter's and feature caches (the dictionaries themselves stay loaded, as in a
+    running crawl).
     """
     import jieba.analyse
 
     extract_tags = jieba.analyse.extract_tags
-    full = open_dedup(workdir, f"c-{tag}.sqlite3", fp)
-    off = open_dedup(workdir, f"coff-{tag}.sqlite3", fp)
+    fp = make_fp()
+    full = open_dedup(workdir, f"c-{tag}.sqlite3", make_fp())
+    off = open_dedup(workdir, f"coff-{tag}.sqlite3", make_fp())
     off.index._conn.execute("PRAGMA synchronous=OFF")
     counts: dict[str, int] = {}
 
@@ -177,7 +181,8 @@ def open_dedup(workdir: Path, name: str, fp: Any) -> Any:
     return Deduplicator.open(f"sqlite:///{workdir / name}", fingerprinter=fp)
 
 
-def stage_breakdown(docs: list[dict[str, str]], fp: Any, workdir: Path, name: str) -> dict[str, float]:
+def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], workdir: Path,
+                    name: str) -> dict[str, float]:
     """Seconds spent in normalize / features / simhash / signatures / index over (c)'s calls.
 
     Repeats what ``Fingerprinter.fingerprint`` does with timers in between and compares every result
@@ -195,6 +200,7 @@ def stage_breakdown(docs: list[dict[str, str]], fp: Any, workdir: Path, name: st
     min_title_f = getattr(fpmod, "_MIN_TITLE_FEATURES", 2)
     min_body_f = getattr(fpmod, "_MIN_BODY_FEATURES", 3)
     t = {"normalize": 0.0, "features": 0.0, "simhash": 0.0, "signatures": 0.0, "index": 0.0, "mismatches": 0}
+    fp, reference = make_fp(), make_fp()
     dedup = open_dedup(workdir, name, fp)
     pc = time.perf_counter
     try:
@@ -223,7 +229,7 @@ def stage_breakdown(docs: list[dict[str, str]], fp: Any, workdir: Path, name: st
             t["simhash"] += t3 - t2
             t["signatures"] += t4 - t3
             t["index"] += t5 - t4
-            t["mismatches"] += fps != fp.fingerprint(d["title"], d["body"])
+            t["mismatches"] += fps != reference.fingerprint(d["title"], d["body"])
     finally:
         dedup.close()
     return t
@@ -442,11 +448,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     import jieba
+    import jieba.analyse
 
     jieba.setLogLevel(60)
     from scrapy_simhash import Fingerprinter
 
-    fp = Fingerprinter()
+    Fingerprinter()  # jieba's dictionary and the IDF table loaded before anything is timed
     jieba.analyse.extract_tags("预热词典", topK=1)  # dictionaries loaded before anything is timed
     results: dict[str, dict[str, list[Any]]] = {}
     loads: list[float] = []
@@ -462,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             (work / f"{lang}-1.jsonl").write_text(json.dumps(docs[0], ensure_ascii=False) + "\n", "utf-8")
             data[lang] = (docs, mb, f"{base_url}/{path.name}")
             # untimed warm-up: caches, lazily compiled regexes, the first SQLite file
-            stage_inprocess(docs[:20], fp, work, f"warm-{lang}", chunk=10)
+            stage_inprocess(docs[:20], Fingerprinter, work, f"warm-{lang}", chunk=10)
             print(f"{lang}: {len(docs)} articles, {mb:.2f} MB of body text "
                   f"({sum(len(d['body']) for d in docs) / len(docs):.0f} chars/article)", flush=True)
         for run in range(args.runs):
@@ -471,8 +478,8 @@ def main(argv: list[str] | None = None) -> int:
                 r = results.setdefault(lang, {})
                 tag = f"{lang}{run}"
                 loads.append(os.getloadavg()[0])
-                r.setdefault("inproc", []).append(stage_inprocess(docs, fp, work, tag))
-                r.setdefault("split", []).append(stage_breakdown(docs, fp, work, f"split-{tag}.sqlite3"))
+                r.setdefault("inproc", []).append(stage_inprocess(docs, Fingerprinter, work, tag))
+                r.setdefault("split", []).append(stage_breakdown(docs, Fingerprinter, work, f"split-{tag}.sqlite3"))
                 if "crawl" not in skip:
                     r.setdefault("d", []).append(stage_crawl(url, work, f"d-{tag}.sqlite3", True))
                     r.setdefault("d0", []).append(stage_crawl(url, work, f"d0-{tag}.sqlite3", False))

@@ -28,6 +28,7 @@ from pathlib import Path
 import jieba
 
 from . import defaults
+from .segment import Segmenter
 
 logger = logging.getLogger(__name__)
 
@@ -121,6 +122,7 @@ class FeatureExtractor:
         self.top_k = top_k
         self.stop_words = builtin_stop_words() | load_stop_words(stop_words)
         self.tokenizer = get_tokenizer(user_dict)
+        self.segmenter = Segmenter(self.tokenizer)
         self.idf, self.median_idf = idf_table()
         self._word_cache: dict[str, str | None] = {}  # token → feature word (tokens repeat: Zipf)
 
@@ -139,7 +141,7 @@ class FeatureExtractor:
         if len(cache) > _WORD_CACHE_MAX:
             cache.clear()
         out = []
-        for token in self.tokenizer.cut(text):
+        for token in self.segmenter.cut(text):
             word = cache.get(token, _UNSEEN)
             if word is _UNSEEN:
                 word = cache[token] = self._word(token)
