@@ -20,6 +20,7 @@ second serialized.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -195,13 +196,21 @@ class Deduplicator:
 
     def decide(self, fps: Fingerprints, url: str | None = None, seen_at: float | None = None) -> Verdict:
         """One atomic check-and-add of already computed fingerprints."""
-        if not fps.usable:
-            return Verdict("skipped", reason="no_text")
+        return self.decide_many([(fps, url)], seen_at=seen_at)[0]
+
+    def decide_many(
+        self, items: Sequence[tuple[Fingerprints, str | None]], seen_at: float | None = None
+    ) -> list[Verdict]:
+        """:meth:`decide` for each ``(fingerprints, url)`` in order, with one index call for the lot.
+
+        A later item is checked against the earlier ones. On SQLite the batch is one transaction (one
+        fsync); every verdict is durable when this returns.
+        """
         now = time.time() if seen_at is None else seen_at
         not_before = None if self.ttl_days is None else now - self.ttl_days * 86400
         statuses = {tier: ("flagged" if action == "flag" else "duplicate") for tier, action in self.actions.items()}
         statuses["sentence"] = statuses["body"]
-        outcome = self.index.check_and_add(
+        queries = [
             Query(
                 title_fp=fps.title,
                 body_fp=fps.body,
@@ -217,18 +226,29 @@ class Deduplicator:
                 sentences=fps.sentences if self.sentences_shared else (),
                 sentences_shared=self.sentences_shared,
             )
-        )
-        match = outcome.match
-        if match is None:
-            return Verdict("new", entry_id=outcome.entry_id, title_fp=fps.title, body_fp=fps.body)
-        return Verdict(
-            statuses[match.tier],  # type: ignore[arg-type]
-            tier=match.tier,
-            distance=match.distance,
-            original=match.entry,
-            title_fp=fps.title,
-            body_fp=fps.body,
-        )
+            for fps, url in items
+            if fps.usable
+        ]
+        outcomes = iter(self.index.check_and_add_many(queries) if queries else ())
+        verdicts = []
+        for fps, _ in items:
+            if not fps.usable:
+                verdicts.append(Verdict("skipped", reason="no_text"))
+                continue
+            outcome = next(outcomes)
+            match = outcome.match
+            if match is None:
+                verdicts.append(Verdict("new", entry_id=outcome.entry_id, title_fp=fps.title, body_fp=fps.body))
+            else:
+                verdicts.append(Verdict(
+                    statuses[match.tier],  # type: ignore[arg-type]
+                    tier=match.tier,
+                    distance=match.distance,
+                    original=match.entry,
+                    title_fp=fps.title,
+                    body_fp=fps.body,
+                ))
+        return verdicts
 
     def check_and_add(
         self, title: Any, body: Any, url: str | None = None, seen_at: float | None = None

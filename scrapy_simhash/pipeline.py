@@ -19,7 +19,9 @@ counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item wi
 
 Fingerprinting (jieba, the costly part) runs on a worker thread so downloads keep flowing; the
 check-and-add runs on a second, single thread, so two copies of one story in flight at once are
-checked one after the other and cannot both pass.
+checked one after the other and cannot both pass. The items that queue up for that thread while
+it commits go in the next transaction together (up to :data:`INDEX_BATCH`; one fsync for all,
+:mod:`.batching`), and each is passed on only once its transaction is committed.
 
 When the index fails
 --------------------
@@ -75,6 +77,7 @@ from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 
 from . import defaults
+from .batching import Batcher
 from .dedup import Deduplicator, Verdict
 from .index.base import IndexError_
 from .index.redis import index_url_from_settings, redis_params_from_settings
@@ -87,6 +90,8 @@ logger = logging.getLogger(__name__)
 
 
 ON_INDEX_ERROR_CHOICES = ("drop", "pass")
+#: Most items decided in one index transaction (those that queued up while the last one ran).
+INDEX_BATCH = 100
 
 
 class IndexUnavailable(DropItem):
@@ -155,7 +160,7 @@ class SimhashPipeline:
         self.stats = crawler.stats
         self.dedup: Deduplicator | None = None
         self._fingerprint_pool: ThreadPoolExecutor | None = None
-        self._index_pool: ThreadPoolExecutor | None = None
+        self._index: Batcher[tuple[Any, str | None], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
 
@@ -234,13 +239,13 @@ class SimhashPipeline:
             d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
         )
         self._fingerprint_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._index_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-index")
+        self._index = Batcher(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 
     def close_spider(self, spider: Spider | None = None) -> None:
-        for pool in (self._fingerprint_pool, self._index_pool):
+        for pool in (self._fingerprint_pool, self._index):
             if pool is not None:
-                pool.shutdown(wait=True)  # finishes the work in progress
-        self._fingerprint_pool = self._index_pool = None
+                pool.shutdown()  # finishes the work in progress
+        self._fingerprint_pool = self._index = None
         if self.dedup is not None:
             self.stats.set_value("simhash/final", self.dedup.index.count())
             self.dedup.close()
@@ -267,7 +272,8 @@ class SimhashPipeline:
                            type(exc).__name__, exc)
             return item
         try:
-            verdict: Verdict = await _run_in(self._index_pool, self._decide_with_retries, fps, url)
+            assert self._index is not None, "the pipeline is not open"
+            verdict: Verdict = await _wait(self._index.submit((fps, url)))
         except (IndexError_, sqlite3.Error) as exc:
             return self._index_failed(item, exc)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -287,17 +293,18 @@ class SimhashPipeline:
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level)
 
-    def _decide_with_retries(self, fps: Any, url: str | None) -> Verdict:
-        """The check-and-add, retried on index errors with a doubling delay (runs on the index thread)."""
+    def _decide_with_retries(self, batch: list[tuple[Any, str | None]]) -> list[Verdict]:
+        """The check-and-add of the items queued meanwhile (one transaction), retried on index errors
+        with a doubling delay (runs on the index thread)."""
         assert self.dedup is not None
         delay = self.index_retry_delay
         for attempt in range(self.index_retries + 1):
             try:
-                return self.dedup.decide(fps, url)
+                return self.dedup.decide_many(batch)
             except (IndexError_, sqlite3.Error) as exc:
                 if attempt == self.index_retries:
                     raise
-                self.stats.inc_value("simhash/index_retries")
+                self.stats.inc_value("simhash/index_retries", len(batch))  # per item, as items see it
                 logger.warning("scrapy-simhash: check-and-add failed (%s), retry %d of %d in %.2f s",
                                exc, attempt + 1, self.index_retries, delay)
                 time.sleep(delay)
@@ -345,10 +352,14 @@ class SimhashPipeline:
 
 
 async def _run_in(executor: ThreadPoolExecutor | None, func: Callable[..., Any], *args: Any) -> Any:
-    """Run ``func`` on ``executor`` and wait for it without blocking the event loop, under the
-    asyncio reactor (or Scrapy's reactorless mode) and under any other Twisted reactor."""
+    """Run ``func`` on ``executor`` and wait for it without blocking the event loop."""
     assert executor is not None, "the pipeline is not open"
-    future = executor.submit(func, *args)
+    return await _wait(executor.submit(func, *args))
+
+
+async def _wait(future: Future[Any]) -> Any:
+    """Wait for a future of another thread, under the asyncio reactor (or Scrapy's reactorless
+    mode) and under any other Twisted reactor."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # a non-asyncio Twisted reactor drives this coroutine

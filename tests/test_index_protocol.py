@@ -449,6 +449,36 @@ def test_new_item_is_added_with_its_data(index: Any) -> None:
     assert max(e.first_seen for e in index.entries()) >= before
 
 
+def test_a_batch_decides_as_the_same_queries_one_by_one(backend: Backend) -> None:
+    rnd = random.Random(11)
+    bases = [rnd.getrandbits(64) for _ in range(6)]
+    queries = []
+    for n in range(40):  # copies of a few stories, near and far, title-only and body-only
+        base = bases[n % len(bases)]
+        near = flip(base, rnd.sample(range(64), rnd.randint(0, 5)))
+        title, body = rnd.choice([(near, near), (None, near), (near, None), (rnd.getrandbits(64), near)])
+        queries.append(q(title, body, url=f"https://x/{n}", seen_at=1000.0 + n))
+    one = backend.open(namespace="one")
+    many = backend.open(namespace="many")
+    try:
+        expected = [one.check_and_add(query) for query in queries]
+        got = many.check_and_add_many(queries[:15]) + many.check_and_add_many(queries[15:])
+        strip = lambda o: (o.match and (o.match.tier, o.match.distance, o.match.entry.url), o.entry_id is None)  # noqa: E731
+        assert [strip(o) for o in got] == [strip(o) for o in expected]
+        assert sum(o.match is None for o in got) >= 6
+        assert [e.url for e in many.entries()] == [e.url for e in one.entries()]
+        assert many.check_and_add_many([]) == []
+    finally:
+        one.close()
+        many.close()
+
+
+def test_a_batch_with_a_bad_query_writes_nothing(index: Any) -> None:
+    with pytest.raises(ValueError, match="title or a body"):
+        index.check_and_add_many([q(1, 2, url="https://x/ok"), q(None, None)])
+    assert index.count() == 0
+
+
 # -- expiry, namespaces, maintenance --------------------------------------------------------------
 
 

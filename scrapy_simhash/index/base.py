@@ -9,7 +9,7 @@ two processes carrying the same story can never both be admitted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -201,6 +201,13 @@ class QueryChecks:
     params: IndexParams
     location: str
 
+    def _check_query(self, query: Query) -> None:
+        if query.title_fp is None and query.body_fp is None:
+            raise ValueError("a query needs a title or a body fingerprint (skip items without usable text)")
+        self._check_fp(query.title_fp, "title_fp")
+        self._check_fp(query.body_fp, "body_fp")
+        self._check_k(query.title_k, query.body_k)
+
     def _check_fp(self, fp: int | None, what: str) -> None:
         if fp is not None and (not isinstance(fp, int) or isinstance(fp, bool) or fp < 0 or fp >> self._bits):
             raise ValueError(f"{what} must be an unsigned {self._bits}-bit integer, not {fp!r}")
@@ -227,6 +234,11 @@ class BandIndex(Protocol):
 
     def check_and_add(self, query: Query) -> Outcome:
         """Title tier, else body tier, else add: one atomic, durable step."""
+
+    def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
+        """:meth:`check_and_add` for each query in order (a later query sees the earlier ones'
+        entries); every outcome is durable when this returns. All queries are checked before any
+        is run."""
 
     def lookup(
         self, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,

@@ -85,7 +85,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
@@ -767,13 +767,14 @@ class RedisIndex(QueryChecks):
 
     def check_and_add(self, query: Query) -> Outcome:
         """Title tier, else body tier, else add: one ``EVALSHA`` (one round trip), atomic on the server."""
-        tfp, bfp = query.title_fp, query.body_fp
-        if tfp is None and bfp is None:
-            raise ValueError("a query needs a title or a body fingerprint (skip items without usable text)")
-        self._check_fp(tfp, "title_fp")
-        self._check_fp(bfp, "body_fp")
-        self._check_k(query.title_k, query.body_k)
+        self._check_query(query)
         return self._check(query, os.urandom(12).hex())
+
+    def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
+        """One ``EVALSHA`` per query, in order: each is atomic, the batch is not one transaction."""
+        for query in queries:
+            self._check_query(query)
+        return [self._check(query, os.urandom(12).hex()) for query in queries]
 
     def _check(self, query: Query, token: str) -> Outcome:
         tfp, bfp = query.title_fp, query.body_fp

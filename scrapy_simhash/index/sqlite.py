@@ -73,7 +73,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -698,63 +698,70 @@ class SqliteIndex(QueryChecks):
 
     def check_and_add(self, query: Query) -> Outcome:
         """Title tier, else body tier, else add — one ``BEGIN IMMEDIATE`` transaction, fsynced."""
+        return self.check_and_add_many([query])[0]
+
+    def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
+        """Each query in turn as :meth:`check_and_add` (a later one sees the earlier ones' entries),
+        all in one transaction: one fsync for the batch, and nothing of it is committed unless all is."""
+        for query in queries:
+            self._check_query(query)
+        if not queries:
+            return []
+        with self._write("check-and-add") as conn:
+            return [self._check_and_add_in(conn, query) for query in queries]
+
+    def _check_and_add_in(self, conn: sqlite3.Connection, query: Query) -> Outcome:
         tfp, bfp = query.title_fp, query.body_fp
-        if tfp is None and bfp is None:
-            raise ValueError("a query needs a title or a body fingerprint (skip items without usable text)")
-        self._check_fp(tfp, "title_fp")
-        self._check_fp(bfp, "body_fp")
-        self._check_k(query.title_k, query.body_k)
         seen = query.seen_at or time.time()
         not_before = -math.inf if query.not_before is None else query.not_before
-        with self._write("check-and-add") as conn:
-            found: list[Match] = []
-            if tfp is not None:
-                accept = None
-                if query.title_numbers > 0 and query.numbers is not None:
-                    mine, pct = query.numbers, query.title_numbers
-                    accept = lambda row: numbers_agree(mine, row[6], pct)  # noqa: E731
-                found = self._nearest(conn, "title", tfp, query.title_k, not_before, accept=accept)
-            if not found and bfp is not None:
-                found = self._nearest(conn, "body", bfp, query.body_k, not_before)
-            if not found and query.sentences_shared > 0 and query.sentences:
-                found = self._sentence_match(conn, query, not_before)
-            if found:
-                match = found[0]
-                if query.url is not None:
-                    conn.execute(
-                        "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original,"
-                        " decided_at, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            self._ns_id,
-                            query.url,
-                            query.statuses.get(match.tier, "duplicate"),
-                            match.tier,
-                            match.distance,
-                            match.entry.id,
-                            seen,
-                            None if query.title is None else query.title[:TITLE_CHARS],
-                        ),
-                    )
-                return Outcome(match=match, entry_id=None)
-            entry_id = conn.execute(
-                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (
-                    self._ns_id,
-                    None if tfp is None else self._enc(tfp),
-                    None if bfp is None else self._enc(bfp),
-                    seen,
-                    query.url,
-                    None if query.title is None else query.title[:TITLE_CHARS],
-                    query.numbers,
-                ),
-            ).lastrowid
-            conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", self._band_rows(tfp, bfp))
-            if query.sentences:
-                conn.executemany(
-                    "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
-                    [(self._ns_id, h, entry_id) for h in set(query.sentences)],
+        found: list[Match] = []
+        if tfp is not None:
+            accept = None
+            if query.title_numbers > 0 and query.numbers is not None:
+                mine, pct = query.numbers, query.title_numbers
+                accept = lambda row: numbers_agree(mine, row[6], pct)  # noqa: E731
+            found = self._nearest(conn, "title", tfp, query.title_k, not_before, accept=accept)
+        if not found and bfp is not None:
+            found = self._nearest(conn, "body", bfp, query.body_k, not_before)
+        if not found and query.sentences_shared > 0 and query.sentences:
+            found = self._sentence_match(conn, query, not_before)
+        if found:
+            match = found[0]
+            if query.url is not None:
+                conn.execute(
+                    "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original,"
+                    " decided_at, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        self._ns_id,
+                        query.url,
+                        query.statuses.get(match.tier, "duplicate"),
+                        match.tier,
+                        match.distance,
+                        match.entry.id,
+                        seen,
+                        None if query.title is None else query.title[:TITLE_CHARS],
+                    ),
                 )
+            return Outcome(match=match, entry_id=None)
+        entry_id = conn.execute(
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                self._ns_id,
+                None if tfp is None else self._enc(tfp),
+                None if bfp is None else self._enc(bfp),
+                seen,
+                query.url,
+                None if query.title is None else query.title[:TITLE_CHARS],
+                query.numbers,
+            ),
+        ).lastrowid
+        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", self._band_rows(tfp, bfp))
+        if query.sentences:
+            conn.executemany(
+                "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
+                [(self._ns_id, h, entry_id) for h in set(query.sentences)],
+            )
         return Outcome(match=None, entry_id=entry_id)
 
     def lookup(
