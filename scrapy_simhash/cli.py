@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
+import itertools
 import json
 import math
 import multiprocessing
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 PROG = "scrapy-simhash"
 #: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
 MAX_REPORTED_BAD_LINES = 20
+#: Lines decided in one index transaction (one fsync); their output is written after it commits.
+DECIDE_BATCH = 32
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -740,23 +743,25 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         write_error: str | None = None
         interrupted = False
         try:
-            for result in results:
-                reader.consumed()
-                verdict = None
-                if result.fps is not None:
-                    try:
-                        verdict = dedup.decide(result.fps, url=result.url)
-                    except Exception as exc:
-                        write_error = f"index write failed at line {result.line}: {_describe(exc)}"
-                        break
-                record = decision_record(result, verdict)
-                _count(stats, record)
-                if record["status"] == "error" and not args.quiet:
-                    _report_bad_line(stats.errors, record)
-                if out is not None and record["status"] in ("new", "flagged") and result.kept is not None:
-                    out.write(result.kept + "\n")
-                if dec is not None:
-                    dec.write(_json_line(record) + "\n")
+            while batch := list(itertools.islice(results, DECIDE_BATCH)):
+                for _ in batch:
+                    reader.consumed()
+                usable = [r for r in batch if r.fps is not None]
+                try:  # one transaction (one fsync) for the batch; nothing is written out before it
+                    decided = iter(dedup.decide_many([(r.fps, r.url) for r in usable]) if usable else ())
+                except Exception as exc:
+                    write_error = (f"index write failed at line {usable[0].line} "
+                                   f"(lines {usable[0].line}-{usable[-1].line} not decided): {_describe(exc)}")
+                    break
+                for result in batch:
+                    record = decision_record(result, next(decided) if result.fps is not None else None)
+                    _count(stats, record)
+                    if record["status"] == "error" and not args.quiet:
+                        _report_bad_line(stats.errors, record)
+                    if out is not None and record["status"] in ("new", "flagged") and result.kept is not None:
+                        out.write(result.kept + "\n")
+                    if dec is not None:
+                        dec.write(_json_line(record) + "\n")
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True

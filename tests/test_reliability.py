@@ -349,3 +349,33 @@ async def test_full_disk_on_a_tiny_tmpfs(tmp_path: Path) -> None:
         assert sorted(entry_urls(index)) == sorted(i["url"] for i in ITEMS)
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_cli_dedup_on_a_disk_that_fills_up_writes_out_only_committed_lines(tmp_path: Path) -> None:
+    """``dedup`` on a 1 MiB tmpfs that fills up mid-run: exit 1 naming the lines not decided, every
+    line written to ``-o`` is in the index, and the index is intact."""
+    mnt = tmp_path / "mnt"
+    if not _mount_tmpfs(mnt, "1m"):
+        pytest.skip("cannot mount a tmpfs here (needs root and mount)")
+    try:
+        rnd = random.Random(5)
+        words = [f"w{n}x" for n in range(5000)]
+        items = tmp_path / "in.jsonl"
+        with items.open("w") as f:
+            for i in range(4000):
+                f.write(json.dumps({"url": f"https://f.example/{i}", "title": " ".join(rnd.sample(words, 8)),
+                                    "body": " ".join(rnd.sample(words, 60))}) + "\n")
+        index, kept = mnt / "i.sqlite3", tmp_path / "kept.jsonl"
+        proc = subprocess.run([str(Path(sys.executable).parent / "scrapy-simhash"), "dedup", str(items),
+                               "--index", str(index), "-o", str(kept)], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 1, proc.stderr
+        assert "index write failed at line" in proc.stderr and "not decided" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+        written = [json.loads(line)["url"] for line in kept.read_text().splitlines()]
+        assert 100 < len(written) < 4000  # some fitted, then the disk was full
+        assert sorted(entry_urls(index)) == sorted(written)
+        conn = sqlite3.connect(index)
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        conn.close()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
