@@ -29,6 +29,7 @@ import jieba
 
 from . import defaults
 from .segment import Segmenter
+from .tables import load_idf, load_prefix_dict
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
         if tokenizer is None:
             _quiet_jieba()
             tokenizer = jieba.dt if key is None else jieba.Tokenizer()
-            tokenizer.initialize()
+            load_prefix_dict(tokenizer)
             if key is not None:
                 if not Path(key).is_file():
                     raise FileNotFoundError(f"jieba user dictionary not found: {key}")
@@ -71,15 +72,11 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
 def idf_table() -> tuple[dict[str, float], float]:
     """jieba's IDF table and its median (the weight of unknown words).
 
-    Read from the ``analyse/idf.txt`` file jieba ships, parsed as ``jieba.analyse`` does, without
-    importing ``jieba.analyse``: that import also loads ``jieba.posseg`` (≈ 0.5 s) and builds
-    TextRank tables we never use.
+    Read from the ``analyse/idf.txt`` file jieba ships (through :mod:`.tables`), without importing
+    ``jieba.analyse``: that import also loads ``jieba.posseg`` (≈ 0.5 s) and builds TextRank tables
+    we never use.
     """
-    path = Path(jieba.__file__).parent / "analyse" / "idf.txt"
-    idf: dict[str, float] = {}
-    for line in path.read_bytes().decode("utf-8").splitlines():
-        word, freq = line.strip().split(" ")
-        idf[word] = float(freq)
+    idf = load_idf(Path(jieba.__file__).parent / "analyse" / "idf.txt")
     return idf, sorted(idf.values())[len(idf) // 2]
 
 

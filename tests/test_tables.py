@@ -1,0 +1,87 @@
+"""jieba's tables from our cache: the same tables as jieba's own, rebuilt when stale or damaged."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import jieba
+import pytest
+
+from scrapy_simhash import tables
+
+IDF_TXT = Path(jieba.__file__).parent / "analyse" / "idf.txt"
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "scrapy-simhash"
+
+
+def fresh_tokenizer(dictionary: Path | None = None) -> jieba.Tokenizer:
+    return jieba.Tokenizer() if dictionary is None else jieba.Tokenizer(str(dictionary))
+
+
+def reference_idf() -> dict[str, float]:
+    idf = {}
+    for line in IDF_TXT.read_text("utf-8").splitlines():
+        word, value = line.strip().split(" ")
+        idf[word] = float(value)
+    return idf
+
+
+def test_prefix_dictionary_equals_jiebas_built_then_cached(cache: Path) -> None:
+    jieba.setLogLevel(60)
+    reference = fresh_tokenizer()
+    reference.FREQ, reference.total = reference.gen_pfdict(reference.get_dict_file())
+    for _ in range(2):  # built and written, then read from the cache
+        tokenizer = fresh_tokenizer()
+        tables.load_prefix_dict(tokenizer)
+        assert tokenizer.initialized
+        assert tokenizer.total == reference.total
+        assert tokenizer.FREQ == reference.FREQ
+    assert [p.name.split("-")[0] for p in cache.iterdir()] == ["prefix"]
+    assert list(tokenizer.cut("他来到了网易杭研大厦")) == ["他", "来到", "了", "网易", "杭研", "大厦"]
+
+
+def test_idf_table_equals_the_parsed_file(cache: Path) -> None:
+    reference = reference_idf()
+    assert tables.load_idf(IDF_TXT) == reference
+    assert tables.load_idf(IDF_TXT) == reference  # from the cache
+    assert len(list(cache.iterdir())) == 1
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "header", "empty"])
+def test_a_damaged_cache_file_is_rebuilt(cache: Path, damage: str) -> None:
+    tables.load_idf(IDF_TXT)
+    [path] = cache.iterdir()
+    data = path.read_bytes()
+    path.write_bytes({"truncate": data[: len(data) // 2], "garbage": os.urandom(5000),
+                      "header": b'{"format": "scrapy-simhash table 1", "typecode": "d", "count": 3}\n' + data,
+                      "empty": b""}[damage])
+    assert tables.load_idf(IDF_TXT) == reference_idf()
+    assert path.read_bytes() == data  # written again
+
+
+def test_a_changed_dictionary_gets_its_own_table(cache: Path, tmp_path: Path) -> None:
+    jieba.setLogLevel(60)
+    small = tmp_path / "dict.txt"
+    small.write_text("鑫淼犇龘 100 n\n集团 50 n\n", "utf-8")
+    tokenizer = fresh_tokenizer(small)
+    tables.load_prefix_dict(tokenizer)
+    assert tokenizer.FREQ == {"鑫": 0, "鑫淼": 0, "鑫淼犇": 0, "鑫淼犇龘": 100, "集": 0, "集团": 50}
+    assert tokenizer.total == 150
+    small.write_text("鑫淼犇龘 100 n\n集团 50 n\n公司 7 n\n", "utf-8")
+    os.utime(small, ns=(small.stat().st_atime_ns, small.stat().st_mtime_ns + 10**9))
+    tokenizer = fresh_tokenizer(small)
+    tables.load_prefix_dict(tokenizer)
+    assert tokenizer.FREQ["公司"] == 7 and tokenizer.total == 157
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_no_writable_cache_directory_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache directory would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert tables.load_idf(IDF_TXT) == reference_idf()
