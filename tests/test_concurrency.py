@@ -38,15 +38,20 @@ def article(n: int, chars: int = 40_000) -> str:
     return text(n, chars)
 
 
+def page(n: int) -> bytes:
+    # Pages 0 and 1 carry the same story: they are in flight together.
+    story = 0 if n < 2 else n
+    return (f"<html><head><title>{text(1000 + story, 16)}</title></head>"
+            f"<body><div id='a'>{article(story)}</div></body></html>").encode()
+
+
 class Handler(BaseHTTPRequestHandler):
+    pages: dict[int, bytes] = {}
+
     def do_GET(self) -> None:
         n = int(self.path.rsplit("/", 1)[-1])
         time.sleep(0.1 * (n % 3))  # spread the responses out over the crawl
-        # Pages 0 and 1 carry the same story: they are in flight together.
-        story = 0 if n < 2 else n
-        body = f"<html><head><title>{text(1000 + story, 16)}</title></head>" \
-               f"<body><div id='a'>{article(story)}</div></body></html>"
-        data = body.encode("utf-8")
+        data = self.pages[n]  # made before the crawl: the server's threads share this process's GIL
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
@@ -59,6 +64,7 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server():
+    Handler.pages = {n: page(n) for n in range(PAGES)}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -84,7 +90,10 @@ class PagesSpider(Spider):
             yield Request(f"{self.base}/page/{n}", dont_filter=True)
 
     def parse(self, response):
-        yield {"url": response.url, "title": response.css("title::text").get(), "body": response.css("#a").get()}
+        # No HTML parsing here: the reactor's pauses measured below must be the pipeline's, not the
+        # spider's (the pipeline parses the page itself, on its worker thread).
+        page = response.text
+        yield {"url": response.url, "title": page[page.index("<title>") + 7:page.index("</title>")], "body": page}
 
 
 class EntryRecorder:
@@ -145,6 +154,9 @@ async def test_downloads_flow_while_items_are_fingerprinted(tmp_path, server):
         any(entered[url] < t < left[url] for url in entered if url in left) for t in received
     )
     assert overlapping >= 1, "no response was received while an item was being fingerprinted"
-    # The reactor never paused for as long as one fingerprint takes.
-    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    # While items were in the pipeline, the reactor never paused for half as long as one fingerprint
+    # takes (the crawler's own start-up, before any item exists, is not what is measured here).
+    first_in, last_out = min(entered.values()), max(left.values())
+    gaps = [b - a for a, b in itertools.pairwise(ticks) if b > first_in and a < last_out]
+    assert gaps
     assert max(gaps) < 0.5 * one_fingerprint, (max(gaps), one_fingerprint)
