@@ -207,8 +207,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
                        help="drop page boilerplate from HTML bodies before fingerprinting")
         g.add_argument("--title-numbers", type=_non_negative_int, default=d["title_numbers"], metavar="PCT",
                        help="a title match counts only if the bodies' numbers overlap this much (0: off)")
-        g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="N",
-                       help="opt-in sentence tier: N of the 3 longest sentences shared → duplicate (0: off)")
+        g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="PCT",
+                       help="opt-in sentence tier: more than PCT %% of an earlier story's sampled sentences "
+                            "here → duplicate (50 recommended; 0: off)")
 
     def json_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print JSON instead of text")

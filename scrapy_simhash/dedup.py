@@ -6,10 +6,13 @@ coefficient of the number sets ≥ 70 %, or both without numbers): wire services
 for every new market report ("U.K. MONEY MARKET GIVEN ... HELP"), and a same-headline report
 with other figures is news. ``title_numbers=0`` turns the guard off.
 
-Opt-in (``sentences_shared=2``): a third, exact tier after the body tier: an earlier item sharing
-2 of the 3 longest sentences (and agreeing numbers) is a duplicate too (``tier="sentence"``, with
-the body tier's action). It catches edited reposts whose body fingerprint drifted past the body
-threshold. Entries carry sentence hashes only when added with the tier on: enable it on a new index.
+Opt-in (``sentences_shared=50``): a third tier after the body tier, on exact sentences. Every
+entry keeps a sample of its sentences (the 16 with the smallest hashes); an earlier item is a
+duplicate too (``tier="sentence"``, with the body tier's action) when more than 50 % of its sample
+(at least 2) is in this item's text, or one of them is and the two body fingerprints are within 8
+bits, and the numbers agree (a side without numbers agreeing). It catches edited reposts whose
+body fingerprint drifted past the body threshold. Entries carry sentence hashes only when added
+with the tier on: enable it on a new index.
 
 The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
 benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index
@@ -108,8 +111,8 @@ class Deduplicator:
         title_numbers: int = DEFAULT_TITLE_NUMBERS,
         sentences_shared: int = DEFAULT_SENTENCES_SHARED,
     ) -> None:
-        if not isinstance(sentences_shared, int) or not 0 <= sentences_shared <= 3:
-            raise ValueError(f"sentences_shared must be between 0 (off) and 3, not {sentences_shared!r}")
+        if not isinstance(sentences_shared, int) or not 0 <= sentences_shared <= 99:
+            raise ValueError(f"sentences_shared must be a percentage between 0 (off) and 99, not {sentences_shared!r}")
         if not isinstance(title_numbers, int) or not 0 <= title_numbers <= 100:
             raise ValueError(f"title_numbers must be a percentage between 0 and 100, not {title_numbers!r}")
         for name, action in (("title_action", title_action), ("body_action", body_action)):

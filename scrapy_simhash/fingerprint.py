@@ -25,7 +25,7 @@ from hashlib import blake2b
 from typing import Any
 
 from .features import DEFAULT_TOP_K, FeatureExtractor
-from .index.base import NUMBERS_MAX
+from .index.base import NUMBERS_MAX, SENTENCES_CHECKED
 from .normalize import main_text, normalize_body, normalize_text, normalize_title
 from .simhash import SUPPORTED_BITS, simhash
 
@@ -42,26 +42,25 @@ _DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?
 #: sentence only before a space or the end, so decimals stay whole.
 _SENTENCE_END = re.compile(r"[。!?;\n]+|\.(?=\s|$)")
 _SPACE = re.compile(r"\s+")
-SENTENCES_KEPT = 3
 #: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story.
 MIN_SENTENCE_CHARS = 20
 
 
 def sentence_signature(text: str) -> tuple[str, ...]:
-    """Hashes of the :data:`SENTENCES_KEPT` longest distinct sentences of a normalized text.
+    """Hashes of the distinct sentences of a normalized text, smallest first, at most
+    :data:`~.index.base.SENTENCES_CHECKED`.
 
     A sentence is lower-cased with all whitespace removed and must have at least
-    :data:`MIN_SENTENCE_CHARS` characters; the longest win (equal lengths: the smaller text, so the
-    choice is deterministic). Each is hashed to 64 bits (BLAKE2b) and written as 16 lowercase hex
-    digits; the tuple is sorted. Fewer than 2 such sentences → ``()`` (no signature). The
-    longest sentences survive templates, ads, source lines and truncation, and a few edited
-    sentences rarely hit two of the three.
+    :data:`MIN_SENTENCE_CHARS` characters; each is hashed to 64 bits (BLAKE2b) and written as 16
+    lowercase hex digits. Fewer than 2 such sentences → ``()`` (no signature). An item is checked
+    with all of these; the index keeps only the :data:`~.index.base.SENTENCES_STORED` smallest, a
+    sample of the story's sentences chosen by hash, so the sample of an original and the text of
+    its repost agree on which sentences count, however the repost was cut, padded or reordered.
     """
     found = {_SPACE.sub("", part).lower() for part in _SENTENCE_END.split(text)}
-    long_ones = sorted((x for x in found if len(x) >= MIN_SENTENCE_CHARS), key=lambda x: (-len(x), x))
-    if len(long_ones) < 2:
-        return ()
-    return tuple(sorted(blake2b(x.encode("utf-8"), digest_size=8).hexdigest() for x in long_ones[:SENTENCES_KEPT]))
+    hashes = sorted(blake2b(x.encode("utf-8"), digest_size=8).hexdigest()
+                    for x in found if len(x) >= MIN_SENTENCE_CHARS)
+    return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
 
 
 def number_signature(text: str) -> str:

@@ -863,25 +863,53 @@ def test_sentence_tier_after_title_and_body(index: Any) -> None:
         kw = {**far, "title_fp": random.Random(str(kw)).getrandbits(64), **kw}
         return index.check_and_add(Query(title_k=2, body_k=3, sentences=sentences, sentences_shared=shared, **kw))
 
-    # two shared hashes: the earliest holder of at least two, distance = hashes it lacks
-    m = ask((H[0], H[1], H[4]), 2, url="c", seen_at=30.0).match
+    # more than half of a's three stored hashes: the earliest such holder, distance = its stored
+    # hashes the query lacks
+    m = ask((H[0], H[1], H[4]), 50, url="c", seen_at=30.0).match
     assert m is not None and (m.tier, m.distance, m.entry.id) == ("sentence", 1, a)
-    # a repeated hash counts once; three needed: only b holds H0, H1 and H3
-    m = ask((H[3], H[0], H[1], H[1]), 3, seen_at=31.0).match
+    # a repeated hash counts once; more than 67 % needed: all three of b's
+    m = ask((H[3], H[0], H[1], H[1]), 67, seen_at=31.0).match
     assert m is not None and (m.tier, m.distance, m.entry.id) == ("sentence", 0, b)
     # expired holders do not count; the tier is off unless asked; the title tier still comes first
-    assert ask((H[0], H[1], H[2]), 2, not_before=25.0, seen_at=32.0).match is None  # added as new
+    assert ask((H[0], H[1], H[2]), 50, not_before=25.0, seen_at=32.0).match is None  # added as new
     assert ask((H[0], H[1], H[2]), 0, seen_at=33.0).match is None
     m = index.check_and_add(q(ta ^ 1, None, sentences=(H[0], H[1]), sentences_shared=1, seen_at=34.0)).match
     assert m is not None and (m.tier, m.entry.id) == ("title", a)
     # numbers must agree when the guard is on: a disagrees, so b (later) answers
-    m = ask((H[0], H[1]), 2, numbers="0000000f", title_numbers=50, url="d", seen_at=35.0,
+    m = ask((H[0], H[1]), 50, numbers="0000000f", title_numbers=50, url="d", seen_at=35.0,
             statuses={"title": "duplicate", "body": "duplicate", "sentence": "flagged"}).match
     assert m is not None and (m.tier, m.entry.id) == ("sentence", b)
     d = index.explain("d")
-    assert d is not None and (d.status, d.tier, d.distance, d.original.id) == ("flagged", "sentence", 0, b)
+    assert d is not None and (d.status, d.tier, d.distance, d.original.id) == ("flagged", "sentence", 1, b)
     # the hashes go with their entries
     assert index.forget(b) == 1 and index.purge(15.0) == 1  # b, then a
-    assert ask((H[0], H[1], H[3]), 3, seen_at=36.0).match is None  # nobody holds all three any more
-    m = ask((H[0], H[1], H[3]), 2, seen_at=37.0).match  # the entries added at 32 and 33 hold two
+    assert ask((H[0], H[1], H[3]), 67, seen_at=36.0).match is None  # nobody holds all three any more
+    m = ask((H[0], H[1], H[3]), 50, seen_at=37.0).match  # the entries added at 32 and 33 hold two
     assert m is not None and (m.tier, m.distance, m.entry.first_seen) == ("sentence", 1, 32.0)
+
+
+def test_an_entry_keeps_its_smallest_sentence_hashes_only(index: Any) -> None:
+    many = tuple(f"{n:016x}" for n in range(100, 124))  # 24 hashes: the 16 smallest are kept
+    assert index_base.SENTENCES_STORED == 16
+    rng = random.Random(9)
+    index.check_and_add(q(rng.getrandbits(64), None, url="a", sentences=tuple(reversed(many)), seen_at=1.0))
+
+    def probe(sentences: tuple[str, ...]) -> Any:  # what matches; a probe added as new is forgotten again
+        out = index.check_and_add(q(rng.getrandbits(64), None, sentences=sentences, sentences_shared=20))
+        if out.match is None:
+            index.forget(out.entry_id)
+        return out.match
+
+    assert probe(many[16:]) is None  # the hashes beyond the 16 smallest were not stored
+    assert probe(many[16:] + many[:3]) is None  # 3 of the 16 stored (19 %)
+    m = probe(many[:4] + many[18:])
+    assert m is not None and (m.tier, m.distance, m.entry.url) == ("sentence", 12, "a")  # 16 stored, 4 found
+
+
+def test_one_stored_sentence_with_a_close_body_is_a_sentence_match(index: Any) -> None:
+    body = 0x0123_4567_89AB_CDEF
+    index.check_and_add(q(None, body, url="a", sentences=(H[0], H[1], H[2]), seen_at=1.0))
+    nine = flip(body, range(20, 29))
+    assert index.check_and_add(q(None, nine, sentences=(H[0], H[5]), sentences_shared=50, seen_at=2.0)).match is None
+    m = index.check_and_add(q(None, flip(body, range(8)), sentences=(H[0], H[5]), sentences_shared=50)).match
+    assert m is not None and (m.tier, m.distance, m.entry.url) == ("sentence", 2, "a")

@@ -22,15 +22,37 @@ FEATURES_VERSION = "2"
 
 #: At most this many number hashes make an entry's number signature (the smallest ones).
 NUMBERS_MAX = 16
+#: An item is checked with up to this many of its sentence hashes (the smallest) ...
+SENTENCES_CHECKED = 64
+#: ... and its entry keeps the smallest this many: a sample of its sentences chosen by hash.
+SENTENCES_STORED = 16
+#: The sentence tier also takes one shared sentence as enough when the bodies are this close.
+SENTENCE_BODY_DISTANCE = 8
 
 
-def numbers_agree(a: str | None, b: str | None, min_percent: int) -> bool:
-    """Do two number signatures agree (the title tier's guard against templated headlines)?
+def sentences_match(shared: int, stored: int, percent: int, body_distance: int | None) -> bool:
+    """The opt-in sentence tier's rule for one earlier entry (the Redis script does the same).
+
+    ``shared`` of the entry's ``stored`` sampled sentence hashes are in the item's text. More than
+    ``percent`` % of them, and at least 2, make a match; so does a single one when the two body
+    fingerprints are within :data:`SENTENCE_BODY_DISTANCE` bits (``body_distance``, None when
+    either body has none): a short story keeps too few sentences for a share to mean much, and a
+    sentence shared *and* a close body are two independent signs of one story.
+    """
+    if shared >= 2 and 100 * shared > percent * stored:
+        return True
+    return shared >= 1 and body_distance is not None and body_distance <= SENTENCE_BODY_DISTANCE
+
+
+def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: bool = False) -> bool:
+    """Do two number signatures agree (the guard against templated reports with other figures)?
 
     A signature is ``""`` (no numbers) or up to :data:`NUMBERS_MAX` distinct 8-hex-digit hashes,
     sorted ascending and separated by single spaces (see ``fingerprint.number_signature``).
     ``min_percent`` ≤ 0 disables the check; ``None`` (an entry stored without a signature) always
-    agrees. Both empty agree; one empty does not. Otherwise both are cut to the hashes ≤ the
+    agrees. Both empty agree; one empty agrees only with ``empty_agrees`` (the sentence tier: its
+    shared sentences already carry their figures; a repost that adds a box of linked headlines
+    with years, or loses the one paragraph with figures, still agrees). Otherwise both are cut to the hashes ≤ the
     smaller of the two maxima of full (``NUMBERS_MAX``-long, so possibly truncated) signatures —
     the range both bottom-k samples cover — and they agree when ``100 × shared ≥ min_percent ×
     min(len)`` (overlap coefficient). Integers and string comparisons only, so a Lua script can
@@ -40,7 +62,7 @@ def numbers_agree(a: str | None, b: str | None, min_percent: int) -> bool:
         return True
     xs, ys = a.split(), b.split()
     if not xs or not ys:
-        return not xs and not ys
+        return empty_agrees or (not xs and not ys)
     top = "g"  # above every hex string
     if len(xs) >= NUMBERS_MAX:
         top = min(top, xs[-1])
@@ -149,12 +171,14 @@ class Query:
     ``numbers_agree(query.numbers, entry.numbers, title_numbers)``: the nearest *agreeing* entry
     within ``title_k`` is the match, and when none agrees the body tier decides. A recurring
     headline ("USDA COMMENTS ON EXPORT SALES REPORT") over a report with other figures is news.
-    ``sentences``: the item's sentence signature (up to 3 distinct 16-hex-digit hashes), stored
-    with the entry when it is added (in a lookup table ``hash → entry ids``).
-    ``sentences_shared``: when > 0, an opt-in third tier after title and body: the earliest
-    non-expired entry holding at least this many of the query's sentence hashes, whose numbers
-    also agree (``title_numbers`` rule, when > 0), is a match with ``tier="sentence"`` and
-    ``distance`` = number of the query's sentence hashes it does not hold.
+    ``sentences``: the item's sentence signature (up to :data:`SENTENCES_CHECKED` distinct
+    16-hex-digit hashes); the :data:`SENTENCES_STORED` smallest are stored with the entry when it
+    is added (in a lookup table ``hash → entry ids``).
+    ``sentences_shared``: a percentage; when > 0, an opt-in third tier after title and body: the
+    earliest non-expired entry that :func:`sentences_match` (its stored sentence hashes among the
+    query's, the body distance) and whose numbers agree (``title_numbers`` rule when > 0, a side
+    without numbers agreeing) is a match with ``tier="sentence"`` and ``distance`` = number of its
+    stored sentence hashes the query lacks.
     """
 
     title_fp: int | None

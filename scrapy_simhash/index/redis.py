@@ -93,6 +93,8 @@ from ..__version__ import __version__
 from ..simhash import SUPPORTED_BITS, band_layout, split_bands
 from .base import (
     NUMBERS_MAX,
+    SENTENCE_BODY_DISTANCE,
+    SENTENCES_STORED,
     Decision,
     Entry,
     IndexError_,
@@ -148,11 +150,11 @@ local function split(text)
   return words
 end
 
-local function numbers_agree(a, b, pct, nmax)
+local function numbers_agree(a, b, pct, nmax, empty_agrees)
   -- base.numbers_agree, word for word: overlap of two bottom-k number signatures (hex strings)
   if pct <= 0 or not a or not b then return true end
   local xs, ys = split(a), split(b)
-  if #xs == 0 or #ys == 0 then return #xs == 0 and #ys == 0 end
+  if #xs == 0 or #ys == 0 then return empty_agrees or (#xs == 0 and #ys == 0) end
   local top = 'g'
   if #xs >= nmax and xs[#xs] < top then top = xs[#xs] end
   if #ys >= nmax and ys[#ys] < top then top = ys[#ys] end
@@ -208,9 +210,10 @@ local function nearest(tc, fp, k, nb, limit, first, n, accept)
   return out
 end
 
-local function sentence_match(first, n, need, nb, numbers, pct, nmax)
-  -- the opt-in sentence tier: earliest non-expired entry holding >= need of the query's distinct
-  -- sentence hashes (ARGV[first..first+n-1]) whose numbers agree: {{hashes it lacks, id}} or {}
+local function sentence_match(first, n, percent, nb, numbers, pct, nmax, bfp, maxbd)
+  -- the opt-in sentence tier: earliest non-expired entry holding some of the query's sentence
+  -- hashes (ARGV[first..first+n-1]) that matches as base.sentences_match says and whose numbers
+  -- agree (a side without numbers agreeing): {{stored hashes the query lacks, id}} or {}
   local count, score, cands = {}, {}, {}
   for i = first, first + n - 1 do
     local rows = redis.call('ZRANGEBYSCORE', B .. 'sh:' .. ARGV[i], nb, '+inf', 'WITHSCORES')
@@ -219,13 +222,17 @@ local function sentence_match(first, n, need, nb, numbers, pct, nmax)
       score[rows[j]] = tonumber(rows[j + 1])
     end
   end
-  for m, c in pairs(count) do if c >= need then cands[#cands + 1] = {score[m], m, c} end end
+  for m, c in pairs(count) do cands[#cands + 1] = {score[m], m, c} end
   table.sort(cands, function(x, y)
     if x[1] ~= y[1] then return x[1] < y[1] end
     return x[2] < y[2]
   end)
   for _, c in ipairs(cands) do
-    if numbers_agree(numbers, redis.call('HGET', B .. 'e:' .. c[2], 'm'), pct, nmax) then return {{n - c[3], c[2]}} end
+    local f = redis.call('HMGET', B .. 'e:' .. c[2], 'm', 'x', 'b')
+    local stored, shared = #split(f[2] or ''), c[3]
+    local ok = shared >= 2 and 100 * shared > percent * stored
+    if not ok and bfp ~= '' and f[3] then ok = dist(bfp, f[3], maxbd) <= maxbd end
+    if ok and numbers_agree(numbers, f[1], pct, nmax, true) then return {{stored - shared, c[2]}} end
   end
   return {}
 end
@@ -286,10 +293,11 @@ if op == 'check' then
   -- 3 token, 4 title fp, 5 body fp, 6 title k, 7 body k, 8 not_before, 9 seen_at, 10/11 url flag/url,
   -- 12/13 title flag/title, 14/15 title/body status, 16/17 number of title/body band keys,
   -- 18/19 numbers flag/number signature, 20 title_numbers, 21 NUMBERS_MAX, 22 sentences_shared,
-  -- 23 sentence status, 24 number of (distinct) sentence hashes, 25… band keys, sentence hashes, TTL
+  -- 23 sentence status, 24 number of (distinct, sorted) sentence hashes, 25 how many of them to store,
+  -- 26… band keys, sentence hashes, TTL of request tokens, sentence tier body distance
   local token, tfp, bfp = ARGV[3], ARGV[4], ARGV[5]
-  local nt, nbk, nsh = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[24])
-  local sfirst = 25 + nt + nbk
+  local nt, nbk, nsh, nstore = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[24]), tonumber(ARGV[25])
+  local sfirst = 26 + nt + nbk
   local numbers = ARGV[18] == '1' and ARGV[19] or nil
   local pct, nmax = tonumber(ARGV[20]), tonumber(ARGV[21])
   local accept = nil
@@ -303,14 +311,15 @@ if op == 'check' then
     if prev then return {'added', tonumber(prev)} end
   end
   local found, tier = {}, 't'
-  if tfp ~= '' then found = nearest('t', tfp, tonumber(ARGV[6]), ARGV[8], 1, 25, nt, accept) end
+  if tfp ~= '' then found = nearest('t', tfp, tonumber(ARGV[6]), ARGV[8], 1, 26, nt, accept) end
   if #found == 0 and bfp ~= '' then
     tier = 'b'
-    found = nearest('b', bfp, tonumber(ARGV[7]), ARGV[8], 1, 25 + nt, nbk, nil)
+    found = nearest('b', bfp, tonumber(ARGV[7]), ARGV[8], 1, 26 + nt, nbk, nil)
   end
   if #found == 0 and tonumber(ARGV[22]) > 0 and nsh > 0 then
     tier = 's'
-    found = sentence_match(sfirst, nsh, tonumber(ARGV[22]), ARGV[8], numbers, pct, nmax)
+    found = sentence_match(sfirst, nsh, tonumber(ARGV[22]), ARGV[8], numbers, pct, nmax, bfp,
+                           tonumber(ARGV[sfirst + nsh + 1]))
   end
   local has_url, has_title = ARGV[10] == '1', ARGV[12] == '1'
   if #found > 0 then
@@ -327,8 +336,8 @@ if op == 'check' then
     end
     return {'match', tier, d, member, redis.call('HGETALL', B .. 'e:' .. member)}
   end
-  local id = insert(tfp, bfp, ARGV[11], has_url, ARGV[13], has_title, ARGV[9], 25, nt, 25 + nt, nbk, numbers,
-                    sfirst, nsh)
+  local id = insert(tfp, bfp, ARGV[11], has_url, ARGV[13], has_title, ARGV[9], 26, nt, 26 + nt, nbk, numbers,
+                    sfirst, nstore)
   if token ~= '' then redis.call('SET', B .. 'r:' .. token, id, 'EX', tonumber(ARGV[sfirst + nsh])) end
   return {'added', id}
 elseif op == 'lookup' then
@@ -781,7 +790,7 @@ class RedisIndex(QueryChecks):
         seen = query.seen_at or time.time()
         title = None if query.title is None else query.title[:TITLE_CHARS]
         numbers = query.numbers
-        sentences = list(dict.fromkeys(query.sentences))
+        sentences = sorted(set(query.sentences))
         fp_args = self._fp_args(tfp, bfp)
         reply = self._script(
             "check-and-add",
@@ -795,8 +804,8 @@ class RedisIndex(QueryChecks):
             *fp_args[:2],
             "0" if numbers is None else "1", numbers or "", int(query.title_numbers),
             NUMBERS_MAX, int(query.sentences_shared),
-            query.statuses.get("sentence", "duplicate"), len(sentences),
-            *fp_args[2:], *sentences, TOKEN_TTL,
+            query.statuses.get("sentence", "duplicate"), len(sentences), min(len(sentences), SENTENCES_STORED),
+            *fp_args[2:], *sentences, TOKEN_TTL, SENTENCE_BODY_DISTANCE,
         )
         if reply[0] == "added":
             return Outcome(match=None, entry_id=int(reply[1]))

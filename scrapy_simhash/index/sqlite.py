@@ -31,8 +31,9 @@ What is stored where, and why
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
 ``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
-    The opt-in sentence tier's lookup table: one row per sentence hash of an entry added with a
-    sentence signature (three longest sentences, 16 hex digits each). Rows go with their entry.
+    The opt-in sentence tier's lookup table: one row per stored sentence hash of an entry added
+    with a sentence signature (its 16 smallest sentence hashes, 16 hex digits each). Rows go with
+    their entry.
 ``decision``
     The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
     original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
@@ -80,8 +81,9 @@ from typing import Any
 from sqlitedict import SqliteDict
 
 from ..__version__ import __version__
-from ..simhash import SUPPORTED_BITS, band_layout, from_signed64, to_signed64
+from ..simhash import SUPPORTED_BITS, band_layout, from_signed64, hamming_distance, to_signed64
 from .base import (
+    SENTENCES_STORED,
     TIERS,
     Decision,
     Entry,
@@ -96,6 +98,7 @@ from .base import (
     QueryChecks,
     Tier,
     numbers_agree,
+    sentences_match,
 )
 
 FORMAT = "scrapy-simhash-index"
@@ -660,18 +663,25 @@ class SqliteIndex(QueryChecks):
         return matches
 
     def _sentence_match(self, conn: sqlite3.Connection, query: Query, not_before: float) -> list[Match]:
-        """The opt-in sentence tier: the earliest non-expired entry holding at least
-        ``query.sentences_shared`` of the query's sentence hashes (numbers agreeing), or nothing."""
+        """The opt-in sentence tier: the earliest non-expired entry holding some of the query's
+        sentence hashes that :func:`sentences_match` and whose numbers agree, or nothing."""
         hashes = sorted(set(query.sentences))
         rows = conn.execute(
-            f"SELECT {_ENTRY_COLS_E}, count(*) AS shared FROM sentence s JOIN entry e ON e.id = s.entry"
+            f"SELECT {_ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
+            f" FROM sentence s JOIN entry e ON e.id = s.entry"
             f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
-            " GROUP BY e.id HAVING shared >= ? ORDER BY e.first_seen, e.id",
-            (self._ns_id, *hashes, not_before, query.sentences_shared),
+            " GROUP BY e.id ORDER BY e.first_seen, e.id",
+            (self._ns_id, *hashes, not_before),
         ).fetchall()
-        for *row, shared in rows:
-            if numbers_agree(query.numbers, row[6], query.title_numbers):
-                return [Match("sentence", len(hashes) - shared, self._entry(tuple(row)))]
+        for *row, shared, stored in rows:
+            entry = self._entry(tuple(row))
+            distance = None
+            if query.body_fp is not None and entry.body_fp is not None:
+                distance = hamming_distance(query.body_fp, entry.body_fp)
+            if sentences_match(shared, stored, query.sentences_shared, distance) and numbers_agree(
+                query.numbers, entry.numbers, query.title_numbers, empty_agrees=True
+            ):
+                return [Match("sentence", stored - shared, entry)]
         return []
 
     def _band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
@@ -760,7 +770,7 @@ class SqliteIndex(QueryChecks):
         if query.sentences:
             conn.executemany(
                 "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
-                [(self._ns_id, h, entry_id) for h in set(query.sentences)],
+                [(self._ns_id, h, entry_id) for h in sorted(set(query.sentences))[:SENTENCES_STORED]],
             )
         return Outcome(match=None, entry_id=entry_id)
 
