@@ -202,12 +202,17 @@ class Deduplicator:
         return self.decide_many([(fps, url)], seen_at=seen_at)[0]
 
     def decide_many(
-        self, items: Sequence[tuple[Fingerprints, str | None]], seen_at: float | None = None
+        self,
+        items: Sequence[tuple[Fingerprints, str | None]],
+        seen_at: float | None = None,
+        request_ids: Sequence[str] | None = None,
     ) -> list[Verdict]:
         """:meth:`decide` for each ``(fingerprints, url)`` in order, with one index call for the lot.
 
         A later item is checked against the earlier ones. On SQLite the batch is one transaction (one
-        fsync); every verdict is durable when this returns.
+        fsync); every verdict is durable when this returns. ``request_ids`` (one per item, kept
+        across retries of the batch) make a retry idempotent where a batch can be applied in part
+        (Redis).
         """
         now = time.time() if seen_at is None else seen_at
         not_before = None if self.ttl_days is None else now - self.ttl_days * 86400
@@ -228,8 +233,9 @@ class Deduplicator:
                 title_numbers=self.title_numbers,
                 sentences=fps.sentences if self.sentences_shared else (),
                 sentences_shared=self.sentences_shared,
+                request_id=None if request_ids is None else request_ids[n],
             )
-            for fps, url in items
+            for n, (fps, url) in enumerate(items)
             if fps.usable
         ]
         outcomes = iter(self.index.check_and_add_many(queries) if queries else ())

@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -160,7 +161,7 @@ class SimhashPipeline:
         self.stats = crawler.stats
         self.dedup: Deduplicator | None = None
         self._fingerprint_pool: ThreadPoolExecutor | None = None
-        self._index: Batcher[tuple[Any, str | None], Verdict] | None = None
+        self._index: Batcher[tuple[Any, str | None, str], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
 
@@ -273,7 +274,7 @@ class SimhashPipeline:
             return item
         try:
             assert self._index is not None, "the pipeline is not open"
-            verdict: Verdict = await _wait(self._index.submit((fps, url)))
+            verdict: Verdict = await _wait(self._index.submit((fps, url, os.urandom(12).hex())))
         except (IndexError_, sqlite3.Error) as exc:
             return self._index_failed(item, exc)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -293,14 +294,17 @@ class SimhashPipeline:
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level)
 
-    def _decide_with_retries(self, batch: list[tuple[Any, str | None]]) -> list[Verdict]:
+    def _decide_with_retries(self, batch: list[tuple[Any, str | None, str]]) -> list[Verdict]:
         """The check-and-add of the items queued meanwhile (one transaction), retried on index errors
-        with a doubling delay (runs on the index thread)."""
+        with a doubling delay (runs on the index thread). Each item keeps its request id across the
+        retries: on Redis, an item added before the error gets its entry back, not itself as a duplicate."""
         assert self.dedup is not None
+        items = [(fps, url) for fps, url, _ in batch]
+        request_ids = [request_id for *_, request_id in batch]
         delay = self.index_retry_delay
         for attempt in range(self.index_retries + 1):
             try:
-                return self.dedup.decide_many(batch)
+                return self.dedup.decide_many(items, request_ids=request_ids)
             except (IndexError_, sqlite3.Error) as exc:
                 if attempt == self.index_retries:
                     raise

@@ -25,6 +25,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -455,6 +456,21 @@ def test_a_retried_call_does_not_find_itself(url: str) -> None:
         assert first.match is None and again == first and ix.count() == 1
         other = ix._check(q(21, 22, url="a2"), "token-2")
         assert other.match is not None and other.match.entry.id == first.entry_id
+
+
+def test_a_batch_applied_in_part_and_retried_with_its_request_ids_keeps_its_verdicts(url: str) -> None:
+    """The server applied the first two queries of a batch, then the connection broke: the retry of
+    the whole batch (same request ids) gives the two their own entries back, as new."""
+    rng = random.Random(4)
+    batch = [replace(q(rng.getrandbits(64), rng.getrandbits(64), url=f"b{n}"), request_id=f"req-{n}") for n in range(3)]
+    with open_index(url) as ix:
+        applied = ix.check_and_add_many(batch[:2])
+        retried = ix.check_and_add_many(batch)
+        assert [o.match for o in retried] == [None, None, None]
+        assert [o.entry_id for o in retried[:2]] == [o.entry_id for o in applied]
+        assert ix.count() == 3
+        fresh = ix.check_and_add_many([replace(batch[0], request_id="another")])
+        assert fresh[0].match is not None and fresh[0].match.entry.id == applied[0].entry_id
 
 
 def test_killed_connections_are_reconnected(url: str) -> None:

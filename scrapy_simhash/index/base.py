@@ -179,6 +179,9 @@ class Query:
     query's, the body distance) and whose numbers agree (``title_numbers`` rule when > 0, a side
     without numbers agreeing) is a match with ``tier="sentence"`` and ``distance`` = number of its
     stored sentence hashes the query lacks.
+    ``request_id``: the same id on a retry of the same item makes the retry idempotent where a
+    batch can be applied in part (Redis: one script per query): an item that was added gets its
+    entry back instead of finding itself as its own duplicate. Random when None.
     """
 
     title_fp: int | None
@@ -194,6 +197,7 @@ class Query:
     title_numbers: int = 0
     sentences: tuple[str, ...] = ()
     sentences_shared: int = 0
+    request_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,10 @@ A check-and-add is one ``EVALSHA`` of the Lua script :data:`SCRIPT` (loaded once
 with ``SCRIPT LOAD``, reloaded on ``NOSCRIPT``, e.g. after a server restart or ``SCRIPT FLUSH``).
 Redis runs a script alone, so the title tier, the body tier and the insert are one atomic step: N
 crawler processes on N machines carrying one story admit exactly one copy, and no lock is ever held
-across the network. Each call carries a random request token; an *added* outcome is remembered
-under it for two minutes, so a call retried after a lost reply returns the same entry instead of
-finding itself as its own duplicate.
+across the network. Each call carries a request token (the query's ``request_id``, which the
+pipeline keeps per item across its retries, else a random one); an *added* outcome is remembered
+under it for two minutes, so a call retried after a lost reply, or a batch retried after it was
+applied in part, returns the same entry instead of finding itself as its own duplicate.
 
 Keys (plain strings and integers only, never pickle)
 ----------------------------------------------------
@@ -777,13 +778,14 @@ class RedisIndex(QueryChecks):
     def check_and_add(self, query: Query) -> Outcome:
         """Title tier, else body tier, else add: one ``EVALSHA`` (one round trip), atomic on the server."""
         self._check_query(query)
-        return self._check(query, os.urandom(12).hex())
+        return self._check(query, query.request_id or os.urandom(12).hex())
 
     def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
-        """One ``EVALSHA`` per query, in order: each is atomic, the batch is not one transaction."""
+        """One ``EVALSHA`` per query, in order: each is atomic, the batch is not one transaction (a
+        retry with the same ``request_id``s returns what the applied part added)."""
         for query in queries:
             self._check_query(query)
-        return [self._check(query, os.urandom(12).hex()) for query in queries]
+        return [self._check(query, query.request_id or os.urandom(12).hex()) for query in queries]
 
     def _check(self, query: Query, token: str) -> Outcome:
         tfp, bfp = query.title_fp, query.body_fp
