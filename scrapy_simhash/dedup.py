@@ -10,9 +10,10 @@ Opt-in (``sentences_shared=50``): a third tier after the body tier, on exact sen
 entry keeps a sample of its sentences (the 16 with the smallest hashes); an earlier item is a
 duplicate too (``tier="sentence"``, with the body tier's action) when more than 50 % of its sample
 (at least 2) is in this item's text, or one of them is and the two body fingerprints are within 8
-bits, and the numbers agree (a side without numbers agreeing). It catches edited reposts whose
-body fingerprint drifted past the body threshold. Entries carry sentence hashes only when added
-with the tier on: enable it on a new index.
+bits, and the numbers agree (a side without numbers agreeing); a sentence that 32 stored stories
+hold is boilerplate and counts no more. It catches edited reposts whose body fingerprint drifted
+past the body threshold. Entries carry sentence hashes only when added with the tier on: enable it
+on a new index.
 
 The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
 benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index

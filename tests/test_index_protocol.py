@@ -913,3 +913,30 @@ def test_one_stored_sentence_with_a_close_body_is_a_sentence_match(index: Any) -
     assert index.check_and_add(q(None, nine, sentences=(H[0], H[5]), sentences_shared=50, seen_at=2.0)).match is None
     m = index.check_and_add(q(None, flip(body, range(8)), sentences=(H[0], H[5]), sentences_shared=50)).match
     assert m is not None and (m.tier, m.distance, m.entry.url) == ("sentence", 2, "a")
+
+
+def test_a_sentence_many_stories_hold_is_boilerplate(index: Any) -> None:
+    cap = index_base.SENTENCE_MAX_HOLDERS
+    chrome = ("c" * 16, "d" * 16)  # two "sentences" every page of a site carries
+    rng = random.Random(12)
+
+    def own(n: int) -> tuple[str, str]:
+        return f"{2 * n:016x}", f"{2 * n + 1:016x}"
+
+    def story(n: int) -> Any:  # stored with the tier off: nothing matches it
+        return index.check_and_add(q(rng.getrandbits(64), rng.getrandbits(64), url=f"s{n}",
+                                     sentences=(*chrome, *own(n))))
+
+    def ask(*sentences: str) -> Any:
+        return index.check_and_add(q(rng.getrandbits(64), None, sentences=sentences, sentences_shared=40)).match
+
+    for n in range(cap - 1):
+        assert story(n).match is None
+    # cap - 1 holders: the two chrome sentences are 2 of the 4 stored of s0 (50 % > 40 %), a match
+    m = ask(*chrome, "e" * 16)
+    assert m is not None and (m.tier, m.entry.url) == ("sentence", "s0")
+    assert story(cap).match is None  # the cap-th holder
+    # now they are boilerplate and ignored: the stories' own sentences decide
+    assert ask(*chrome, "f" * 16) is None
+    m = ask(*chrome, *own(5), "9" * 16)
+    assert m is not None and (m.entry.url, m.distance) == ("s5", 2)  # 2 of 4 stored counted

@@ -28,6 +28,9 @@ SENTENCES_CHECKED = 64
 SENTENCES_STORED = 16
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close.
 SENTENCE_BODY_DISTANCE = 8
+#: A sentence stored by this many entries is boilerplate (site chrome, a disclaimer, a byline):
+#: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls.
+SENTENCE_MAX_HOLDERS = 32
 
 
 def sentences_match(shared: int, stored: int, percent: int, body_distance: int | None) -> bool:
@@ -176,7 +179,8 @@ class Query:
     is added (in a lookup table ``hash → entry ids``).
     ``sentences_shared``: a percentage; when > 0, an opt-in third tier after title and body: the
     earliest non-expired entry that :func:`sentences_match` (its stored sentence hashes among the
-    query's, the body distance) and whose numbers agree (``title_numbers`` rule when > 0, a side
+    query's, not counting hashes stored by :data:`SENTENCE_MAX_HOLDERS` entries or more; the body
+    distance) and whose numbers agree (``title_numbers`` rule when > 0, a side
     without numbers agreeing) is a match with ``tier="sentence"`` and ``distance`` = number of its
     stored sentence hashes the query lacks.
     ``request_id``: the same id on a retry of the same item makes the retry idempotent where a

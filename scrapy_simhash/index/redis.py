@@ -95,6 +95,7 @@ from ..simhash import SUPPORTED_BITS, band_layout, split_bands
 from .base import (
     NUMBERS_MAX,
     SENTENCE_BODY_DISTANCE,
+    SENTENCE_MAX_HOLDERS,
     SENTENCES_STORED,
     Decision,
     Entry,
@@ -211,16 +212,20 @@ local function nearest(tc, fp, k, nb, limit, first, n, accept)
   return out
 end
 
-local function sentence_match(first, n, percent, nb, numbers, pct, nmax, bfp, maxbd)
+local function sentence_match(first, n, percent, nb, numbers, pct, nmax, bfp, maxbd, maxholders)
   -- the opt-in sentence tier: earliest non-expired entry holding some of the query's sentence
   -- hashes (ARGV[first..first+n-1]) that matches as base.sentences_match says and whose numbers
-  -- agree (a side without numbers agreeing): {{stored hashes the query lacks, id}} or {}
+  -- agree (a side without numbers agreeing): {{stored hashes the query lacks, id}} or {}; a hash
+  -- held by maxholders entries or more is boilerplate and ignored
   local count, score, cands = {}, {}, {}
   for i = first, first + n - 1 do
-    local rows = redis.call('ZRANGEBYSCORE', B .. 'sh:' .. ARGV[i], nb, '+inf', 'WITHSCORES')
-    for j = 1, #rows, 2 do
-      count[rows[j]] = (count[rows[j]] or 0) + 1
-      score[rows[j]] = tonumber(rows[j + 1])
+    local key = B .. 'sh:' .. ARGV[i]
+    if redis.call('ZCARD', key) < maxholders then
+      local rows = redis.call('ZRANGEBYSCORE', key, nb, '+inf', 'WITHSCORES')
+      for j = 1, #rows, 2 do
+        count[rows[j]] = (count[rows[j]] or 0) + 1
+        score[rows[j]] = tonumber(rows[j + 1])
+      end
     end
   end
   for m, c in pairs(count) do cands[#cands + 1] = {score[m], m, c} end
@@ -295,7 +300,7 @@ if op == 'check' then
   -- 12/13 title flag/title, 14/15 title/body status, 16/17 number of title/body band keys,
   -- 18/19 numbers flag/number signature, 20 title_numbers, 21 NUMBERS_MAX, 22 sentences_shared,
   -- 23 sentence status, 24 number of (distinct, sorted) sentence hashes, 25 how many of them to store,
-  -- 26… band keys, sentence hashes, TTL of request tokens, sentence tier body distance
+  -- 26… band keys, sentence hashes, TTL of request tokens, sentence tier body distance and max holders
   local token, tfp, bfp = ARGV[3], ARGV[4], ARGV[5]
   local nt, nbk, nsh, nstore = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[24]), tonumber(ARGV[25])
   local sfirst = 26 + nt + nbk
@@ -320,7 +325,7 @@ if op == 'check' then
   if #found == 0 and tonumber(ARGV[22]) > 0 and nsh > 0 then
     tier = 's'
     found = sentence_match(sfirst, nsh, tonumber(ARGV[22]), ARGV[8], numbers, pct, nmax, bfp,
-                           tonumber(ARGV[sfirst + nsh + 1]))
+                           tonumber(ARGV[sfirst + nsh + 1]), tonumber(ARGV[sfirst + nsh + 2]))
   end
   local has_url, has_title = ARGV[10] == '1', ARGV[12] == '1'
   if #found > 0 then
@@ -807,7 +812,7 @@ class RedisIndex(QueryChecks):
             "0" if numbers is None else "1", numbers or "", int(query.title_numbers),
             NUMBERS_MAX, int(query.sentences_shared),
             query.statuses.get("sentence", "duplicate"), len(sentences), min(len(sentences), SENTENCES_STORED),
-            *fp_args[2:], *sentences, TOKEN_TTL, SENTENCE_BODY_DISTANCE,
+            *fp_args[2:], *sentences, TOKEN_TTL, SENTENCE_BODY_DISTANCE, SENTENCE_MAX_HOLDERS,
         )
         if reply[0] == "added":
             return Outcome(match=None, entry_id=int(reply[1]))

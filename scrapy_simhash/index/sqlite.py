@@ -83,6 +83,7 @@ from sqlitedict import SqliteDict
 from ..__version__ import __version__
 from ..simhash import SUPPORTED_BITS, band_layout, from_signed64, hamming_distance, to_signed64
 from .base import (
+    SENTENCE_MAX_HOLDERS,
     SENTENCES_STORED,
     TIERS,
     Decision,
@@ -665,7 +666,13 @@ class SqliteIndex(QueryChecks):
     def _sentence_match(self, conn: sqlite3.Connection, query: Query, not_before: float) -> list[Match]:
         """The opt-in sentence tier: the earliest non-expired entry holding some of the query's
         sentence hashes that :func:`sentences_match` and whose numbers agree, or nothing."""
-        hashes = sorted(set(query.sentences))
+        hashes = [
+            h for h in sorted(set(query.sentences))
+            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
+                            (self._ns_id, h, SENTENCE_MAX_HOLDERS)).fetchone()[0] < SENTENCE_MAX_HOLDERS
+        ]  # a sentence that many stories hold is boilerplate
+        if not hashes:
+            return []
         rows = conn.execute(
             f"SELECT {_ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
             f" FROM sentence s JOIN entry e ON e.id = s.entry"
