@@ -53,13 +53,15 @@ class Batcher(Generic[T, R]):
             if not batch:
                 continue
             try:
-                results = self._handle([item for item, _ in batch])
-            except BaseException as exc:  # every caller of the batch sees why
+                results = list(self._handle([item for item, _ in batch]))
+                if len(results) != len(batch):
+                    raise RuntimeError(f"{len(results)} results for a batch of {len(batch)}")
+            except BaseException as exc:  # every caller of the batch sees why; none is left waiting
                 for _, future in batch:
                     future.set_exception(exc)
-            else:
-                for (_, future), result in zip(batch, results, strict=True):
-                    future.set_result(result)
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                future.set_result(result)
 
     def shutdown(self) -> None:
         """Finish what was submitted, then stop the worker thread."""

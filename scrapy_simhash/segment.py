@@ -4,10 +4,9 @@
 same prefix dictionary, the same maximum-probability route (ties to the longer word, as jieba's
 ``max`` over ``(log probability, end)`` does, with the same floating-point operations in the same
 order) and the same HMM for runs of unknown characters. It is faster because it builds the route in
-one pass without jieba's per-character generator and ``max`` calls, remembers ``log(freq)`` of the
-words it meets, and remembers the words of the blocks (runs of Han and Latin characters between
-punctuation) and unknown-character runs it has already cut: news text repeats them all the time
-(English words, numbers, names, bylines).
+one pass without jieba's per-character generator and ``max`` calls, and remembers the words of the
+blocks (runs of Han and Latin characters between punctuation) and unknown-character runs it has
+already cut: news text repeats them all the time (English words, numbers, names, bylines).
 
 The tokens are what fingerprints are made of, so equality with jieba is tested on real articles.
 A change to the tokenizer's dictionary after this object was built (``jieba.add_word``) clears the
@@ -35,7 +34,6 @@ class Segmenter:
         self._state: tuple[int, int, int, int] | None = None
         self._blocks: dict[str, tuple[str, ...]] = {}
         self._unknown: dict[str, tuple[str, ...]] = {}
-        self._logp: dict[str, float] = {}
         self._logtotal = 0.0
 
     def _sync(self) -> None:
@@ -45,7 +43,6 @@ class Segmenter:
         if state != self._state:
             self._blocks.clear()
             self._unknown.clear()
-            self._logp.clear()
             self._logtotal = log(t.total)
             self._state = state
 

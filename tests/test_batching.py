@@ -84,3 +84,12 @@ def test_a_cancelled_call_is_left_out_and_shutdown_finishes_the_rest() -> None:
 def test_max_batch_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         Batcher(lambda batch: batch, max_batch=0)
+
+
+def test_a_handler_that_loses_results_fails_the_batch_instead_of_hanging() -> None:
+    batcher: Batcher[int, int] = Batcher(lambda batch: batch[:-1])
+    future = batcher.submit(1)
+    with pytest.raises(RuntimeError, match="0 results for a batch of 1"):
+        future.result(5)
+    assert batcher.submit(2).exception(5) is not None  # the worker is still serving
+    batcher.shutdown()
