@@ -1,0 +1,447 @@
+"""``scrapy-simhash dedup`` and ``import``: a JSON-lines file through the engine, in order.
+
+Lines are read (plain, gzip or stdin), parsed and fingerprinted (on ``--jobs`` worker processes
+when asked), then decided in input order, :data:`DECIDE_BATCH` lines per index transaction; the
+kept lines and the decisions of a batch are written only once it is committed. Bad lines are
+reported with their number, counted and skipped. The command line's parser, the other
+subcommands and the shared helpers are in :mod:`.cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import itertools
+import json
+import multiprocessing
+import sys
+import threading
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
+
+from .cli import (
+    _GZIP_MAGIC,
+    CliError,
+    _closing,
+    _describe,
+    _fingerprinter_options,
+    _json_type,
+    _make_fingerprinter,
+    _open_dedup,
+    _open_output,
+    _pick,
+    _silence_stdout,
+)
+
+if TYPE_CHECKING:
+    from .dedup import Deduplicator, Verdict
+    from .fingerprint import Fingerprinter, Fingerprints
+
+#: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
+MAX_REPORTED_BAD_LINES = 20
+#: Lines decided in one index transaction (one fsync); their output is written after it commits.
+DECIDE_BATCH = 32
+
+
+class _Input:
+    """A JSON-lines source: a file or stdin, gzip-compressed or not (detected by its magic bytes).
+
+    ``position``/``size`` give progress for regular files (compressed bytes read / file size).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.size: int | None = None
+        self._raw: Any = None
+        try:
+            if name == "-":
+                raw: Any = sys.stdin.buffer
+            else:
+                path = Path(name)
+                if path.is_dir():
+                    raise CliError(f"cannot read {name}: is a directory")
+                raw = open(path, "rb")  # noqa: SIM115 (closed by close())
+                if path.is_file():
+                    self.size = path.stat().st_size
+            buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+            magic = buffered.peek(2)[:2]
+        except CliError:
+            raise
+        except OSError as exc:
+            raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
+        self._raw = raw
+        if magic == _GZIP_MAGIC:
+            self.stream: IO[bytes] = gzip.GzipFile(fileobj=buffered, mode="rb")
+            try:
+                self.stream.peek(1)  # a broken header fails here, before any line is read
+            except (OSError, EOFError, zlib.error) as exc:
+                raise CliError(f"cannot read {name}: not valid gzip data ({exc})") from exc
+        elif name.endswith(".gz") and magic:
+            raise CliError(f"cannot read {name}: the name ends in .gz but the data is not gzip-compressed")
+        else:
+            self.stream = buffered
+
+    @property
+    def position(self) -> int:
+        try:
+            return int(self._raw.tell()) if self.size is not None else 0
+        except (OSError, ValueError):
+            return 0
+
+    def close(self) -> None:
+        if self._raw is not None and self._raw is not sys.stdin.buffer:
+            self._raw.close()
+
+
+class LineResult(NamedTuple):
+    """What a worker made of one input line (picklable: it crosses process boundaries)."""
+
+    line: int
+    url: str | None
+    fps: Fingerprints | None  # None when the line is bad or blank
+    error: str | None  # why the line is bad
+    blank: bool
+    kept: str | None  # the item re-serialized, when kept items are written
+
+
+@dataclass
+class LineWorker:
+    """Turns one raw line into a :class:`LineResult`: decode, parse, pick fields, fingerprint."""
+
+    fingerprinter: Fingerprinter
+    title_fields: Sequence[str]
+    body_fields: Sequence[str]
+    url_fields: Sequence[str]
+    keep_json: bool
+
+    def __call__(self, numbered: tuple[int, bytes]) -> LineResult:
+        n, raw = numbered
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return LineResult(n, None, None, f"not UTF-8 ({exc.reason} at byte {exc.start})", False, None)
+        if not text.strip():
+            return LineResult(n, None, None, None, True, None)
+        try:
+            item = json.loads(text)
+        except json.JSONDecodeError as exc:
+            return LineResult(n, None, None, f"not JSON ({exc.msg} at column {exc.colno})", False, None)
+        except RecursionError:
+            return LineResult(n, None, None, "not JSON (nested too deeply)", False, None)
+        if not isinstance(item, dict):
+            return LineResult(n, None, None, f"not a JSON object but {_json_type(item)}", False, None)
+        url_name, url = _pick(item, self.url_fields)
+        if url is not None and not isinstance(url, str):
+            return LineResult(n, None, None, f"field {url_name!r} must be a string, not {_json_type(url)}",
+                              False, None)
+        title_name, title = _pick(item, self.title_fields)
+        body_name, body = _pick(item, self.body_fields)
+        if title_name is None and body_name is None:
+            wanted = ", ".join(dict.fromkeys([*self.title_fields, *self.body_fields]))
+            return LineResult(n, url, None, f"no title or body field (looked for {wanted})", False, None)
+        for name, value in ((title_name, title), (body_name, body)):
+            if value is None or isinstance(value, str):
+                continue
+            if name == body_name and isinstance(value, list) and all(isinstance(v, str) for v in value):
+                continue  # a list of paragraphs
+            expected = "a string or a list of strings" if name == body_name else "a string"
+            return LineResult(n, url, None, f"field {name!r} must be {expected}, not {_json_type(value)}",
+                              False, None)
+        try:
+            fps = self.fingerprinter.fingerprint(title, body)
+        except (TypeError, ValueError, UnicodeError, RecursionError) as exc:
+            return LineResult(n, url, None, f"cannot fingerprint ({type(exc).__name__}: {exc})", False, None)
+        kept = _json_line(item) if self.keep_json else None
+        return LineResult(n, url, fps, None, False, kept)
+
+
+def _json_line(obj: Any) -> str:
+    """One JSON line, readable UTF-8 where possible; ASCII escapes when the data holds lone
+    surrogates (from ``\\ud800``-style escapes in the input), which UTF-8 cannot carry."""
+    text = json.dumps(obj, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj)
+    return text
+
+
+_worker: LineWorker | None = None
+
+
+def _init_worker(fp_options: dict[str, Any], fields: tuple[list[str], list[str], list[str]], keep: bool) -> None:
+    """Pool initializer: one Fingerprinter per worker process, built with the parent's options."""
+    global _worker
+    _worker = LineWorker(_make_fingerprinter(fp_options), *fields, keep_json=keep)
+
+
+def _work(numbered: tuple[int, bytes]) -> LineResult:
+    assert _worker is not None
+    return _worker(numbered)
+
+
+@dataclass
+class RunStats:
+    """Counters of a dedup/import run."""
+
+    lines: int = 0
+    new: int = 0
+    flagged: Counter[str] = field(default_factory=Counter)
+    duplicate: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    errors: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def kept(self) -> int:
+        return self.new + sum(self.flagged.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"lines": self.lines, "kept": self.kept, "new": self.new, "flagged": dict(self.flagged),
+                "duplicate": dict(self.duplicate), "skipped": dict(self.skipped), "errors": self.errors}
+
+
+class _Reader:
+    """Numbered raw lines of the input, read ahead by at most ``window`` lines of what was consumed.
+
+    Read errors in the middle of the input (a truncated gzip) end the iteration and are kept in
+    ``error``: they must not surface in a pool's feeder thread.
+    """
+
+    def __init__(self, source: _Input, window: int | None) -> None:
+        self.source = source
+        self.error: str | None = None
+        self.read = 0
+        self._slots = threading.Semaphore(window) if window else None
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        n = 0
+        stream = self.source.stream
+        while True:
+            if self._slots is not None:
+                self._slots.acquire()
+            try:
+                raw = stream.readline()
+            except (OSError, EOFError, zlib.error) as exc:
+                self.error = f"input broke off after line {n}: {_describe(exc)}"
+                return
+            if not raw:
+                return
+            n += 1
+            self.read = n
+            yield n, raw
+
+    def consumed(self) -> None:
+        if self._slots is not None:
+            self._slots.release()
+
+
+class _Progress:
+    """A one-line progress bar on stderr (items/s, and % and ETA when the input size is known)."""
+
+    def __init__(self, source: _Input, enabled: bool) -> None:
+        self.source = source
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def update(self, items: int, final: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not final and now - self._last < 0.2:
+            return
+        self._last = now
+        elapsed = max(now - self.started, 1e-9)
+        rate = items / elapsed
+        text = f"{items:,} items  {rate:,.0f} items/s  {_clock(elapsed)}"
+        size = self.source.size
+        if size:
+            fraction = min(self.source.position / size, 1.0)
+            width = 30
+            done = int(fraction * width)
+            eta = elapsed * (1 - fraction) / fraction if fraction > 0 else None
+            bar = "#" * done + "." * (width - done)
+            text = f"[{bar}] {fraction:4.0%}  {text}" + (f"  ETA {_clock(eta)}" if eta is not None else "")
+        sys.stderr.write("\r" + text + "\x1b[K")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def decision_record(result: LineResult, verdict: Verdict | None) -> dict[str, Any]:
+    """The decision line for one input line (see ``dedup --help``)."""
+    record: dict[str, Any] = {"line": result.line, "url": result.url, "status": None, "tier": None,
+                              "distance": None, "original": None, "error": None}
+    if result.blank:
+        record.update(status="skipped", error="blank line")
+    elif result.error is not None or verdict is None:
+        record.update(status="error", error=result.error)
+    elif verdict.status == "skipped":
+        reason = verdict.reason or "no_text"
+        message = "too little text to fingerprint" if reason == "no_text" else reason
+        record.update(status="skipped", error=message)
+    else:
+        record["status"] = verdict.status
+        if verdict.status in ("duplicate", "flagged"):
+            original = verdict.original
+            record.update(tier=verdict.tier, distance=verdict.distance,
+                          original=(original.url or f"entry #{original.id}") if original is not None else None)
+    return record
+
+
+def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
+    """``dedup`` and ``import``: read, fingerprint (maybe on ``--jobs`` processes), decide in order."""
+    fp_options = _fingerprinter_options(args)
+    fields = (args.title_field, args.body_field, args.url_field)
+    output_name = getattr(args, "output", None) if outputs else None
+    decisions_name = getattr(args, "decisions", None) if outputs else None
+    if output_name == "-" and decisions_name == "-":
+        raise CliError("-o and --decisions cannot both be '-' (stdout)")
+    stats = RunStats()
+    with ExitStack() as stack:
+        source = _Input(args.input)
+        stack.callback(source.close)
+        try:
+            fingerprinter = _make_fingerprinter(fp_options)
+        except (OSError, ValueError) as exc:
+            raise CliError(_describe(exc)) from exc
+        keep = output_name is not None
+        pool = None
+        if args.jobs > 1:
+            # The pool starts before the index is opened: workers never inherit its connection.
+            pool = multiprocessing.Pool(args.jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
+            stack.callback(pool.join)
+            stack.callback(pool.terminate)
+        dedup = _open_dedup(args, fingerprinter, reset=args.reset)
+        stack.callback(dedup.close)
+        out = stack.enter_context(_closing(_open_output(output_name))) if output_name else None
+        dec = stack.enter_context(_closing(_open_output(decisions_name))) if decisions_name else None
+        show = args.progress if args.progress is not None else sys.stderr.isatty()
+        progress = _Progress(source, bool(show))
+        chunksize = 16
+        reader = _Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None)
+        if pool is not None:
+            results: Iterator[LineResult] = pool.imap(_work, reader, chunksize=chunksize)
+        else:
+            worker = LineWorker(fingerprinter, *fields, keep_json=keep)
+            results = map(worker, reader)
+        write_error: str | None = None
+        interrupted = False
+        try:
+            while batch := list(itertools.islice(results, DECIDE_BATCH)):
+                for _ in batch:
+                    reader.consumed()
+                usable = [r for r in batch if r.fps is not None]
+                try:  # one transaction (one fsync) for the batch; nothing is written out before it
+                    decided = iter(dedup.decide_many([(r.fps, r.url) for r in usable]) if usable else ())
+                except Exception as exc:
+                    write_error = (f"index write failed at line {usable[0].line} "
+                                   f"(lines {usable[0].line}-{usable[-1].line} not decided): {_describe(exc)}")
+                    break
+                for result in batch:
+                    record = decision_record(result, next(decided) if result.fps is not None else None)
+                    _count(stats, record)
+                    if record["status"] == "error" and not args.quiet:
+                        _report_bad_line(stats.errors, record)
+                    if out is not None and record["status"] in ("new", "flagged") and result.kept is not None:
+                        out.write(result.kept + "\n")
+                    if dec is not None:
+                        dec.write(_json_line(record) + "\n")
+                progress.update(stats.lines)
+        except KeyboardInterrupt:
+            interrupted = True
+        except BrokenPipeError:
+            _silence_stdout()
+            raise CliError("output closed (broken pipe)", 1) from None
+        finally:
+            progress.close()
+        if pool is not None:
+            pool.close()
+        entries = _safe(dedup.index.count)
+        _print_summary(args, stats, dedup, entries)
+    if interrupted:
+        print("interrupted: the summary covers the lines decided so far", file=sys.stderr)
+        return 130
+    if write_error or reader.error:
+        print(f"error: {write_error or reader.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _count(stats: RunStats, record: Mapping[str, Any]) -> None:
+    stats.lines += 1
+    status = record["status"]
+    if status == "new":
+        stats.new += 1
+    elif status == "duplicate":
+        stats.duplicate[record["tier"]] += 1
+    elif status == "flagged":
+        stats.flagged[record["tier"]] += 1
+    elif status == "skipped":
+        stats.skipped[record["error"]] += 1
+    else:
+        stats.errors += 1
+
+
+def _report_bad_line(errors: int, record: Mapping[str, Any]) -> None:
+    if errors <= MAX_REPORTED_BAD_LINES:
+        print(f"line {record['line']}: {record['error']}; skipped", file=sys.stderr)
+    if errors == MAX_REPORTED_BAD_LINES:
+        print("(further bad lines are counted, not shown: see --decisions)", file=sys.stderr)
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _safe(func: Callable[[], Any]) -> Any:
+    try:
+        return func()
+    except Exception:
+        return None
+
+
+def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicator, entries: int | None) -> None:
+    elapsed = time.monotonic() - stats.started
+    rate = stats.lines / elapsed if elapsed > 0 else 0.0
+    dup = sum(stats.duplicate.values())
+    flagged = sum(stats.flagged.values())
+    skipped = sum(stats.skipped.values())
+
+    def tiers(counter: Counter[str]) -> str:
+        return f"title {counter.get('title', 0):,}, body {counter.get('body', 0):,}"
+
+    lines = [
+        f"{args.command}: {stats.lines:,} line{_s(stats.lines)} in {elapsed:.1f} s ({rate:,.0f} items/s, "
+        f"{args.jobs} job{_s(args.jobs)})",
+        f"  kept       {stats.kept:>9,}  (new {stats.new:,}, flagged {flagged:,}: {tiers(stats.flagged)})",
+        f"  duplicate  {dup:>9,}  ({tiers(stats.duplicate)})",
+        f"  skipped    {skipped:>9,}" + (
+            "  (" + ", ".join(f"{reason}: {n:,}" for reason, n in stats.skipped.most_common()) + ")"
+            if skipped else ""),
+        f"  errors     {stats.errors:>9,}" + ("  (bad lines, see above or --decisions)" if stats.errors else ""),
+        f"  index      {dedup.index.location} (namespace {dedup.index.namespace!r}): "
+        + (f"{entries:,} entries" if entries is not None else "entry count unavailable"),
+    ]
+    print("\n".join(lines), file=sys.stderr)
+
+
+# ------------------------------------------------------------------------------------------------
+# check
+# ------------------------------------------------------------------------------------------------
