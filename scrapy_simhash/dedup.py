@@ -41,7 +41,7 @@ DEFAULT_TITLE_MAX_DISTANCE = defaults.TITLE_MAX_DISTANCE
 DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
 #: Title tier: minimum overlap (percent) of the bodies' number sets; 0 = no number check.
 DEFAULT_TITLE_NUMBERS = defaults.TITLE_NUMBERS
-#: Opt-in sentence tier: how many of the 3 longest sentences must be shared; 0 = tier off.
+#: Opt-in sentence tier: percent of an earlier story's sampled sentences that must be here; 0 = off.
 DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2

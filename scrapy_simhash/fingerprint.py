@@ -6,7 +6,7 @@ the benchmarks compute fingerprints the same way.
 Besides the two fingerprints, an item gets a *number signature* of its body
 (:func:`number_signature`): the title tier uses it so that a recurring templated headline over a
 report with other figures is not taken for a repost. And it gets a *sentence signature*
-(:func:`sentence_signature`, the hashes of its three longest sentences) for the opt-in sentence
+(:func:`sentence_signature`, the hashes of its sentences, smallest first) for the opt-in sentence
 tier, which catches edited reposts whose body fingerprints drifted past the body threshold.
 
 Too little text makes no fingerprint (``None``): a few words hash to a few bits that collide with
