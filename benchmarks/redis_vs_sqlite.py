@@ -61,24 +61,26 @@ def make_stream(prefill: int, ops: int, dup_rate: float, seed: int) -> tuple[lis
     return stored, queries
 
 
-def run_part(location: str, queries: list[Query]) -> tuple[float, dict[str, int]]:
-    """Check-and-add every query on a fresh connection: (seconds, verdicts per tier)."""
+def run_part(location: str, queries: list[Query], batch: int = 1) -> tuple[float, dict[str, int]]:
+    """Check-and-add every query on a fresh connection, ``batch`` per ``check_and_add_many`` call
+    (as the pipeline's group commit does): (seconds, verdicts per tier)."""
     counts = {"new": 0, "title": 0, "body": 0}
     with open_index(location) as ix:
         start = time.perf_counter()
-        for query in queries:
-            out = ix.check_and_add(query)
-            counts["new" if out.match is None else out.match.tier] += 1
+        for i in range(0, len(queries), batch):
+            for out in ix.check_and_add_many(queries[i : i + batch]):
+                counts["new" if out.match is None else out.match.tier] += 1
         return time.perf_counter() - start, counts
 
 
-def _part(args: tuple[str, list[Query], Any]) -> tuple[float, dict[str, int]]:
-    location, queries, barrier = args
+def _part(args: tuple[str, list[Query], Any, int]) -> tuple[float, dict[str, int]]:
+    location, queries, barrier, batch = args
     barrier.wait()
-    return run_part(location, queries)
+    return run_part(location, queries, batch)
 
 
-def bench(location: str, stored: list[tuple[int, int]], queries: list[Query], procs: int) -> dict[str, Any]:
+def bench(location: str, stored: list[tuple[int, int]], queries: list[Query], procs: int,
+          batch: int = 1) -> dict[str, Any]:
     """Fresh index at ``location``: bulk prefill, warm-up, then timed check-and-adds."""
     with open_index(location) as ix:
         ix.reset()
@@ -88,14 +90,14 @@ def bench(location: str, stored: list[tuple[int, int]], queries: list[Query], pr
         for _ in range(200):  # untimed: caches, connection, script
             ix.lookup(warm.getrandbits(64), warm.getrandbits(64), title_k=TITLE_K, body_k=BODY_K)
     if procs == 1:
-        seconds, counts = run_part(location, queries)
+        seconds, counts = run_part(location, queries, batch)
     else:
         ctx = multiprocessing.get_context("fork")
         with ctx.Manager() as manager:
             barrier = manager.Barrier(procs)
             with ctx.Pool(procs) as pool:
                 start = time.perf_counter()
-                parts = pool.map(_part, [(location, queries[i::procs], barrier) for i in range(procs)])
+                parts = pool.map(_part, [(location, queries[i::procs], barrier, batch) for i in range(procs)])
                 seconds = time.perf_counter() - start
         counts = {k: sum(c[k] for _, c in parts) for k in ("new", "title", "body")}
     with open_index(location) as ix:
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=4000)
     parser.add_argument("--dup-rate", type=float, default=0.2)
     parser.add_argument("--procs", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=1,
+                        help="queries per check_and_add_many call (the pipeline batches what queues up, up to 100)")
     parser.add_argument("--quick", action="store_true", help="10k entries, 1,000 ops")
     args = parser.parse_args(argv)
     if args.quick:
@@ -122,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="redis-vs-sqlite-") as tmp:
         sqlite_path = str(Path(tmp) / "bench.sqlite3")
         for procs in sorted({1, args.procs}):
-            results["sqlite", procs] = bench(sqlite_path, stored, queries, procs)
-            results["redis", procs] = bench(redis_url, stored, queries, procs)
+            results["sqlite", procs] = bench(sqlite_path, stored, queries, procs, args.batch)
+            results["redis", procs] = bench(redis_url, stored, queries, procs, args.batch)
     with open_index(redis_url) as ix:
         server = ix.stats()
         ix.reset()
@@ -140,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     same = {tuple(sorted(r["counts"].items())) for r in results.values()}
     print(f"  same verdict counts on both backends and process counts: {len(same) == 1}")
     line = (
-        f"check-and-add/s at {args.prefill:,} entries, {args.ops:,} ops, {args.dup_rate:.0%} near-duplicates: "
+        f"check-and-add/s at {args.prefill:,} entries, {args.ops:,} ops, {args.dup_rate:.0%} near-duplicates, "
+        f"{args.batch} per call: "
         + "; ".join(
             f"{procs} proc SQLite {results['sqlite', procs]['ops_per_s']:,.0f} "
             f"vs Redis {results['redis', procs]['ops_per_s']:,.0f}"

@@ -447,6 +447,43 @@ def test_script_is_reloaded_after_a_script_flush(private_server: RedisProcess) -
     admin.close()
 
 
+def test_a_batch_is_sent_in_one_write_and_answers_in_order(private_server: RedisProcess) -> None:
+    """A batch reaches the server as back-to-back EVALSHA calls; its outcomes equal those of the
+    same queries one by one (a later copy in the batch finds an earlier one)."""
+    rng = random.Random(6)
+    stories = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(10)]
+    batch = [q(t, b, url=f"n{i}") for i, (t, b) in enumerate(stories)]
+    batch += [q(t ^ 1, None, url=f"d{i}") for i, (t, _) in enumerate(stories[:5])]
+    with open_index(private_server.url) as ix:
+        ix.check_and_add(q(1, 2))
+        host, port = ix._local.held[1]._sock.getsockname()[:2]
+        outcomes: list[Any] = []
+        commands = _monitored(private_server.url, lambda: outcomes.extend(ix.check_and_add_many(batch)))
+    assert [o.match is None for o in outcomes] == [True] * 10 + [False] * 5
+    assert [o.match.entry.url for o in outcomes[10:]] == [f"n{i}" for i in range(5)]  # type: ignore[union-attr]
+    sent = [c["command"].split()[0].upper() for c in commands
+            if c.get("client_type") != "lua" and f"{c['client_address']}:{c['client_port']}" == f"{host}:{port}"]
+    assert sent == ["EVALSHA"] * 15
+
+
+def test_a_batch_after_a_script_flush_and_an_error_inside_a_batch(private_server: RedisProcess) -> None:
+    admin = raw_redis(private_server.url)
+    rng = random.Random(7)
+    with open_index(private_server.url) as ix:
+        ix.check_and_add(q(1, 2))
+        admin.script_flush()  # the whole batch comes back NOSCRIPT: loaded, sent again
+        out = ix.check_and_add_many([q(rng.getrandbits(64), None, url=f"f{n}") for n in range(3)])
+        assert [o.match for o in out] == [None, None, None] and ix.count() == 4
+        bad = rng.getrandbits(64)
+        admin.sadd(f"{ix._base}{ix._band_keys('title', bad)[0]}", "z" * 16)  # makes the script fail
+        with pytest.raises(IndexWriteError, match="check-and-add failed"):
+            ix.check_and_add_many([q(rng.getrandbits(64), None), q(bad, None), q(rng.getrandbits(64), None)])
+        # every reply of the failed batch was read: the connection answers the next call rightly
+        m = ix.check_and_add(q(1, None)).match
+        assert m is not None and m.entry.title_fp == 1
+    admin.close()
+
+
 def test_a_retried_call_does_not_find_itself(url: str) -> None:
     """A reply lost after the server added the entry: the retry (same token) returns that entry,
     instead of reporting the item as a duplicate of itself."""

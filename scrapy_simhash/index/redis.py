@@ -745,6 +745,25 @@ class RedisIndex(QueryChecks):
             connection.disconnect()  # the next call reconnects
             raise
 
+    def _evalsha_many(self, client: Any, calls: Sequence[Sequence[Any]]) -> list[Any]:
+        """Several ``EVALSHA`` calls in one write, their replies read in order; a reply that is an
+        error is returned as the exception (the other replies must still be read off the socket)."""
+        connection = self._connection(client)
+        try:
+            connection.send_packed_command(
+                connection.pack_commands([("EVALSHA", self._sha, 1, self._seq_key, *args) for args in calls])
+            )
+            replies: list[Any] = []
+            for _ in calls:
+                try:
+                    replies.append(connection.read_response())
+                except self._errors.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except (self._errors.ConnectionError, self._errors.TimeoutError):
+            connection.disconnect()  # the next call reconnects
+            raise
+
     def _script(self, doing: str, *args: Any, write: bool = True, retry: bool = True) -> Any:
         """One ``EVALSHA`` of :data:`SCRIPT` (reloaded once on ``NOSCRIPT``), retried on connection errors."""
         def call(client: Any) -> Any:
@@ -786,21 +805,39 @@ class RedisIndex(QueryChecks):
         return self._check(query, query.request_id or os.urandom(12).hex())
 
     def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
-        """One ``EVALSHA`` per query, in order: each is atomic, the batch is not one transaction (a
-        retry with the same ``request_id``s returns what the applied part added)."""
+        """One ``EVALSHA`` per query, in order, sent together (one round trip for the batch): each
+        is atomic, the batch is not one transaction. A batch broken off is sent again whole with the
+        same request tokens, so the part already applied returns what it added."""
         for query in queries:
             self._check_query(query)
-        return [self._check(query, query.request_id or os.urandom(12).hex()) for query in queries]
+        if len(queries) <= 1:
+            return [self._check(query, query.request_id or os.urandom(12).hex()) for query in queries]
+        calls = [self._check_args(query, query.request_id or os.urandom(12).hex()) for query in queries]
+
+        def call(client: Any) -> list[Any]:
+            replies = self._evalsha_many(client, calls)
+            if any(isinstance(r, self._errors.NoScriptError) for r in replies):
+                self._sha = client.script_load(SCRIPT)
+                replies = self._evalsha_many(client, calls)
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+            return replies
+
+        return [self._outcome(reply) for reply in self._retrying("check-and-add", call, write=True)]
 
     def _check(self, query: Query, token: str) -> Outcome:
+        return self._outcome(self._script("check-and-add", *self._check_args(query, token)))
+
+    def _check_args(self, query: Query, token: str) -> list[Any]:
+        """The script's arguments for one check-and-add (see the ``check`` branch of :data:`SCRIPT`)."""
         tfp, bfp = query.title_fp, query.body_fp
         seen = query.seen_at or time.time()
         title = None if query.title is None else query.title[:TITLE_CHARS]
         numbers = query.numbers
         sentences = sorted(set(query.sentences))
         fp_args = self._fp_args(tfp, bfp)
-        reply = self._script(
-            "check-and-add",
+        return [
             "check", self._base, token,
             "" if tfp is None else self._hex(tfp), "" if bfp is None else self._hex(bfp),
             query.title_k, query.body_k,
@@ -813,7 +850,9 @@ class RedisIndex(QueryChecks):
             NUMBERS_MAX, int(query.sentences_shared),
             query.statuses.get("sentence", "duplicate"), len(sentences), min(len(sentences), SENTENCES_STORED),
             *fp_args[2:], *sentences, TOKEN_TTL, SENTENCE_BODY_DISTANCE, SENTENCE_MAX_HOLDERS,
-        )
+        ]
+
+    def _outcome(self, reply: Any) -> Outcome:
         if reply[0] == "added":
             return Outcome(match=None, entry_id=int(reply[1]))
         _, tc, distance, member, fields = reply
