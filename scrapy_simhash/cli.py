@@ -347,6 +347,7 @@ def _fingerprinter_options(args: argparse.Namespace) -> dict[str, Any]:
         "user_dict": args.user_dict,
         "title_patterns": tuple(args.title_pattern or ()),
         "main_content": bool(args.main_content),
+        "sentences": bool(getattr(args, "sentences_shared", 0)),
     }
 
 

@@ -114,6 +114,8 @@ class Deduplicator:
     ) -> None:
         if not isinstance(sentences_shared, int) or not 0 <= sentences_shared <= 99:
             raise ValueError(f"sentences_shared must be a percentage between 0 (off) and 99, not {sentences_shared!r}")
+        if sentences_shared and not getattr(fingerprinter, "sentences", True):
+            raise ValueError("sentences_shared needs a Fingerprinter made with sentences=True")
         if not isinstance(title_numbers, int) or not 0 <= title_numbers <= 100:
             raise ValueError(f"title_numbers must be a percentage between 0 and 100, not {title_numbers!r}")
         for name, action in (("title_action", title_action), ("body_action", body_action)):
@@ -166,7 +168,8 @@ class Deduplicator:
         mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared")
         own = {k: options.pop(k) for k in mine if k in options}
         if fingerprinter is None:
-            fingerprinter = Fingerprinter(bits=bits, **options)
+            sentences = bool(own.get("sentences_shared", DEFAULT_SENTENCES_SHARED))
+            fingerprinter = Fingerprinter(bits=bits, sentences=sentences, **options)
         elif options:
             raise TypeError(f"unexpected options with an explicit fingerprinter: {sorted(options)}")
         params = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)

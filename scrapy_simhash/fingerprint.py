@@ -106,6 +106,7 @@ class Fingerprinter:
         min_title_chars: int = DEFAULT_MIN_TITLE_CHARS,
         min_body_chars: int = DEFAULT_MIN_BODY_CHARS,
         main_content: bool = False,
+        sentences: bool = True,
     ) -> None:
         if bits not in SUPPORTED_BITS:
             raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")
@@ -115,6 +116,7 @@ class Fingerprinter:
         self.min_title_chars = min_title_chars
         self.min_body_chars = min_body_chars
         self.main_content = main_content
+        self.sentences = sentences  # sentence signatures serve only the opt-in tier: skip them without it
 
     def clean_title(self, raw: Any) -> str:
         """The normalized title (site suffixes and repost marks removed)."""
@@ -140,7 +142,7 @@ class Fingerprinter:
         body_text = self.clean_body(body)
         return Fingerprints(
             self._title_fp(title_text), self._body_fp(body_text), title_text, len(body_text),
-            number_signature(body_text), sentence_signature(body_text),
+            number_signature(body_text), sentence_signature(body_text) if self.sentences else (),
         )
 
     def _title_fp(self, text: str) -> int | None:

@@ -254,3 +254,14 @@ def test_sentence_tier_catches_an_edited_repost_of_a_real_page(tmp_path: Path) -
         dd.check_and_add(title, body, url="orig")
         off = dd.check_and_add("Rescuers find victims of Indonesia air crash", repost_body, url="repost")
         assert off.is_new  # the body fingerprints are too far apart
+
+
+def test_sentence_signatures_are_made_only_for_the_sentence_tier(tmp_path: Path) -> None:
+    body = "The navy said forty bodies had been recovered from the sea. Relatives broke down in tears at the airport."
+    with Deduplicator.open(f"sqlite:///{tmp_path / 'off.sqlite3'}") as dd:
+        assert dd.fingerprint("Plane search continues", body).sentences == ()
+    with Deduplicator.open(f"sqlite:///{tmp_path / 'on.sqlite3'}", sentences_shared=50) as dd:
+        assert len(dd.fingerprint("Plane search continues", body).sentences) == 2
+    with pytest.raises(ValueError, match="sentences=True"):
+        Deduplicator.open(f"sqlite:///{tmp_path / 'x.sqlite3'}", fingerprinter=Fingerprinter(sentences=False),
+                          sentences_shared=50)
