@@ -76,8 +76,7 @@ def idf_table() -> tuple[dict[str, float], float]:
     ``jieba.analyse``: that import also loads ``jieba.posseg`` (≈ 0.5 s) and builds TextRank tables
     we never use.
     """
-    idf = load_idf(Path(jieba.__file__).parent / "analyse" / "idf.txt")
-    return idf, sorted(idf.values())[len(idf) // 2]
+    return load_idf(Path(jieba.__file__).parent / "analyse" / "idf.txt")
 
 
 @lru_cache(maxsize=1)

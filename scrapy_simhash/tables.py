@@ -20,14 +20,14 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import jieba
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "scrapy-simhash table 1"
+FORMAT = "scrapy-simhash table 2"  # 2: the IDF table carries its median
 
 
 def cache_dir() -> Path:
@@ -120,15 +120,21 @@ def load_prefix_dict(tokenizer: jieba.Tokenizer) -> None:
         tokenizer.initialized = True
 
 
-def load_idf(source: Path) -> dict[str, float]:
-    """jieba's IDF table (``word idf`` per line), as ``jieba.analyse`` parses it."""
+def load_idf(source: Path) -> tuple[dict[str, float], float]:
+    """jieba's IDF table (``word idf`` per line, parsed as ``jieba.analyse`` does) and its median,
+    kept in the header (sorting 270,000 values at every start costs 40 ms)."""
+
+    def median(values: Iterable[float]) -> float:
+        ordered = sorted(values)
+        return ordered[len(ordered) // 2]
 
     def build() -> tuple[dict[str, int | float], dict[str, object]]:
         idf: dict[str, int | float] = {}
         for line in source.read_bytes().decode("utf-8").splitlines():
             word, value = line.strip().split(" ")
             idf[word] = float(value)
-        return idf, {}
+        return idf, {"median": median(idf.values())}
 
-    table, _ = _cached("idf", source, "d", build)
-    return table  # type: ignore[return-value]
+    table, extra = _cached("idf", source, "d", build)
+    stored = extra.get("median")
+    return table, stored if isinstance(stored, float) else median(table.values())  # type: ignore[return-value]

@@ -801,8 +801,7 @@ class RedisIndex(QueryChecks):
 
     def check_and_add(self, query: Query) -> Outcome:
         """Title tier, else body tier, else add: one ``EVALSHA`` (one round trip), atomic on the server."""
-        self._check_query(query)
-        return self._check(query, query.request_id or os.urandom(12).hex())
+        return self.check_and_add_many([query])[0]
 
     def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
         """One ``EVALSHA`` per query, in order, sent together (one round trip for the batch): each
