@@ -21,60 +21,17 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from hashlib import blake2b
 from typing import Any
 
 from .features import DEFAULT_TOP_K, FeatureExtractor
-from .index.base import NUMBERS_MAX, SENTENCES_CHECKED
 from .normalize import main_text, normalize_body, normalize_text, normalize_title
+from .signatures import number_signature, sentence_signature
 from .simhash import SUPPORTED_BITS, simhash
 
 DEFAULT_MIN_TITLE_CHARS = 5
 DEFAULT_MIN_BODY_CHARS = 30
 _MIN_TITLE_FEATURES = 2
 _MIN_BODY_FEATURES = 3
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-# Dates (ISO after normalization) and clock times are metadata a repost adds or rewrites, not figures.
-_DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
-
-
-#: Sentence ends in normalized text (。 stays full width; ！？； are ASCII by then); a period ends a
-#: sentence only before a space or the end, so decimals stay whole.
-_SENTENCE_END = re.compile(r"[。!?;\n]+|\.(?=\s|$)")
-_SPACE = re.compile(r"\s+")
-#: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story.
-MIN_SENTENCE_CHARS = 20
-
-
-def sentence_signature(text: str) -> tuple[str, ...]:
-    """Hashes of the distinct sentences of a normalized text, smallest first, at most
-    :data:`~.index.base.SENTENCES_CHECKED`.
-
-    A sentence is lower-cased with all whitespace removed and must have at least
-    :data:`MIN_SENTENCE_CHARS` characters; each is hashed to 64 bits (BLAKE2b) and written as 16
-    lowercase hex digits. Fewer than 2 such sentences → ``()`` (no signature). An item is checked
-    with all of these; the index keeps only the :data:`~.index.base.SENTENCES_STORED` smallest, a
-    sample of the story's sentences chosen by hash, so the sample of an original and the text of
-    its repost agree on which sentences count, however the repost was cut, padded or reordered.
-    """
-    found = {_SPACE.sub("", part).lower() for part in _SENTENCE_END.split(text)}
-    hashes = sorted(blake2b(x.encode("utf-8"), digest_size=8).hexdigest()
-                    for x in found if len(x) >= MIN_SENTENCE_CHARS)
-    return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
-
-
-def number_signature(text: str) -> str:
-    """The numbers of a normalized text as a short, comparable signature.
-
-    Dates and clock times are left out (a repost adds or reformats them). Each distinct number
-    (thousands commas removed, so ``1,234`` = ``1234``) is hashed to 32 bits
-    (BLAKE2b); the :data:`~.index.base.NUMBERS_MAX` smallest hashes, as 8 lowercase hex digits,
-    sorted and space-separated, are the signature (``""``: no numbers). A bottom-k sample, so two
-    signatures estimate how far the number sets overlap (:func:`~.index.base.numbers_agree`).
-    """
-    found = {n.replace(",", "") for n in _NUMBER.findall(_DATE_TIME.sub(" ", text))}
-    hashes = sorted(int.from_bytes(blake2b(n.encode("ascii", "replace"), digest_size=4).digest(), "big") for n in found)
-    return " ".join(f"{h:08x}" for h in hashes[:NUMBERS_MAX])
 
 
 @dataclass(frozen=True)
