@@ -495,8 +495,6 @@ def _check_item(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
 
 def run_check(args: argparse.Namespace) -> int:
     """Verdict without adding, then the nearest entries per tier and what they share."""
-    from .dedup import Verdict
-
     title, body, url = _check_item(args)
     try:
         fingerprinter = _make_fingerprinter(_fingerprinter_options(args))
@@ -512,19 +510,7 @@ def run_check(args: argparse.Namespace) -> int:
         now = time.time()
         not_before = None if dedup.ttl_days is None else now - dedup.ttl_days * 86400
         body_k = dedup.body_distance_for(fps.body_chars)
-        if not fps.usable:
-            verdict = Verdict("skipped", reason="no_text")
-        else:
-            hits = index.lookup(fps.title, fps.body, title_k=dedup.title_max_distance, body_k=body_k,
-                                not_before=not_before, limit=1)
-            hit = next((m for m in hits if m.tier == "title"), None) or next(
-                (m for m in hits if m.tier == "body"), None)
-            if hit is None:
-                verdict = Verdict("new", title_fp=fps.title, body_fp=fps.body)
-            else:
-                status = "flagged" if dedup.actions[hit.tier] == "flag" else "duplicate"
-                verdict = Verdict(status, tier=hit.tier, distance=hit.distance, original=hit.entry,  # type: ignore[arg-type]
-                                  title_fp=fps.title, body_fp=fps.body)
+        verdict = dedup.peek(fps, url=url, now=now)  # the rule dedup runs, without the insert
         params = index.params
         near: list[Match] = []
         if fps.usable:

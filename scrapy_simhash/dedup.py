@@ -30,8 +30,7 @@ from typing import Any, Literal
 
 from . import defaults
 from .fingerprint import Fingerprinter, Fingerprints
-from .index import IndexParams, open_index
-from .index.base import BandIndex, Entry, Query, Tier
+from .index import BandIndex, Entry, IndexParams, Outcome, Query, Tier, open_index
 
 Status = Literal["new", "duplicate", "flagged", "skipped"]
 Action = Literal["drop", "flag"]
@@ -138,6 +137,11 @@ class Deduplicator:
         self.title_max_distance = title_max_distance
         self.body_max_distance = body_max_distance
         self.actions: dict[str, str] = {"title": title_action, "body": body_action}
+        # The sentence tier takes the body tier's action.
+        self._flagged = frozenset(
+            tier for tier, action in (("title", title_action), ("body", body_action), ("sentence", body_action))
+            if action == "flag"
+        )
         self.ttl_days = ttl_days
         self.dynamic_threshold = dynamic_threshold
         self.title_numbers = title_numbers
@@ -219,49 +223,51 @@ class Deduplicator:
         (Redis).
         """
         now = time.time() if seen_at is None else seen_at
-        not_before = None if self.ttl_days is None else now - self.ttl_days * 86400
-        statuses = {tier: ("flagged" if action == "flag" else "duplicate") for tier, action in self.actions.items()}
-        statuses["sentence"] = statuses["body"]
         queries = [
-            Query(
-                title_fp=fps.title,
-                body_fp=fps.body,
-                title_k=self.title_max_distance,
-                body_k=self.body_distance_for(fps.body_chars),
-                url=None if url is None else url.encode("utf-8", "replace").decode("utf-8"),  # no lone surrogates
-                title=fps.title_text[:200] or None,
-                seen_at=now,
-                not_before=not_before,
-                statuses=statuses,
-                numbers=fps.numbers,
-                title_numbers=self.title_numbers,
-                sentences=fps.sentences if self.sentences_shared else (),
-                sentences_shared=self.sentences_shared,
-                request_id=None if request_ids is None else request_ids[n],
-            )
+            self._query(fps, url, now, None if request_ids is None else request_ids[n])
             for n, (fps, url) in enumerate(items)
             if fps.usable
         ]
-        outcomes = iter(self.index.check_and_add_many(queries) if queries else ())
-        verdicts = []
-        for fps, _ in items:
-            if not fps.usable:
-                verdicts.append(Verdict("skipped", reason="no_text"))
-                continue
-            outcome = next(outcomes)
-            match = outcome.match
-            if match is None:
-                verdicts.append(Verdict("new", entry_id=outcome.entry_id, title_fp=fps.title, body_fp=fps.body))
-            else:
-                verdicts.append(Verdict(
-                    statuses[match.tier],  # type: ignore[arg-type]
-                    tier=match.tier,
-                    distance=match.distance,
-                    original=match.entry,
-                    title_fp=fps.title,
-                    body_fp=fps.body,
-                ))
-        return verdicts
+        outcomes = iter(self.index.check_and_add_many(queries, flagged=self._flagged) if queries else ())
+        return [
+            self._verdict(fps, next(outcomes)) if fps.usable else Verdict("skipped", reason="no_text")
+            for fps, _ in items
+        ]
+
+    def peek(self, fps: Fingerprints, url: str | None = None, now: float | None = None) -> Verdict:
+        """What :meth:`decide` would answer now, without adding or recording anything (the dry run
+        behind ``scrapy-simhash check``): the same query, the same rule."""
+        if not fps.usable:
+            return Verdict("skipped", reason="no_text")
+        query = self._query(fps, url, time.time() if now is None else now, None)
+        return self._verdict(fps, Outcome(match=self.index.peek(query), entry_id=None))
+
+    def _query(self, fps: Fingerprints, url: str | None, now: float, request_id: str | None) -> Query:
+        """The index query for usable fingerprints: thresholds, expiry and tiers from the settings."""
+        return Query(
+            title_fp=fps.title,
+            body_fp=fps.body,
+            title_k=self.title_max_distance,
+            body_k=self.body_distance_for(fps.body_chars),
+            url=None if url is None else url.encode("utf-8", "replace").decode("utf-8"),  # no lone surrogates
+            title=fps.title_text[:200] or None,
+            seen_at=now,
+            not_before=None if self.ttl_days is None else now - self.ttl_days * 86400,
+            numbers=fps.numbers,
+            title_numbers=self.title_numbers,
+            sentences=fps.sentences if self.sentences_shared else (),
+            sentences_shared=self.sentences_shared,
+            request_id=request_id,
+        )
+
+    def _verdict(self, fps: Fingerprints, outcome: Outcome) -> Verdict:
+        match = outcome.match
+        if match is None:
+            return Verdict("new", entry_id=outcome.entry_id, title_fp=fps.title, body_fp=fps.body)
+        return Verdict(
+            "flagged" if match.tier in self._flagged else "duplicate",
+            tier=match.tier, distance=match.distance, original=match.entry, title_fp=fps.title, body_fp=fps.body,
+        )
 
     def check_and_add(
         self, title: Any, body: Any, url: str | None = None, seen_at: float | None = None

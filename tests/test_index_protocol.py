@@ -41,7 +41,7 @@ from scrapy_simhash.index import (
     Query,
     open_index,
 )
-from scrapy_simhash.index import base as index_base
+from scrapy_simhash.index import rule as index_rule
 from scrapy_simhash.index import redis as redis_module
 from scrapy_simhash.index import sqlite as sqlite_module
 from scrapy_simhash.simhash import hamming_distance
@@ -561,8 +561,7 @@ def test_explain(index: Any) -> None:
     assert isinstance(d, Decision)
     assert (d.status, d.tier, d.distance, d.decided_at) == ("duplicate", "title", 2, 200.0)
     assert d.original is not None and (d.original.id, d.original.title) == (orig.entry_id, "原文")
-    flagged = {"title": "duplicate", "body": "flagged"}
-    index.check_and_add(q(None, 0x123456 ^ 7, url="https://copy", seen_at=300.0, statuses=flagged))
+    index.check_and_add(q(None, 0x123456 ^ 7, url="https://copy", seen_at=300.0), flagged={"body"})
     d = index.explain("https://copy")  # the latest decision replaces the earlier one
     assert d is not None and (d.status, d.tier, d.distance, d.decided_at) == ("flagged", "body", 3, 300.0)
     assert index.explain("https://never-seen") is None
@@ -816,7 +815,7 @@ def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
     number sets of 0–70 figures, some dropped, some added) and random thresholds: the index's title
     verdict is ``numbers_agree`` every time, including where cutting full signatures to their
     common range changes the answer."""
-    nmax = index_base.NUMBERS_MAX
+    nmax = index_rule.NUMBERS_MAX
     rng = random.Random(99)
     universe = [f"{rng.getrandbits(32):08x}" for _ in range(200)]
 
@@ -839,7 +838,7 @@ def test_numbers_guard_matches_numbers_agree(index: Any) -> None:
         title = rng.getrandbits(64)
         index.check_and_add(q(title, None, url=f"s{case}", numbers=stored, seen_at=float(case)))
         m = index.check_and_add(q(title ^ 1, None, numbers=asked, title_numbers=pct, seen_at=float(case))).match
-        expected = index_base.numbers_agree(asked, stored, pct)
+        expected = index_rule.numbers_agree(asked, stored, pct)
         assert (m is not None) == expected, (stored, asked, pct)
         agreed += expected
         cut_mattered += expected != uncut(asked, stored, pct)
@@ -859,9 +858,10 @@ def test_sentence_tier_after_title_and_body(index: Any) -> None:
     b = index.check_and_add(q(tb, bb, url="b", sentences=(H[0], H[1], H[3]), seen_at=20.0)).entry_id
     assert a and b
 
-    def ask(sentences: tuple[str, ...], shared: int, **kw: Any) -> Any:
+    def ask(sentences: tuple[str, ...], shared: int, flagged: tuple[str, ...] = (), **kw: Any) -> Any:
         kw = {**far, "title_fp": random.Random(str(kw)).getrandbits(64), **kw}
-        return index.check_and_add(Query(title_k=2, body_k=3, sentences=sentences, sentences_shared=shared, **kw))
+        query = Query(title_k=2, body_k=3, sentences=sentences, sentences_shared=shared, **kw)
+        return index.check_and_add(query, flagged=flagged)
 
     # more than half of a's three stored hashes: the earliest such holder, distance = its stored
     # hashes the query lacks
@@ -876,8 +876,7 @@ def test_sentence_tier_after_title_and_body(index: Any) -> None:
     m = index.check_and_add(q(ta ^ 1, None, sentences=(H[0], H[1]), sentences_shared=1, seen_at=34.0)).match
     assert m is not None and (m.tier, m.entry.id) == ("title", a)
     # numbers must agree when the guard is on: a disagrees, so b (later) answers
-    m = ask((H[0], H[1]), 50, numbers="0000000f", title_numbers=50, url="d", seen_at=35.0,
-            statuses={"title": "duplicate", "body": "duplicate", "sentence": "flagged"}).match
+    m = ask((H[0], H[1]), 50, ("sentence",), numbers="0000000f", title_numbers=50, url="d", seen_at=35.0).match
     assert m is not None and (m.tier, m.entry.id) == ("sentence", b)
     d = index.explain("d")
     assert d is not None and (d.status, d.tier, d.distance, d.original.id) == ("flagged", "sentence", 1, b)
@@ -890,7 +889,7 @@ def test_sentence_tier_after_title_and_body(index: Any) -> None:
 
 def test_an_entry_keeps_its_smallest_sentence_hashes_only(index: Any) -> None:
     many = tuple(f"{n:016x}" for n in range(100, 124))  # 24 hashes: the 16 smallest are kept
-    assert index_base.SENTENCES_STORED == 16
+    assert index_rule.SENTENCES_STORED == 16
     rng = random.Random(9)
     index.check_and_add(q(rng.getrandbits(64), None, url="a", sentences=tuple(reversed(many)), seen_at=1.0))
 
@@ -916,7 +915,7 @@ def test_one_stored_sentence_with_a_close_body_is_a_sentence_match(index: Any) -
 
 
 def test_a_sentence_many_stories_hold_is_boilerplate(index: Any) -> None:
-    cap = index_base.SENTENCE_MAX_HOLDERS
+    cap = index_rule.SENTENCE_MAX_HOLDERS
     chrome = ("c" * 16, "d" * 16)  # two "sentences" every page of a site carries
     rng = random.Random(12)
 

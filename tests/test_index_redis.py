@@ -488,10 +488,10 @@ def test_a_retried_call_does_not_find_itself(url: str) -> None:
     """A reply lost after the server added the entry: the retry (same token) returns that entry,
     instead of reporting the item as a duplicate of itself."""
     with open_index(url) as ix:
-        first = ix._check(q(21, 22, url="a"), "token-1")
-        again = ix._check(q(21, 22, url="a"), "token-1")
+        first = ix.check_and_add(q(21, 22, url="a", request_id="token-1"))
+        again = ix.check_and_add(q(21, 22, url="a", request_id="token-1"))
         assert first.match is None and again == first and ix.count() == 1
-        other = ix._check(q(21, 22, url="a2"), "token-2")
+        other = ix.check_and_add(q(21, 22, url="a2", request_id="token-2"))
         assert other.match is not None and other.match.entry.id == first.entry_id
 
 

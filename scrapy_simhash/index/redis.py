@@ -5,9 +5,10 @@ where the data lives and how atomicity is obtained.
 
 Atomicity: one round trip
 -------------------------
-A check-and-add is one ``EVALSHA`` of the Lua script :data:`SCRIPT` (loaded once per connection
-with ``SCRIPT LOAD``, reloaded on ``NOSCRIPT``, e.g. after a server restart or ``SCRIPT FLUSH``).
-Redis runs a script alone, so the title tier, the body tier and the insert are one atomic step: N
+A check-and-add is one ``EVALSHA`` of the Lua script ``redis_rule.lua`` (:data:`SCRIPT`, loaded
+once per connection with ``SCRIPT LOAD``, reloaded on ``NOSCRIPT``, e.g. after a server restart or
+``SCRIPT FLUSH``), called with one JSON argument table. Redis runs a script alone, so the tiers and
+the insert are one atomic step: N
 crawler processes on N machines carrying one story admit exactly one copy, and no lock is ever held
 across the network. Each call carries a request token (the query's ``request_id``, which the
 pipeline keeps per item across its retries, else a random one); an *added* outcome is remembered
@@ -60,11 +61,9 @@ Exactness in Lua
 Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
 hex strings, band keys are computed here in Python, and the script computes Hamming distances 32
 bits at a time (``tonumber`` of 8 hex digits, ``bit.bxor`` and a SWAR popcount of the 32-bit
-halves). Every candidate is verified by its exact distance, as in SQLite. The tier rule is the
-SQLite index's, step for step and inside the one script: title tier (nearest, then earliest, then
-lowest id; with ``title_numbers`` only entries whose number signatures agree), else body tier, else
-the opt-in sentence tier, else insert. ``tests/test_index_redis.py`` feeds both backends the same
-random stream and compares every outcome.
+halves). Every candidate is verified by its exact distance, as in SQLite. The tier rule in the
+script is a section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one
+verdict table, and ``tests/test_index_redis.py`` feeds both backends the same random stream.
 
 Expiry is ``not_before`` against the sorted-set scores plus :meth:`RedisIndex.purge` (no native key
 expiry: an entry must leave its band sets and URL set together with its hash).
@@ -86,17 +85,15 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit
 
-from ..__version__ import __version__
-from ..simhash import SUPPORTED_BITS, band_layout, split_bands
+from ..signatures import NUMBERS_MAX
+from ..simhash import split_bands
+from . import rule
 from .base import (
-    NUMBERS_MAX,
-    SENTENCE_BODY_DISTANCE,
-    SENTENCE_MAX_HOLDERS,
-    SENTENCES_STORED,
     Decision,
     Entry,
     IndexError_,
@@ -105,302 +102,32 @@ from .base import (
     IndexWriteError,
     Match,
     Outcome,
-    ParameterMismatch,
     Query,
-    QueryChecks,
     Tier,
 )
+from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
 
-FORMAT = "scrapy-simhash-index"
 SCHEMA_VERSION = 1
 DEFAULT_PREFIX = "simhash"
-TITLE_CHARS = 300
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
 TOKEN_TTL = 120
 #: Entries per ``EVALSHA`` in :meth:`RedisIndex.add` and per purge batch.
 ADD_BATCH = 500
 _ID_WIDTH = 15  # zero-padded ids: string order is numeric order, and 10**15 < 2**53 (exact in Lua)
-_TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b"}
+_TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 _CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
+#: The rule's constants, as the script reads them.
+_LIMITS = {
+    "numbers_max": NUMBERS_MAX,
+    "sentences_stored": rule.SENTENCES_STORED,
+    "sentence_body_distance": rule.SENTENCE_BODY_DISTANCE,
+    "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
+}
 
-#: The server-side half of the index. ``KEYS[1]`` is the namespace's ``seq`` key (it routes the call
-#: in a cluster; every other key shares its hash tag). ``ARGV[1]`` is the operation, ``ARGV[2]``
-#: the namespace's key base (``<prefix>:{<ns>}:``).
-SCRIPT = r"""
-local op, B = ARGV[1], ARGV[2]
-
-local function dist(a, b, limit)
-  -- Hamming distance of two equal-length hex strings, 32 bits at a time; stops once past limit
-  if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
-  local d = 0
-  for i = 1, #a, 8 do
-    local x = bit.bxor(tonumber(string.sub(a, i, i + 7), 16), tonumber(string.sub(b, i, i + 7), 16))
-    x = bit.band(x - bit.band(bit.rshift(x, 1), 0x55555555), 0xFFFFFFFF)
-    x = bit.band(x, 0x33333333) + bit.band(bit.rshift(x, 2), 0x33333333)
-    x = bit.band(x + bit.rshift(x, 4), 0x0F0F0F0F)
-    d = d + bit.band(x, 0xFF) + bit.band(bit.rshift(x, 8), 0xFF)
-          + bit.band(bit.rshift(x, 16), 0xFF) + bit.rshift(x, 24)
-    if d > limit then return d end
-  end
-  return d
-end
-
-local function split(text)
-  local words = {}
-  for w in string.gmatch(text, '%S+') do words[#words + 1] = w end
-  return words
-end
-
-local function numbers_agree(a, b, pct, nmax, empty_agrees)
-  -- base.numbers_agree, word for word: overlap of two bottom-k number signatures (hex strings)
-  if pct <= 0 or not a or not b then return true end
-  local xs, ys = split(a), split(b)
-  if #xs == 0 or #ys == 0 then return empty_agrees or (#xs == 0 and #ys == 0) end
-  local top = 'g'
-  if #xs >= nmax and xs[#xs] < top then top = xs[#xs] end
-  if #ys >= nmax and ys[#ys] < top then top = ys[#ys] end
-  local inx, nx, ny, shared = {}, 0, 0, 0
-  for _, x in ipairs(xs) do if x <= top and not inx[x] then inx[x] = true; nx = nx + 1 end end
-  local iny = {}
-  for _, y in ipairs(ys) do
-    if y <= top and not iny[y] then
-      iny[y] = true; ny = ny + 1
-      if inx[y] then shared = shared + 1 end
-    end
-  end
-  if nx == 0 or ny == 0 then return nx == 0 and ny == 0 end
-  return 100 * shared >= pct * math.min(nx, ny)
-end
-
-local function nearest(tc, fp, k, nb, limit, first, n, accept)
-  -- nearest non-expired entries: {distance, id} by distance, then first seen, then id; with
-  -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
-  local seen, cands = {}, {}
-  for i = first, first + n - 1 do
-    for _, m in ipairs(redis.call('SMEMBERS', B .. ARGV[i])) do
-      if not seen[m] then
-        seen[m] = true
-        local d = dist(m, fp, k)
-        if d <= k then cands[#cands + 1] = {d, m} end
-      end
-    end
-  end
-  table.sort(cands, function(x, y) return x[1] < y[1] end)
-  local out, i = {}, 1
-  while i <= #cands and #out < limit do
-    local d, group = cands[i][1], {}
-    while i <= #cands and cands[i][1] == d do
-      local rows
-      if accept then
-        rows = redis.call('ZRANGEBYSCORE', B .. tc .. 'f:' .. cands[i][2], nb, '+inf', 'WITHSCORES')
-      else
-        rows = redis.call('ZRANGEBYSCORE', B .. tc .. 'f:' .. cands[i][2], nb, '+inf',
-                          'WITHSCORES', 'LIMIT', 0, limit - #out)
-      end
-      for j = 1, #rows, 2 do
-        if not accept or accept(rows[j]) then group[#group + 1] = {tonumber(rows[j + 1]), rows[j]} end
-      end
-      i = i + 1
-    end
-    table.sort(group, function(x, y)
-      if x[1] ~= y[1] then return x[1] < y[1] end
-      return x[2] < y[2]
-    end)
-    for j = 1, math.min(#group, limit - #out) do out[#out + 1] = {d, group[j][2]} end
-  end
-  return out
-end
-
-local function sentence_match(first, n, percent, nb, numbers, pct, nmax, bfp, maxbd, maxholders)
-  -- the opt-in sentence tier: earliest non-expired entry holding some of the query's sentence
-  -- hashes (ARGV[first..first+n-1]) that matches as base.sentences_match says and whose numbers
-  -- agree (a side without numbers agreeing): {{stored hashes the query lacks, id}} or {}; a hash
-  -- held by maxholders entries or more is boilerplate and ignored
-  local count, score, cands = {}, {}, {}
-  for i = first, first + n - 1 do
-    local key = B .. 'sh:' .. ARGV[i]
-    if redis.call('ZCARD', key) < maxholders then
-      local rows = redis.call('ZRANGEBYSCORE', key, nb, '+inf', 'WITHSCORES')
-      for j = 1, #rows, 2 do
-        count[rows[j]] = (count[rows[j]] or 0) + 1
-        score[rows[j]] = tonumber(rows[j + 1])
-      end
-    end
-  end
-  for m, c in pairs(count) do cands[#cands + 1] = {score[m], m, c} end
-  table.sort(cands, function(x, y)
-    if x[1] ~= y[1] then return x[1] < y[1] end
-    return x[2] < y[2]
-  end)
-  for _, c in ipairs(cands) do
-    local f = redis.call('HMGET', B .. 'e:' .. c[2], 'm', 'x', 'b')
-    local stored, shared = #split(f[2] or ''), c[3]
-    local ok = shared >= 2 and 100 * shared > percent * stored
-    if not ok and bfp ~= '' and f[3] then ok = dist(bfp, f[3], maxbd) <= maxbd end
-    if ok and numbers_agree(numbers, f[1], pct, nmax, true) then return {{stored - shared, c[2]}} end
-  end
-  return {}
-end
-
-local function insert(tfp, bfp, url, has_url, title, has_title, s, tkeys, nt, bkeys, nb, numbers, sfirst, nsh)
-  local id = redis.call('INCR', B .. 'seq')
-  local member = string.format('%015d', id)
-  local ek = B .. 'e:' .. member
-  redis.call('HSET', ek, 's', s)
-  if has_url then redis.call('HSET', ek, 'u', url); redis.call('SADD', B .. 'u:' .. url, member) end
-  if has_title then redis.call('HSET', ek, 'n', title) end
-  if numbers then redis.call('HSET', ek, 'm', numbers) end
-  if nsh > 0 then
-    redis.call('HSET', ek, 'x', table.concat(ARGV, ' ', sfirst, sfirst + nsh - 1))
-    for i = sfirst, sfirst + nsh - 1 do redis.call('ZADD', B .. 'sh:' .. ARGV[i], s, member) end
-  end
-  redis.call('ZADD', B .. 'seen', s, member)
-  local new_bands = 0
-  if tfp ~= '' then
-    redis.call('HSET', ek, 't', tfp)
-    redis.call('ZADD', B .. 'tf:' .. tfp, s, member)
-    for i = tkeys, tkeys + nt - 1 do new_bands = new_bands + redis.call('SADD', B .. ARGV[i], tfp) end
-  end
-  if bfp ~= '' then
-    redis.call('HSET', ek, 'b', bfp)
-    redis.call('ZADD', B .. 'bf:' .. bfp, s, member)
-    for i = bkeys, bkeys + nb - 1 do new_bands = new_bands + redis.call('SADD', B .. ARGV[i], bfp) end
-  end
-  if new_bands > 0 then redis.call('INCRBY', B .. 'nbands', new_bands) end
-  return id
-end
-
-local function remove(member, emptied)
-  local ek = B .. 'e:' .. member
-  local f = redis.call('HMGET', ek, 't', 'b', 'u', 'x')
-  if redis.call('DEL', ek) == 0 then return 0 end
-  if f[4] then
-    for _, h in ipairs(split(f[4])) do redis.call('ZREM', B .. 'sh:' .. h, member) end
-  end
-  redis.call('ZREM', B .. 'seen', member)
-  for j, tc in ipairs({'t', 'b'}) do
-    if f[j] then
-      local zk = B .. tc .. 'f:' .. f[j]
-      redis.call('ZREM', zk, member)
-      if redis.call('EXISTS', zk) == 0 then emptied[#emptied + 1] = tc; emptied[#emptied + 1] = f[j] end
-    end
-  end
-  if f[3] then redis.call('SREM', B .. 'u:' .. f[3], member) end
-  return 1
-end
-
-local function forget_decision(url)
-  redis.call('DEL', B .. 'd:' .. url)
-  redis.call('ZREM', B .. 'decided', url)
-end
-
-if op == 'check' then
-  -- 3 token, 4 title fp, 5 body fp, 6 title k, 7 body k, 8 not_before, 9 seen_at, 10/11 url flag/url,
-  -- 12/13 title flag/title, 14/15 title/body status, 16/17 number of title/body band keys,
-  -- 18/19 numbers flag/number signature, 20 title_numbers, 21 NUMBERS_MAX, 22 sentences_shared,
-  -- 23 sentence status, 24 number of (distinct, sorted) sentence hashes, 25 how many of them to store,
-  -- 26… band keys, sentence hashes, TTL of request tokens, sentence tier body distance and max holders
-  local token, tfp, bfp = ARGV[3], ARGV[4], ARGV[5]
-  local nt, nbk, nsh, nstore = tonumber(ARGV[16]), tonumber(ARGV[17]), tonumber(ARGV[24]), tonumber(ARGV[25])
-  local sfirst = 26 + nt + nbk
-  local numbers = ARGV[18] == '1' and ARGV[19] or nil
-  local pct, nmax = tonumber(ARGV[20]), tonumber(ARGV[21])
-  local accept = nil
-  if pct > 0 and numbers then
-    accept = function(member)
-      return numbers_agree(numbers, redis.call('HGET', B .. 'e:' .. member, 'm'), pct, nmax)
-    end
-  end
-  if token ~= '' then
-    local prev = redis.call('GET', B .. 'r:' .. token)
-    if prev then return {'added', tonumber(prev)} end
-  end
-  local found, tier = {}, 't'
-  if tfp ~= '' then found = nearest('t', tfp, tonumber(ARGV[6]), ARGV[8], 1, 26, nt, accept) end
-  if #found == 0 and bfp ~= '' then
-    tier = 'b'
-    found = nearest('b', bfp, tonumber(ARGV[7]), ARGV[8], 1, 26 + nt, nbk, nil)
-  end
-  if #found == 0 and tonumber(ARGV[22]) > 0 and nsh > 0 then
-    tier = 's'
-    found = sentence_match(sfirst, nsh, tonumber(ARGV[22]), ARGV[8], numbers, pct, nmax, bfp,
-                           tonumber(ARGV[sfirst + nsh + 1]), tonumber(ARGV[sfirst + nsh + 2]))
-  end
-  local has_url, has_title = ARGV[10] == '1', ARGV[12] == '1'
-  if #found > 0 then
-    local d, member = found[1][1], found[1][2]
-    if has_url then
-      local dk = B .. 'd:' .. ARGV[11]
-      redis.call('DEL', dk)
-      local status = ARGV[23]
-      if tier == 't' then status = ARGV[14] elseif tier == 'b' then status = ARGV[15] end
-      redis.call('HSET', dk, 'status', status, 'tier', tier,
-                 'distance', d, 'original', member, 'decided_at', ARGV[9])
-      if has_title then redis.call('HSET', dk, 'title', ARGV[13]) end
-      redis.call('ZADD', B .. 'decided', ARGV[9], ARGV[11])
-    end
-    return {'match', tier, d, member, redis.call('HGETALL', B .. 'e:' .. member)}
-  end
-  local id = insert(tfp, bfp, ARGV[11], has_url, ARGV[13], has_title, ARGV[9], 26, nt, 26 + nt, nbk, numbers,
-                    sfirst, nstore)
-  if token ~= '' then redis.call('SET', B .. 'r:' .. token, id, 'EX', tonumber(ARGV[sfirst + nsh])) end
-  return {'added', id}
-elseif op == 'lookup' then
-  -- 3 title fp, 4 body fp, 5 title k, 6 body k, 7 not_before, 8 limit, 9/10 key counts, keys...
-  local nt, nbk, limit, out = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[8]), {}
-  for _, spec in ipairs({{'t', ARGV[3], ARGV[5], 11, nt}, {'b', ARGV[4], ARGV[6], 11 + nt, nbk}}) do
-    if spec[2] ~= '' then
-      for _, m in ipairs(nearest(spec[1], spec[2], tonumber(spec[3]), ARGV[7], limit, spec[4], spec[5], nil)) do
-        out[#out + 1] = {spec[1], m[1], m[2], redis.call('HGETALL', B .. 'e:' .. m[2])}
-      end
-    end
-  end
-  return out
-elseif op == 'add' then
-  -- 3/4 key counts, then per entry: title fp, body fp, url flag, url, title flag, title, first seen,
-  -- title band keys (or ''), body band keys (or '')
-  local nt, nbk = tonumber(ARGV[3]), tonumber(ARGV[4])
-  local stride, n = 7 + nt + nbk, 0
-  for i = 5, #ARGV, stride do
-    insert(ARGV[i], ARGV[i + 1], ARGV[i + 3], ARGV[i + 2] == '1', ARGV[i + 5], ARGV[i + 4] == '1',
-           ARGV[i + 6], i + 7, nt, i + 7 + nt, nbk, nil, 0, 0)
-    n = n + 1
-  end
-  return n
-elseif op == 'remove' then
-  -- 3 how ('older', 'id', 'url'), 4 value, 5 batch: {removed, {tier char, hex, ...} of emptied fps}
-  local how, value, emptied, n = ARGV[3], ARGV[4], {}, 0
-  if how == 'older' then
-    local doomed = redis.call('ZRANGEBYSCORE', B .. 'seen', '-inf', '(' .. value, 'LIMIT', 0, tonumber(ARGV[5]))
-    for _, member in ipairs(doomed) do n = n + remove(member, emptied) end
-    if #doomed < tonumber(ARGV[5]) then
-      for _, url in ipairs(redis.call('ZRANGEBYSCORE', B .. 'decided', '-inf', '(' .. value)) do
-        forget_decision(url)
-      end
-    end
-  elseif how == 'id' then
-    n = remove(value, emptied)
-  else
-    for _, member in ipairs(redis.call('SMEMBERS', B .. 'u:' .. value)) do n = n + remove(member, emptied) end
-    forget_decision(value)
-  end
-  return {n, emptied}
-elseif op == 'dropbands' then
-  -- per fingerprint: tier char, hex, number of band keys, keys; dropped only if no entry holds it
-  local i, dropped = 3, 0
-  while i <= #ARGV do
-    local tc, fp, n = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
-    if redis.call('EXISTS', B .. tc .. 'f:' .. fp) == 0 then
-      for j = i + 3, i + 2 + n do dropped = dropped + redis.call('SREM', B .. ARGV[j], fp) end
-    end
-    i = i + 3 + n
-  end
-  if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
-  return dropped
-end
-return redis.error_reply('scrapy-simhash: unknown operation ' .. tostring(op))
-"""
+#: The server-side half of the index: the tier rule ported from :mod:`.rule`, the store operations,
+#: maintenance (``redis_rule.lua``, shipped as package data).
+SCRIPT = resources.files(__package__).joinpath("redis_rule.lua").read_text(encoding="utf-8")
 
 
 # -- URLs and settings ----------------------------------------------------------------------------
@@ -481,22 +208,6 @@ def redis_params_from_settings(settings: Any) -> dict[str, Any]:
 # -- the index -------------------------------------------------------------------------------------
 
 
-def _check_params(params: IndexParams) -> None:
-    if params.bits not in SUPPORTED_BITS:
-        raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {params.bits!r}")
-    for name in ("title_bands", "body_bands"):
-        bands = getattr(params, name)
-        if not isinstance(bands, int) or isinstance(bands, bool) or not 1 <= bands <= min(params.bits, 64):
-            raise ValueError(f"{name} must be between 1 and {min(params.bits, 64)}, not {bands!r}")
-
-
-def _layouts(params: IndexParams) -> dict[Tier, tuple[tuple[int, int], ...]]:
-    return {
-        "title": band_layout(params.bits, params.title_bands - 1),
-        "body": band_layout(params.bits, params.body_bands - 1),
-    }
-
-
 def _member(entry_id: int) -> str:
     return f"{entry_id:0{_ID_WIDTH}d}"
 
@@ -553,7 +264,7 @@ class RedisIndex(QueryChecks):
         if not isinstance(namespace, str) or not namespace:
             raise ValueError("namespace must be a non-empty string")
         if params is not None:
-            _check_params(params)
+            check_params(params)
         self = cls()
         self.location = redacted(url)
         self.namespace = namespace
@@ -614,7 +325,8 @@ class RedisIndex(QueryChecks):
                 if self._readonly or not create:
                     why = "opened read-only" if self._readonly else "create=False"
                     raise IndexOpenError(f"index {self.location} does not exist (no key {meta_key!r}; {why})")
-                client.set(meta_key, json.dumps(self._new_meta(requested or IndexParams()), sort_keys=True), nx=True)
+                record = new_meta(requested or IndexParams(), SCHEMA_VERSION, fingerprint_storage="hex")
+                client.set(meta_key, json.dumps({"backend": "redis", **record}, sort_keys=True), nx=True)
                 raw = client.get(meta_key)
         except self._errors.ResponseError as exc:
             if "WRONGTYPE" in str(exc):
@@ -630,51 +342,16 @@ class RedisIndex(QueryChecks):
             raise IndexOpenError(
                 f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): {exc}"
             ) from exc
-        if meta.get("format") != FORMAT:
-            raise IndexOpenError(f"{self.location} is not a scrapy-simhash index (format {meta.get('format')!r})")
-        version = meta.get("schema_version")
-        if version != SCHEMA_VERSION:
-            newer = isinstance(version, int) and version > SCHEMA_VERSION
-            raise IndexOpenError(
-                f"index {self.location} has schema version {version!r}; this scrapy-simhash reads version "
-                f"{SCHEMA_VERSION}" + (" (upgrade scrapy-simhash)" if newer else "")
-            )
-        try:
-            stored = IndexParams(**meta["params"])
-            _check_params(stored)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IndexOpenError(f"index {self.location} records unreadable parameters: {exc}") from exc
-        problems = [] if requested is None else stored.incompatibilities(requested)
-        if problems:
-            raise ParameterMismatch(
-                f"index {self.location} was built with other parameters ({'; '.join(problems)}); it cannot "
-                "answer these queries: open it with compatible parameters, or use a new index (another "
-                "database or ?prefix=)"
-            )
+        stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, "(another database or ?prefix=)")
         self.params = stored
         self._meta = meta
         self._bits = stored.bits
         self._hex_width = stored.bits // 4
-        self._layouts = _layouts(stored)
+        self._layouts = layouts(stored)
         self._base = f"{self.prefix}:{{{quote(self.namespace, safe='')}}}:"
         self._seq_key = self._base + "seq"
         if not self._readonly:
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
-
-    def _new_meta(self, params: IndexParams) -> dict[str, Any]:
-        _check_params(params)
-        layouts = _layouts(params)
-        return {
-            "format": FORMAT,
-            "backend": "redis",
-            "schema_version": SCHEMA_VERSION,
-            "params": params.as_dict(),
-            "title_layout": [list(b) for b in layouts["title"]],
-            "body_layout": [list(b) for b in layouts["body"]],
-            "fingerprint_storage": "hex",
-            "created": time.time(),
-            "created_by": f"scrapy-simhash {__version__}",
-        }
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -736,22 +413,22 @@ class RedisIndex(QueryChecks):
             self._connections.append(connection)
         return connection
 
-    def _evalsha(self, client: Any, args: tuple[Any, ...]) -> Any:
+    def _evalsha(self, client: Any, args: str) -> Any:
         connection = self._connection(client)
         try:
-            connection.send_command("EVALSHA", self._sha, 1, self._seq_key, *args)
+            connection.send_command("EVALSHA", self._sha, 1, self._seq_key, args)
             return connection.read_response()
         except (self._errors.ConnectionError, self._errors.TimeoutError):
             connection.disconnect()  # the next call reconnects
             raise
 
-    def _evalsha_many(self, client: Any, calls: Sequence[Sequence[Any]]) -> list[Any]:
+    def _evalsha_many(self, client: Any, calls: Sequence[str]) -> list[Any]:
         """Several ``EVALSHA`` calls in one write, their replies read in order; a reply that is an
         error is returned as the exception (the other replies must still be read off the socket)."""
         connection = self._connection(client)
         try:
             connection.send_packed_command(
-                connection.pack_commands([("EVALSHA", self._sha, 1, self._seq_key, *args) for args in calls])
+                connection.pack_commands([("EVALSHA", self._sha, 1, self._seq_key, args) for args in calls])
             )
             replies: list[Any] = []
             for _ in calls:
@@ -764,7 +441,7 @@ class RedisIndex(QueryChecks):
             connection.disconnect()  # the next call reconnects
             raise
 
-    def _script(self, doing: str, *args: Any, write: bool = True, retry: bool = True) -> Any:
+    def _script(self, doing: str, args: str, *, write: bool = True, retry: bool = True) -> Any:
         """One ``EVALSHA`` of :data:`SCRIPT` (reloaded once on ``NOSCRIPT``), retried on connection errors."""
         def call(client: Any) -> Any:
             try:
@@ -792,26 +469,58 @@ class RedisIndex(QueryChecks):
         except (KeyError, ValueError, TypeError) as exc:
             raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
 
-    def _fp_args(self, tfp: int | None, bfp: int | None) -> list[Any]:
-        tkeys = [] if tfp is None else self._band_keys("title", tfp)
-        bkeys = [] if bfp is None else self._band_keys("body", bfp)
-        return [len(tkeys), len(bkeys), *tkeys, *bkeys]
+    def _keys(self, tfp: int | None, bfp: int | None) -> dict[str, list[str]]:
+        return {
+            "t": [] if tfp is None else self._band_keys("title", tfp),
+            "b": [] if bfp is None else self._band_keys("body", bfp),
+        }
+
+    def _args(self, op: str, **fields: Any) -> str:
+        """The script's one argument: a JSON object (None values left out: absent, not null)."""
+        args = {"op": op, "base": self._base, "limits": _LIMITS, **fields}
+        return json.dumps({k: v for k, v in args.items() if v is not None}, ensure_ascii=False)
+
+    def _query(self, query: Query) -> dict[str, Any]:
+        """A query as the script reads it (see the header of ``redis_rule.lua``)."""
+        tfp, bfp = query.title_fp, query.body_fp
+        fields = {
+            "title_fp": None if tfp is None else self._hex(tfp),
+            "body_fp": None if bfp is None else self._hex(bfp),
+            "title_k": query.title_k,
+            "body_k": query.body_k,
+            "not_before": None if query.not_before is None else _score(query.not_before),
+            "seen_at": _score(query.seen_at or time.time()),
+            "url": query.url,
+            "title": None if query.title is None else query.title[:TITLE_CHARS],
+            "numbers": query.numbers,
+            "title_numbers": int(query.title_numbers),
+            "sentences": sorted(set(query.sentences)),
+            "sentences_shared": int(query.sentences_shared),
+            "keys": self._keys(tfp, bfp),
+        }
+        return {k: v for k, v in fields.items() if v is not None}
 
     # -- the protocol --------------------------------------------------------------------------------
 
-    def check_and_add(self, query: Query) -> Outcome:
-        """Title tier, else body tier, else add: one ``EVALSHA`` (one round trip), atomic on the server."""
-        return self.check_and_add_many([query])[0]
+    def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
+        """The rule (the script's port of :func:`.rule.check_and_add`): one ``EVALSHA``, one round
+        trip, atomic on the server."""
+        return self.check_and_add_many([query], flagged=flagged)[0]
 
-    def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
+    def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
         """One ``EVALSHA`` per query, in order, sent together (one round trip for the batch): each
         is atomic, the batch is not one transaction. A batch broken off is sent again whole with the
         same request tokens, so the part already applied returns what it added."""
         for query in queries:
             self._check_query(query)
-        if len(queries) <= 1:
-            return [self._check(query, query.request_id or os.urandom(12).hex()) for query in queries]
-        calls = [self._check_args(query, query.request_id or os.urandom(12).hex()) for query in queries]
+        marks = {_TIER_CHAR[tier]: True for tier in flagged} or None
+        calls = [
+            self._args("check", q=self._query(query), flagged=marks, token=query.request_id or os.urandom(12).hex(),
+                       token_ttl=TOKEN_TTL)
+            for query in queries
+        ]
+        if len(calls) <= 1:
+            return [self._outcome(self._script("check-and-add", args)) for args in calls]
 
         def call(client: Any) -> list[Any]:
             replies = self._evalsha_many(client, calls)
@@ -825,35 +534,17 @@ class RedisIndex(QueryChecks):
 
         return [self._outcome(reply) for reply in self._retrying("check-and-add", call, write=True)]
 
-    def _check(self, query: Query, token: str) -> Outcome:
-        return self._outcome(self._script("check-and-add", *self._check_args(query, token)))
-
-    def _check_args(self, query: Query, token: str) -> list[Any]:
-        """The script's arguments for one check-and-add (see the ``check`` branch of :data:`SCRIPT`)."""
-        tfp, bfp = query.title_fp, query.body_fp
-        seen = query.seen_at or time.time()
-        title = None if query.title is None else query.title[:TITLE_CHARS]
-        numbers = query.numbers
-        sentences = sorted(set(query.sentences))
-        fp_args = self._fp_args(tfp, bfp)
-        return [
-            "check", self._base, token,
-            "" if tfp is None else self._hex(tfp), "" if bfp is None else self._hex(bfp),
-            query.title_k, query.body_k,
-            "-inf" if query.not_before is None else _score(query.not_before), _score(seen),
-            "0" if query.url is None else "1", query.url or "",
-            "0" if title is None else "1", title or "",
-            query.statuses.get("title", "duplicate"), query.statuses.get("body", "duplicate"),
-            *fp_args[:2],
-            "0" if numbers is None else "1", numbers or "", int(query.title_numbers),
-            NUMBERS_MAX, int(query.sentences_shared),
-            query.statuses.get("sentence", "duplicate"), len(sentences), min(len(sentences), SENTENCES_STORED),
-            *fp_args[2:], *sentences, TOKEN_TTL, SENTENCE_BODY_DISTANCE, SENTENCE_MAX_HOLDERS,
-        ]
+    def peek(self, query: Query) -> Match | None:
+        """What :meth:`check_and_add` would answer now (the script's port of :func:`.rule.peek`);
+        nothing is written."""
+        self._check_query(query)
+        return self._outcome(self._script("check", self._args("peek", q=self._query(query)), write=False)).match
 
     def _outcome(self, reply: Any) -> Outcome:
         if reply[0] == "added":
             return Outcome(match=None, entry_id=int(reply[1]))
+        if reply[0] == "new":
+            return Outcome(match=None, entry_id=None)
         _, tc, distance, member, fields = reply
         return Outcome(match=Match(_CHAR_TIER[tc], int(distance), self._entry(member, _pairs(fields))), entry_id=None)
 
@@ -874,52 +565,50 @@ class RedisIndex(QueryChecks):
         if limit <= 0 or (title_fp is None and body_fp is None):
             self._live()
             return []
-        reply = self._script(
+        args = self._args(
             "lookup",
-            "lookup", self._base,
-            "" if title_fp is None else self._hex(title_fp), "" if body_fp is None else self._hex(body_fp),
-            title_k, body_k, "-inf" if not_before is None else _score(not_before), int(limit),
-            *self._fp_args(title_fp, body_fp),
-            write=False,
+            title_fp=None if title_fp is None else self._hex(title_fp),
+            body_fp=None if body_fp is None else self._hex(body_fp),
+            title_k=title_k, body_k=body_k, limit=int(limit),
+            not_before=None if not_before is None else _score(not_before),
+            keys=self._keys(title_fp, body_fp),
         )
+        reply = self._script("lookup", args, write=False)
         return [Match(_CHAR_TIER[tc], int(d), self._entry(member, _pairs(fields))) for tc, d, member, fields in reply]
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` per call."""
         self._writable()
-        nt, nb = len(self._layouts["title"]), len(self._layouts["body"])
-        batches: list[list[Any]] = []
-        for start in range(0, len(entries), ADD_BATCH):
-            args: list[Any] = []
-            for tfp, bfp, url, title, first_seen in entries[start : start + ADD_BATCH]:
-                if tfp is None and bfp is None:
-                    raise ValueError("an entry needs a title or a body fingerprint")
-                self._check_fp(tfp, "title_fp")
-                self._check_fp(bfp, "body_fp")
-                args += [
-                    "" if tfp is None else self._hex(tfp), "" if bfp is None else self._hex(bfp),
-                    "0" if url is None else "1", url or "",
-                    "0" if title is None else "1", "" if title is None else title[:TITLE_CHARS],
-                    _score(first_seen),
-                    *(self._band_keys("title", tfp) if tfp is not None else [""] * nt),
-                    *(self._band_keys("body", bfp) if bfp is not None else [""] * nb),
-                ]
-            batches.append(args)
+        rows: list[dict[str, Any]] = []
+        for tfp, bfp, url, title, first_seen in entries:
+            if tfp is None and bfp is None:
+                raise ValueError("an entry needs a title or a body fingerprint")
+            self._check_fp(tfp, "title_fp")
+            self._check_fp(bfp, "body_fp")
+            row = {
+                "title_fp": None if tfp is None else self._hex(tfp),
+                "body_fp": None if bfp is None else self._hex(bfp),
+                "url": url,
+                "title": None if title is None else title[:TITLE_CHARS],
+                "seen_at": _score(first_seen),
+                "keys": self._keys(tfp, bfp),
+            }
+            rows.append({k: v for k, v in row.items() if v is not None})
         total = 0
-        for args in batches:  # everything is validated before the first write
-            total += int(self._script("bulk add", "add", self._base, nt, nb, *args, retry=False))
+        for start in range(0, len(rows), ADD_BATCH):  # everything is validated before the first write
+            args = self._args("add", entries=rows[start : start + ADD_BATCH])
+            total += int(self._script("bulk add", args, retry=False))
         return total
 
     def _remove(self, doing: str, how: str, value: str, batch: int = ADD_BATCH) -> tuple[int, bool]:
         """Remove entries, then the band members of fingerprints no entry holds any more."""
-        n, emptied = self._script(doing, "remove", self._base, how, value, batch)
+        n, emptied = self._script(doing, self._args("remove", how=how, value=value, batch=batch))
         if emptied:
-            args: list[Any] = []
-            for i in range(0, len(emptied), 2):
-                tier = _CHAR_TIER[emptied[i]]
-                keys = self._band_keys(tier, int(emptied[i + 1], 16))
-                args += [emptied[i], emptied[i + 1], len(keys), *keys]
-            self._script(doing, "dropbands", self._base, *args)
+            fps = [
+                [emptied[i], emptied[i + 1], self._band_keys(_CHAR_TIER[emptied[i]], int(emptied[i + 1], 16))]
+                for i in range(0, len(emptied), 2)
+            ]
+            self._script(doing, self._args("dropbands", fps=fps))
         return int(n), int(n) >= batch
 
     def explain(self, url: str) -> Decision | None:
@@ -1044,29 +733,8 @@ class RedisIndex(QueryChecks):
                     "newest": last[0][1] if last else None,
                     "decisions": int(decisions),
                 }
-        mine = per.get(self.namespace, {"entries": 0, "oldest": None, "newest": None, "decisions": 0})
-        return {
-            "backend": "redis",
-            "location": self.location,
-            "prefix": self.prefix,
-            "format": self._meta.get("format"),
-            "schema_version": self._meta.get("schema_version"),
-            "created": self._meta.get("created"),
-            "created_by": self._meta.get("created_by"),
-            "redis_version": info.get("redis_version"),
-            "used_memory": info.get("used_memory"),
-            "params": self.params.as_dict(),
-            "title_layout": [list(b) for b in self._layouts["title"]],
-            "body_layout": [list(b) for b in self._layouts["body"]],
-            "readonly": self._readonly,
-            "namespace": self.namespace,
-            "entries": mine["entries"],
-            "oldest": mine["oldest"],
-            "newest": mine["newest"],
-            "decisions": mine["decisions"],
-            "band_rows": band_rows,
-            "namespaces": per,
-        }
+        about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory")}
+        return stats_dict(self, "redis", per, band_rows, {"prefix": self.prefix}, about)
 
     def entries(self) -> Iterator[Entry]:
         """Every entry of this namespace, oldest first (ties: by id), fetched in pages of 1000."""
@@ -1116,6 +784,8 @@ class RedisIndex(QueryChecks):
 
 
 __all__ = [
+    "FORMAT",
+    "SCHEMA_VERSION",
     "SCRIPT",
     "RedisIndex",
     "index_url_from_settings",

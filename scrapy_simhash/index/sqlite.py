@@ -3,16 +3,17 @@
 What is stored where, and why
 -----------------------------
 ``simhash_meta`` (a :mod:`sqlitedict` table: ``key TEXT PRIMARY KEY, value BLOB``, JSON values)
-    The file describes itself: ``format`` (``"scrapy-simhash-index"``), ``schema_version``, the
-    :class:`~.base.IndexParams` (bits, bands per tier, tokenizer, features version), the band
-    layouts derived from them, how band keys are packed, how fingerprints are stored, and when and
-    by which version the file was created. Other parameters at open are a
-    :class:`~.base.ParameterMismatch`; a file without this table is "not a scrapy-simhash index".
-    It is written once, by ``SqliteDict(encode=json.dumps)`` (never its pickle default), into a
-    private temporary file before that file is linked into place, so sqlitedict's own background
-    connection never meets our transactions. It is read at open on our own connection with the
-    same JSON decoder (see :meth:`SqliteIndex._read_meta` for why not through sqlitedict); any
-    tool can still read it with ``SqliteDict(path, "simhash_meta", flag="r", decode=json.loads)``.
+    The file describes itself (:func:`.meta.new_meta`): ``format`` (``"scrapy-simhash-index"``),
+    ``schema_version``, the :class:`~.base.IndexParams` (bits, bands per tier, tokenizer, features
+    version), the band layouts derived from them, how band keys are packed (``band_key``), how
+    fingerprints are stored, and when and by which version the file was created. Other parameters
+    at open are a :class:`~.base.ParameterMismatch`; a file without this table is "not a
+    scrapy-simhash index". It is written once, by ``SqliteDict(encode=json.dumps)`` (never its
+    pickle default), into a private temporary file before that file is linked into place, so
+    sqlitedict's own background connection never meets our transactions. It is read at open on our
+    own connection with the same JSON decoder (see :func:`.sqlite_file.read_meta` for why not
+    through sqlitedict); any tool can still read it with
+    ``SqliteDict(path, "simhash_meta", flag="r", decode=json.loads)``.
 ``namespace``
     ``(id, name, created)``: several projects can share one file; every other row carries the id.
 ``entry``
@@ -20,7 +21,7 @@ What is stored where, and why
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
     that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
     characters), ``numbers`` (the body's number signature, a short text, see
-    :func:`~.base.numbers_agree`; checked by the title tier when a query asks). Indexes
+    :func:`~.rule.numbers_agree`; checked by the title tier when a query asks). Indexes
     ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
     earliest non-expired entry holding a fingerprint in O(log n), however many share it;
     ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
@@ -41,14 +42,15 @@ What is stored where, and why
 
 Fingerprints: ``bits`` ≤ 64 are stored as SQLite's signed 64-bit integers through
 :func:`~scrapy_simhash.simhash.to_signed64` / :func:`~scrapy_simhash.simhash.from_signed64` (the only
-place the mapping happens is :meth:`SqliteIndex._codec`); 128-bit fingerprints as 16-byte
+place the mapping happens is :func:`_codec`); 128-bit fingerprints as 16-byte
 big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very few bands) is folded
 (XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
 exact Hamming distance, so exactness is unaffected.
 
 Transactions: the connection runs in autocommit mode (``isolation_level=None``) with explicit
-``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is one ``BEGIN IMMEDIATE``
-transaction (title tier, else body tier, else insert), so two processes carrying one story are
+``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is the rule of :mod:`.rule` run
+over this file's tables (:class:`_Tables`) inside one ``BEGIN IMMEDIATE`` transaction, so two
+processes carrying one story are
 serialized and exactly one is admitted. The file is in WAL mode with ``synchronous=FULL``: when
 ``check_and_add`` returns "added", the entry is committed and its WAL frame fsynced, so a process
 killed at any point leaves a file that opens and holds every entry reported new. Readers are never
@@ -59,32 +61,28 @@ are all candidates: about ``n / 2**width`` per band. For 64 bits and body k=3 (1
 ~15 per band at 1M entries, verified in Python; ``benchmarks/index_scaling.py`` measures it. Manku's
 permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows for fewer candidates.
 
-Safety: nothing read from the file is unpickled or evaluated (meta values are JSON). A file that is
-not ours, is corrupt, truncated or not a database is an :class:`~.base.IndexOpenError` naming it,
-and is never modified; nothing is silently recreated. A new file is built under a temporary name
-and linked into place only once complete, so a concurrent opener sees either no file or a whole one.
+Safety (:mod:`.sqlite_file`): nothing read from the file is unpickled or evaluated (meta values are
+JSON). A file that is not ours, is corrupt, truncated or not a database is an
+:class:`~.base.IndexOpenError` naming it, and is never modified; nothing is silently recreated. A
+new file is built under a temporary name and linked into place only once complete, so a concurrent
+opener sees either no file or a whole one.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sqlitedict import SqliteDict
-
-from ..__version__ import __version__
-from ..simhash import SUPPORTED_BITS, band_layout, from_signed64, hamming_distance, to_signed64
+from ..simhash import from_signed64, to_signed64
+from . import rule
 from .base import (
-    SENTENCE_MAX_HOLDERS,
-    SENTENCES_STORED,
     TIERS,
     Decision,
     Entry,
@@ -94,103 +92,36 @@ from .base import (
     IndexWriteError,
     Match,
     Outcome,
-    ParameterMismatch,
     Query,
-    QueryChecks,
     Tier,
-    numbers_agree,
-    sentences_match,
+)
+from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
+from .sqlite_file import (
+    META_TABLE,
+    SCHEMA_VERSION,
+    TABLES,
+    check_header,
+    create_file,
+    probe_write,
+    read_meta,
+    sqlite_error,
 )
 
-FORMAT = "scrapy-simhash-index"
-SCHEMA_VERSION = 2  # 2: entry.numbers (title tier's number guard), sentence table (opt-in tier)
-META_TABLE = "simhash_meta"
+__all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
+
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
 #: Bits reserved for the namespace id in a band key (about a million namespaces per file).
 NAMESPACE_BITS = 20
 BAND_NUMBER_BITS = 6  # up to 64 bands per tier
-TITLE_CHARS = 300
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-_TABLES = ("namespace", "entry", "band", "decision", "sentence")
 _KIND = {"title": 0, "body": 1}
-
-_SCHEMA = """
-CREATE TABLE namespace (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    created REAL NOT NULL
-);
-CREATE TABLE entry (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns INTEGER NOT NULL,
-    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
-    body_fp,
-    first_seen REAL NOT NULL,
-    url TEXT,
-    title TEXT,
-    numbers TEXT  -- number signature (base.numbers_agree); NULL: added without one
-);
-CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
-CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
-CREATE TABLE band (
-    key INTEGER NOT NULL,
-    fp NOT NULL,
-    PRIMARY KEY (key, fp)
-) WITHOUT ROWID;
-CREATE TABLE decision (
-    ns INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    status TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    distance INTEGER NOT NULL,
-    original INTEGER,
-    decided_at REAL NOT NULL,
-    title TEXT,
-    PRIMARY KEY (ns, url)
-) WITHOUT ROWID;
-CREATE INDEX decision_recent ON decision(ns, decided_at);
-CREATE TABLE sentence (
-    ns INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    entry INTEGER NOT NULL,
-    PRIMARY KEY (ns, hash, entry)
-) WITHOUT ROWID;
-CREATE INDEX sentence_entry ON sentence(entry);
-"""
 
 _ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers"
 _ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
 
 
-def _json_encode(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
-
-
-def _json_decode(value: Any) -> Any:
-    return json.loads(value)
-
-
-def _check_params(params: IndexParams) -> None:
-    if params.bits not in SUPPORTED_BITS:
-        raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {params.bits!r}")
-    for name in ("title_bands", "body_bands"):
-        bands = getattr(params, name)
-        if not isinstance(bands, int) or not 1 <= bands <= min(params.bits, 1 << BAND_NUMBER_BITS):
-            raise ValueError(f"{name} must be between 1 and {min(params.bits, 64)}, not {bands!r}")
-
-
-def _layouts(params: IndexParams) -> dict[Tier, tuple[tuple[int, int], ...]]:
-    return {
-        "title": band_layout(params.bits, params.title_bands - 1),
-        "body": band_layout(params.bits, params.body_bands - 1),
-    }
-
-
 def _value_bits(params: IndexParams) -> int:
-    widest = max(width for layout in _layouts(params).values() for _, width in layout)
+    widest = max(width for layout in layouts(params).values() for _, width in layout)
     return min(widest, MAX_VALUE_BITS)
 
 
@@ -201,12 +132,87 @@ def _fold(value: int, bits: int) -> int:
     return value
 
 
-def _sqlite_error(location: str, exc: BaseException, doing: str) -> IndexError_:
-    """Map a sqlite3 error to ours, naming the file: corruption apart from write failures."""
-    text = str(exc)
-    if any(s in text for s in ("malformed", "not a database", "disk image")):
-        return IndexError_(f"index {location} is corrupt ({text}) while {doing}")
-    return IndexWriteError(f"index {location}: {doing} failed: {text}")
+def _codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
+    """How a fingerprint is stored: the one place the signed 64-bit mapping is applied."""
+    if bits <= 64:
+        return to_signed64, from_signed64
+    nbytes = bits // 8
+
+    def enc(fp: int) -> bytes:
+        return fp.to_bytes(nbytes, "big")
+
+    def dec(raw: Any) -> int:
+        return int.from_bytes(raw, "big")
+
+    return enc, dec
+
+
+class _Tables:
+    """The rule's :class:`~.rule.Store` on this file's tables, inside the caller's transaction."""
+
+    def __init__(self, index: SqliteIndex, conn: sqlite3.Connection) -> None:
+        self.index, self.conn = index, conn
+
+    def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
+        dec = self.index._dec
+        return [dec(raw) for (raw,) in self.conn.execute(self.index._sql_band[tier], self.index._keys(tier, fp))]
+
+    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
+        ix = self.index
+        args = (ix._ns_id, ix._enc(fp), not_before, -1 if limit is None else limit)
+        return [ix._entry(r) for r in self.conn.execute(ix._sql_first[tier], args)]
+
+    def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
+        ix, conn, cap = self.index, self.conn, rule.SENTENCE_MAX_HOLDERS
+        hashes = [
+            h for h in hashes
+            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
+                            (ix._ns_id, h, cap)).fetchone()[0] < cap
+        ]
+        if not hashes:
+            return []
+        rows = conn.execute(
+            f"SELECT {_ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
+            f" FROM sentence s JOIN entry e ON e.id = s.entry"
+            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
+            " GROUP BY e.id ORDER BY e.first_seen, e.id",
+            (ix._ns_id, *hashes, not_before),
+        ).fetchall()
+        return [(ix._entry(tuple(row)), shared, stored) for *row, shared, stored in rows]
+
+    def insert(self, query: Query, seen_at: float) -> int:
+        ix, conn = self.index, self.conn
+        tfp, bfp = query.title_fp, query.body_fp
+        entry_id = conn.execute(
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                ix._ns_id,
+                None if tfp is None else ix._enc(tfp),
+                None if bfp is None else ix._enc(bfp),
+                seen_at,
+                query.url,
+                None if query.title is None else query.title[:TITLE_CHARS],
+                query.numbers,
+            ),
+        ).lastrowid
+        assert entry_id is not None
+        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", ix._band_rows(tfp, bfp))
+        if query.sentences:
+            conn.executemany(
+                "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
+                [(ix._ns_id, h, entry_id) for h in sorted(set(query.sentences))[: rule.SENTENCES_STORED]],
+            )
+        return entry_id
+
+    def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original, decided_at, title)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.index._ns_id, query.url, status, match.tier, match.distance, match.entry.id, seen_at,
+                None if query.title is None else query.title[:TITLE_CHARS],
+            ),
+        )
 
 
 class SqliteIndex(QueryChecks):
@@ -245,7 +251,7 @@ class SqliteIndex(QueryChecks):
         if not isinstance(namespace, str) or not namespace:
             raise ValueError("namespace must be a non-empty string")
         if params is not None:
-            _check_params(params)
+            check_params(params)
         file = Path(os.path.expanduser(os.fspath(path))).absolute()
         self = cls()
         self.location = str(file)
@@ -256,128 +262,26 @@ class SqliteIndex(QueryChecks):
             if readonly or not create:
                 why = "opened read-only" if readonly else "create=False"
                 raise IndexOpenError(f"index {file} does not exist ({why})")
-            self._create_file(file, params or IndexParams())
-        self._open_existing(file, params)
-        return self
-
-    def _create_file(self, file: Path, params: IndexParams) -> None:
-        """Build a complete index under a temporary name, then link it into place atomically.
-
-        ``os.link`` fails if the name exists, so when two processes create the same file at once
-        one wins and the other simply opens the winner's file; nobody ever sees half a file.
-        """
-        try:
-            file.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise IndexOpenError(f"cannot create the directory of index {file}: {exc}") from exc
-        tmp = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}.creating")
-        try:
-            layouts = _layouts(params)
-            meta = {
-                "format": FORMAT,
-                "schema_version": SCHEMA_VERSION,
-                "params": params.as_dict(),
-                "title_layout": [list(b) for b in layouts["title"]],
-                "body_layout": [list(b) for b in layouts["body"]],
-                "band_key": {
+            params = params or IndexParams()
+            create_file(file, new_meta(
+                params, SCHEMA_VERSION,
+                band_key={
                     "value_bits": _value_bits(params),
                     "namespace_bits": NAMESPACE_BITS,
                     "band_number_bits": BAND_NUMBER_BITS,
                 },
-                "fingerprint_storage": "int64" if params.bits <= 64 else "blob16",
-                "created": time.time(),
-                "created_by": f"scrapy-simhash {__version__}",
-            }
-            # Fail here, in this thread, if the directory cannot be written: sqlitedict would fail
-            # in its background thread first.
-            os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
-            with SqliteDict(
-                str(tmp),
-                tablename=META_TABLE,
-                flag="n",
-                encode=_json_encode,
-                decode=_json_decode,
-                autocommit=False,
-            ) as sd:
-                for key, value in meta.items():
-                    sd[key] = value
-                sd.commit()
-            conn = sqlite3.connect(str(tmp), isolation_level=None)
-            try:
-                conn.executescript(f"BEGIN; {_SCHEMA} COMMIT;")
-                conn.execute("PRAGMA journal_mode=WAL")
-            finally:
-                conn.close()
-            fd = os.open(tmp, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            try:
-                os.link(tmp, file)
-            except FileExistsError:
-                pass  # someone else created it first: open theirs
-            except OSError:
-                # Filesystems without hard links: a rename is atomic but could replace a file made
-                # in the meantime, so only do it if the name is still free.
-                if not file.exists():
-                    os.replace(tmp, file)
-            with contextlib.suppress(OSError):
-                dfd = os.open(file.parent, os.O_RDONLY)
-                try:
-                    os.fsync(dfd)
-                finally:
-                    os.close(dfd)
-        except (OSError, sqlite3.Error, RuntimeError) as exc:
-            raise IndexOpenError(f"cannot create index {file}: {exc}") from exc
-        finally:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                with contextlib.suppress(OSError):
-                    os.unlink(f"{tmp}{suffix}")
-
-    def _check_header(self, file: Path) -> None:
-        """Reject what SQLite would reject later (or worse, half-read) before touching the file."""
-        if file.is_dir():
-            raise IndexOpenError(f"index {file} is a directory, not a file")
-        try:
-            size = file.stat().st_size
-            with open(file, "rb") as fh:
-                header = fh.read(100)
-        except OSError as exc:
-            raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
-        if size == 0:
-            raise IndexOpenError(
-                f"{file} is an empty file, not a scrapy-simhash index "
-                "(delete it to let a new index be created)"
-            )
-        if header[:16] != _SQLITE_MAGIC:
-            raise IndexOpenError(
-                f"{file} is not a SQLite database (garbage or another format): not a scrapy-simhash index"
-            )
-        if len(header) < 100:
-            raise IndexOpenError(f"index {file} is truncated ({size} bytes, shorter than a SQLite header)")
-        page_size = int.from_bytes(header[16:18], "big")
-        page_size = 65536 if page_size == 1 else page_size
-        pages = int.from_bytes(header[28:32], "big")
-        change_counter = int.from_bytes(header[24:28], "big")
-        valid_for = int.from_bytes(header[92:96], "big")
-        wal = Path(f"{file}-wal")
-        wal_pending = wal.exists() and wal.stat().st_size > 0
-        if pages and change_counter == valid_for and not wal_pending and size < pages * page_size:
-            raise IndexOpenError(
-                f"index {file} is truncated: {size} bytes but its header says {pages} pages of {page_size}"
-            )
+                fingerprint_storage="int64" if params.bits <= 64 else "blob16",
+            ))
+        self._open_existing(file, params)
+        return self
 
     def _open_existing(self, file: Path, params: IndexParams | None) -> None:
-        self._check_header(file)
+        check_header(file)
         try:
             if self._readonly:
                 conn = sqlite3.connect(
-                    f"{file.as_uri()}?mode=ro",
-                    uri=True,
-                    isolation_level=None,
-                    timeout=self._busy_timeout,
-                    check_same_thread=False,
+                    f"{file.as_uri()}?mode=ro", uri=True, isolation_level=None,
+                    timeout=self._busy_timeout, check_same_thread=False,
                 )
             else:
                 conn = sqlite3.connect(
@@ -404,41 +308,22 @@ class SqliteIndex(QueryChecks):
             raise IndexOpenError(
                 f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
             )
-        meta = self._read_meta(file)
-        if meta.get("format") != FORMAT:
-            raise IndexOpenError(f"{file} is not a scrapy-simhash index (format {meta.get('format')!r})")
-        version = meta.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise IndexOpenError(
-                f"index {file} has schema version {version!r}; "
-                f"this scrapy-simhash reads version {SCHEMA_VERSION}"
-                + (
-                    " (upgrade scrapy-simhash)"
-                    if isinstance(version, int) and version > SCHEMA_VERSION
-                    else ""
-                )
-            )
-        missing = [t for t in _TABLES if t not in tables]
-        if missing:
-            raise IndexOpenError(f"index {file} is damaged: tables {missing} are missing")
+        meta = read_meta(conn, file)
+        if meta.get("format") == FORMAT and meta.get("schema_version") == SCHEMA_VERSION:
+            missing = [t for t in TABLES if t not in tables]
+            if missing:
+                raise IndexOpenError(f"index {file} is damaged: tables {missing} are missing")
+        stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file")
         try:
-            stored = IndexParams(**meta["params"])
-            _check_params(stored)
             value_bits = int(meta["band_key"]["value_bits"])
         except (KeyError, TypeError, ValueError) as exc:
             raise IndexOpenError(f"index {file} records unreadable parameters: {exc}") from exc
-        problems = [] if requested is None else stored.incompatibilities(requested)
-        if problems:
-            raise ParameterMismatch(
-                f"index {file} was built with other parameters ({'; '.join(problems)}); it cannot answer "
-                "these queries: open it with compatible parameters, or use a new index file"
-            )
         self.params = stored
         self._meta = meta
         self._value_bits = value_bits
-        self._layouts = _layouts(stored)
+        self._layouts = layouts(stored)
         self._bits = stored.bits
-        self._enc, decode = self._codec(stored.bits)
+        self._enc, decode = _codec(stored.bits)
         stored_type = int if stored.bits <= 64 else bytes
 
         def checked_decode(raw: Any) -> int:
@@ -455,7 +340,7 @@ class SqliteIndex(QueryChecks):
             if not self._readonly:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
-                self._probe_write(conn)
+                probe_write(conn)
             conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
             conn.execute("PRAGMA temp_store=MEMORY")
             self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
@@ -466,58 +351,6 @@ class SqliteIndex(QueryChecks):
                 ) from exc
             raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
         self._prepare()
-
-    @staticmethod
-    def _probe_write(conn: sqlite3.Connection) -> None:
-        """Try a write (rolled back) so a file SQLite can only read fails at open, not at the first
-        item. A lock held by another process says nothing about that: the probe then gives way at
-        once (check-and-adds wait for locks and are retried)."""
-        busy_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
-        conn.execute("PRAGMA busy_timeout = 0")
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute("INSERT INTO namespace(name, created) VALUES (char(0) || 'probe', 0)")
-            finally:
-                conn.execute("ROLLBACK")
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
-                raise
-        finally:
-            conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
-
-    def _read_meta(self, file: Path) -> dict[str, Any]:
-        """The self-description: the sqlitedict table, read on our own connection, JSON only.
-
-        Reading goes through our connection rather than ``SqliteDict(flag="r")`` because the latter
-        opens a second, read-write connection that runs ``PRAGMA journal_mode``/``synchronous``
-        (writes, on a file opened read-only or not yet known to be ours) and leaves a helper
-        connection open until the next garbage collection (file descriptors, WAL left behind).
-        """
-        conn = self._conn
-        assert conn is not None
-        try:
-            rows = conn.execute(f'SELECT key, value FROM "{META_TABLE}"').fetchall()
-            return {str(key): _json_decode(value) for key, value in rows}
-        except (ValueError, TypeError, sqlite3.Error) as exc:
-            raise IndexOpenError(
-                f"index {file}: unreadable {META_TABLE} table (not a scrapy-simhash index?): {exc}"
-            ) from exc
-
-    @staticmethod
-    def _codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
-        """How a fingerprint is stored: the one place the signed 64-bit mapping is applied."""
-        if bits <= 64:
-            return to_signed64, from_signed64
-        nbytes = bits // 8
-
-        def enc(fp: int) -> bytes:
-            return fp.to_bytes(nbytes, "big")
-
-        def dec(raw: Any) -> int:
-            return int.from_bytes(raw, "big")
-
-        return enc, dec
 
     def _namespace_id(self, name: str, *, create: bool) -> int | None:
         conn = self._conn
@@ -615,7 +448,7 @@ class SqliteIndex(QueryChecks):
                     with contextlib.suppress(sqlite3.Error):
                         conn.execute("ROLLBACK")
                 if isinstance(exc, sqlite3.Error):
-                    raise _sqlite_error(self.location, exc, doing) from exc
+                    raise sqlite_error(self.location, exc, doing) from exc
                 raise
 
     def _entry(self, row: tuple[Any, ...]) -> Entry:
@@ -631,65 +464,6 @@ class SqliteIndex(QueryChecks):
             body_fp=None if bfp is None else dec(bfp),
             numbers=numbers,
         )
-
-    def _candidates(self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int) -> list[tuple[int, Any]]:
-        """``(distance, stored fp)`` of every stored fingerprint within ``k``, nearest first."""
-        dec = self._dec
-        found: dict[Any, int] = {}
-        for (raw,) in conn.execute(self._sql_band[tier], self._keys(tier, fp)):
-            if raw not in found:  # a fingerprint agreeing on several bands comes back once per band
-                found[raw] = (dec(raw) ^ fp).bit_count()
-        return sorted(((d, raw) for raw, d in found.items() if d <= k), key=lambda c: c[0])
-
-    def _nearest(
-        self, conn: sqlite3.Connection, tier: Tier, fp: int, k: int, not_before: float, limit: int = 1,
-        accept: Callable[[tuple[Any, ...]], bool] | None = None,
-    ) -> list[Match]:
-        """Nearest non-expired entries (distance, then earliest first seen), at most ``limit``;
-        with ``accept``, only entries (rows) it accepts count, so every holder of a candidate
-        fingerprint is read (a recurring headline: one fingerprint, many entries)."""
-        matches: list[Match] = []
-        candidates = self._candidates(conn, tier, fp, k)
-        sql, ns = self._sql_first[tier], self._ns_id
-        i = 0
-        while i < len(candidates) and len(matches) < limit:
-            distance = candidates[i][0]
-            group: list[tuple[Any, ...]] = []
-            while i < len(candidates) and candidates[i][0] == distance:
-                rows = conn.execute(sql, (ns, candidates[i][1], not_before, -1 if accept else limit - len(matches)))
-                group.extend(rows if accept is None else (r for r in rows if accept(r)))
-                i += 1
-            group.sort(key=lambda r: (r[3], r[0]))
-            matches.extend(Match(tier, distance, self._entry(r)) for r in group[: limit - len(matches)])
-        return matches
-
-    def _sentence_match(self, conn: sqlite3.Connection, query: Query, not_before: float) -> list[Match]:
-        """The opt-in sentence tier: the earliest non-expired entry holding some of the query's
-        sentence hashes that :func:`sentences_match` and whose numbers agree, or nothing."""
-        hashes = [
-            h for h in sorted(set(query.sentences))
-            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
-                            (self._ns_id, h, SENTENCE_MAX_HOLDERS)).fetchone()[0] < SENTENCE_MAX_HOLDERS
-        ]  # a sentence that many stories hold is boilerplate
-        if not hashes:
-            return []
-        rows = conn.execute(
-            f"SELECT {_ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
-            f" FROM sentence s JOIN entry e ON e.id = s.entry"
-            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
-            " GROUP BY e.id ORDER BY e.first_seen, e.id",
-            (self._ns_id, *hashes, not_before),
-        ).fetchall()
-        for *row, shared, stored in rows:
-            entry = self._entry(tuple(row))
-            distance = None
-            if query.body_fp is not None and entry.body_fp is not None:
-                distance = hamming_distance(query.body_fp, entry.body_fp)
-            if sentences_match(shared, stored, query.sentences_shared, distance) and numbers_agree(
-                query.numbers, entry.numbers, query.title_numbers, empty_agrees=True
-            ):
-                return [Match("sentence", stored - shared, entry)]
-        return []
 
     def _band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
         rows = []
@@ -713,11 +487,13 @@ class SqliteIndex(QueryChecks):
 
     # -- the protocol ----------------------------------------------------------------------------
 
-    def check_and_add(self, query: Query) -> Outcome:
-        """Title tier, else body tier, else add — one ``BEGIN IMMEDIATE`` transaction, fsynced."""
-        return self.check_and_add_many([query])[0]
+    # -- the protocol ----------------------------------------------------------------------------
 
-    def check_and_add_many(self, queries: Sequence[Query]) -> list[Outcome]:
+    def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
+        """The rule (:func:`.rule.check_and_add`) in one ``BEGIN IMMEDIATE`` transaction, fsynced."""
+        return self.check_and_add_many([query], flagged=flagged)[0]
+
+    def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
         """Each query in turn as :meth:`check_and_add` (a later one sees the earlier ones' entries),
         all in one transaction: one fsync for the batch, and nothing of it is committed unless all is."""
         for query in queries:
@@ -725,61 +501,13 @@ class SqliteIndex(QueryChecks):
         if not queries:
             return []
         with self._write("check-and-add") as conn:
-            return [self._check_and_add_in(conn, query) for query in queries]
+            tables = _Tables(self, conn)
+            return [rule.check_and_add(tables, query, flagged) for query in queries]
 
-    def _check_and_add_in(self, conn: sqlite3.Connection, query: Query) -> Outcome:
-        tfp, bfp = query.title_fp, query.body_fp
-        seen = query.seen_at or time.time()
-        not_before = -math.inf if query.not_before is None else query.not_before
-        found: list[Match] = []
-        if tfp is not None:
-            accept = None
-            if query.title_numbers > 0 and query.numbers is not None:
-                mine, pct = query.numbers, query.title_numbers
-                accept = lambda row: numbers_agree(mine, row[6], pct)  # noqa: E731
-            found = self._nearest(conn, "title", tfp, query.title_k, not_before, accept=accept)
-        if not found and bfp is not None:
-            found = self._nearest(conn, "body", bfp, query.body_k, not_before)
-        if not found and query.sentences_shared > 0 and query.sentences:
-            found = self._sentence_match(conn, query, not_before)
-        if found:
-            match = found[0]
-            if query.url is not None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original,"
-                    " decided_at, title) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        self._ns_id,
-                        query.url,
-                        query.statuses.get(match.tier, "duplicate"),
-                        match.tier,
-                        match.distance,
-                        match.entry.id,
-                        seen,
-                        None if query.title is None else query.title[:TITLE_CHARS],
-                    ),
-                )
-            return Outcome(match=match, entry_id=None)
-        entry_id = conn.execute(
-            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                self._ns_id,
-                None if tfp is None else self._enc(tfp),
-                None if bfp is None else self._enc(bfp),
-                seen,
-                query.url,
-                None if query.title is None else query.title[:TITLE_CHARS],
-                query.numbers,
-            ),
-        ).lastrowid
-        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", self._band_rows(tfp, bfp))
-        if query.sentences:
-            conn.executemany(
-                "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
-                [(self._ns_id, h, entry_id) for h in sorted(set(query.sentences))[:SENTENCES_STORED]],
-            )
-        return Outcome(match=None, entry_id=entry_id)
+    def peek(self, query: Query) -> Match | None:
+        """What :meth:`check_and_add` would answer now, read in one snapshot; nothing is written."""
+        self._check_query(query)
+        return self._read("check", lambda tables: rule.peek(tables, query), None)
 
     def lookup(
         self,
@@ -795,20 +523,24 @@ class SqliteIndex(QueryChecks):
         self._check_fp(title_fp, "title_fp")
         self._check_fp(body_fp, "body_fp")
         self._check_k(title_k, body_k)
-        nb = -math.inf if not_before is None else not_before
+        return self._read("lookup", lambda tables: rule.lookup(
+            tables, title_fp, body_fp, title_k=title_k, body_k=body_k, not_before=not_before, limit=limit
+        ), [])
+
+    def _read(self, doing: str, run: Callable[[_Tables], Any], empty: Any) -> Any:
+        """``run`` over the tables in one read transaction (a consistent snapshot, writers not blocked)."""
         with self._lock:
             conn = self._live()
             if self._ns_id is None:
-                return []
+                return empty
             try:
-                matches = []
-                if title_fp is not None:
-                    matches += self._nearest(conn, "title", title_fp, title_k, nb, limit)
-                if body_fp is not None:
-                    matches += self._nearest(conn, "body", body_fp, body_k, nb, limit)
+                conn.execute("BEGIN")
+                try:
+                    return run(_Tables(self, conn))
+                finally:
+                    conn.execute("COMMIT")
             except sqlite3.Error as exc:
-                raise _sqlite_error(self.location, exc, "lookup") from exc
-        return matches
+                raise sqlite_error(self.location, exc, doing) from exc
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` in one transaction, unchecked."""
@@ -950,27 +682,7 @@ class SqliteIndex(QueryChecks):
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):
                 size += os.stat(self.location + suffix).st_size
-        mine = per.get(self.namespace, {"entries": 0, "oldest": None, "newest": None, "decisions": 0})
-        return {
-            "backend": "sqlite",
-            "location": self.location,
-            "format": self._meta.get("format"),
-            "schema_version": self._meta.get("schema_version"),
-            "created": self._meta.get("created"),
-            "created_by": self._meta.get("created_by"),
-            "file_size": size,
-            "params": self.params.as_dict(),
-            "title_layout": [list(b) for b in self._layouts["title"]],
-            "body_layout": [list(b) for b in self._layouts["body"]],
-            "readonly": self._readonly,
-            "namespace": self.namespace,
-            "entries": mine["entries"],
-            "oldest": mine["oldest"],
-            "newest": mine["newest"],
-            "decisions": mine["decisions"],
-            "band_rows": band_rows,
-            "namespaces": per,
-        }
+        return stats_dict(self, "sqlite", per, band_rows, {}, {"file_size": size})
 
     def entries(self) -> Iterator[Entry]:
         """Every entry of this namespace, oldest first, fetched in pages (no long-lived cursor)."""

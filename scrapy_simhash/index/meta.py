@@ -1,0 +1,154 @@
+"""An index's self-description, shared by every backend: its parameters, band layouts and checks.
+
+Each backend stores one JSON record (SQLite: the ``simhash_meta`` table; Redis: the ``<prefix>:meta``
+key) made by :func:`new_meta` when the index is created, and verifies it with :func:`verify_meta` at
+every open, so a file or server built with other parameters is a clear error naming both, never a
+silent mix of incomparable fingerprints. :class:`QueryChecks` are the argument checks both backends
+make before touching their store, and :func:`stats_dict` the shape of ``stats()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..__version__ import __version__
+from ..simhash import SUPPORTED_BITS, band_layout
+from .base import IndexOpenError, IndexParams, ParameterMismatch, Query, Tier
+
+FORMAT = "scrapy-simhash-index"
+#: Stored titles are cut to this many characters.
+TITLE_CHARS = 300
+#: At most this many bands per tier (SQLite keeps the band number in 6 bits of a band key).
+MAX_BANDS = 64
+
+Layout = tuple[tuple[int, int], ...]
+
+
+def check_params(params: IndexParams) -> None:
+    """Refuse parameters no index can be built with (a ValueError naming the field)."""
+    if params.bits not in SUPPORTED_BITS:
+        raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {params.bits!r}")
+    for name in ("title_bands", "body_bands"):
+        bands = getattr(params, name)
+        top = min(params.bits, MAX_BANDS)
+        if not isinstance(bands, int) or isinstance(bands, bool) or not 1 <= bands <= top:
+            raise ValueError(f"{name} must be between 1 and {top}, not {bands!r}")
+
+
+def layouts(params: IndexParams) -> dict[Tier, Layout]:
+    """The pigeonhole band layout of each fingerprint tier: ``(shift, width)`` per band."""
+    return {
+        "title": band_layout(params.bits, params.title_bands - 1),
+        "body": band_layout(params.bits, params.body_bands - 1),
+    }
+
+
+def new_meta(params: IndexParams, schema_version: int, **extra: Any) -> dict[str, Any]:
+    """The record a new index stores about itself (``extra``: what is particular to the backend)."""
+    check_params(params)
+    tiers = layouts(params)
+    return {
+        "format": FORMAT,
+        "schema_version": schema_version,
+        "params": params.as_dict(),
+        "title_layout": [list(b) for b in tiers["title"]],
+        "body_layout": [list(b) for b in tiers["body"]],
+        **extra,
+        "created": time.time(),
+        "created_by": f"scrapy-simhash {__version__}",
+    }
+
+
+def verify_meta(
+    meta: Mapping[str, Any], location: str, schema_version: int, requested: IndexParams | None, remedy: str
+) -> IndexParams:
+    """The parameters ``meta`` records, after checking that this version reads it and that they
+    answer ``requested`` (any, when None). ``remedy`` ends the mismatch message (what to do)."""
+    if meta.get("format") != FORMAT:
+        raise IndexOpenError(f"{location} is not a scrapy-simhash index (format {meta.get('format')!r})")
+    version = meta.get("schema_version")
+    if version != schema_version:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > schema_version
+        raise IndexOpenError(
+            f"index {location} has schema version {version!r}; this scrapy-simhash reads version "
+            f"{schema_version}" + (" (upgrade scrapy-simhash)" if newer else "")
+        )
+    try:
+        stored = IndexParams(**meta["params"])
+        check_params(stored)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise IndexOpenError(f"index {location} records unreadable parameters: {exc}") from exc
+    problems = [] if requested is None else stored.incompatibilities(requested)
+    if problems:
+        raise ParameterMismatch(
+            f"index {location} was built with other parameters ({'; '.join(problems)}); it cannot answer "
+            f"these queries: open it with compatible parameters, or use a new index {remedy}"
+        )
+    return stored
+
+
+class QueryChecks:
+    """Argument checks both backends make before touching their store (needs ``_bits``, ``params``
+    and ``location`` on the index)."""
+
+    _bits: int
+    params: IndexParams
+    location: str
+
+    def _check_query(self, query: Query) -> None:
+        if query.title_fp is None and query.body_fp is None:
+            raise ValueError("a query needs a title or a body fingerprint (skip items without usable text)")
+        self._check_fp(query.title_fp, "title_fp")
+        self._check_fp(query.body_fp, "body_fp")
+        self._check_k(query.title_k, query.body_k)
+
+    def _check_fp(self, fp: int | None, what: str) -> None:
+        if fp is not None and (not isinstance(fp, int) or isinstance(fp, bool) or fp < 0 or fp >> self._bits):
+            raise ValueError(f"{what} must be an unsigned {self._bits}-bit integer, not {fp!r}")
+
+    def _check_k(self, title_k: int, body_k: int) -> None:
+        for tier, k, bands in (
+            ("title", title_k, self.params.title_bands),
+            ("body", body_k, self.params.body_bands),
+        ):
+            if not 0 <= k <= bands - 1:
+                raise ValueError(
+                    f"{tier} distance {k} is outside what index {self.location} answers exactly: "
+                    f"0..{bands - 1} ({bands} {tier} bands); a larger threshold needs a new index"
+                )
+
+
+def stats_dict(
+    index: Any, backend: str, per: dict[str, dict[str, Any]], band_rows: int,
+    where: Mapping[str, Any], about: Mapping[str, Any],
+) -> dict[str, Any]:
+    """``stats()`` of either backend: location (and ``where``: e.g. the Redis key prefix), record,
+    ``about`` (what is particular to the backend: file size, server version), parameters, layouts,
+    and per namespace entries/oldest/newest/decisions; the top-level ``entries``/``oldest``/
+    ``newest``/``decisions`` are the index's own namespace's."""
+    mine = per.get(index.namespace, {"entries": 0, "oldest": None, "newest": None, "decisions": 0})
+    meta = index._meta
+    tiers = layouts(index.params)
+    return {
+        "backend": backend,
+        "location": index.location,
+        **where,
+        "format": meta.get("format"),
+        "schema_version": meta.get("schema_version"),
+        "created": meta.get("created"),
+        "created_by": meta.get("created_by"),
+        **about,
+        "params": index.params.as_dict(),
+        "title_layout": [list(b) for b in tiers["title"]],
+        "body_layout": [list(b) for b in tiers["body"]],
+        "readonly": index._readonly,
+        "namespace": index.namespace,
+        "entries": mine["entries"],
+        "oldest": mine["oldest"],
+        "newest": mine["newest"],
+        "decisions": mine["decisions"],
+        "band_rows": band_rows,
+        "namespaces": per,
+    }

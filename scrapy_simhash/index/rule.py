@@ -1,0 +1,199 @@
+"""The tiered rule, stated once: what :meth:`check_and_add` answers, on every backend.
+
+For one item (a :class:`~.base.Query`), earlier entries that have not expired (first seen at or
+after ``not_before``) are searched tier by tier, and the first tier that finds one decides:
+
+1. **Title tier.** The entry whose title fingerprint is nearest (Hamming distance ≤ ``title_k``;
+   ties: earliest first seen, then lowest id). With the number guard on (``title_numbers`` > 0 and
+   the item has a number signature), only entries whose body numbers agree with the item's
+   (:func:`numbers_agree`) count: a recurring headline over a report with other figures is news,
+   and the body tier decides it.
+2. **Body tier.** The entry whose body fingerprint is nearest (≤ ``body_k``), same ties.
+3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
+   entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
+   :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and whose numbers
+   agree, a side without numbers agreeing. Its distance is the number of its sampled sentences the
+   item lacks.
+4. **Otherwise the item is new**: its entry is inserted (with the :data:`SENTENCES_STORED` smallest
+   sentence hashes of its signature). A matched item with a URL gets its decision recorded
+   (``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``) so ``explain`` can tell why.
+
+A backend supplies a :class:`Store`, the few operations in which backends really differ, and runs
+:func:`check_and_add` inside its own atomic step (SQLite: one ``BEGIN IMMEDIATE`` transaction).
+Redis runs the same rule server-side: ``redis_rule.lua`` is a section-by-section port of this
+module, and ``tests/test_rule.py`` checks both backends against this module on one verdict table.
+:func:`peek` is the same rule without the insert and the record: the dry run that ``check``, the
+report and the tests use.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Protocol
+
+from ..signatures import NUMBERS_MAX
+from .base import Entry, Match, Outcome, Query, Tier
+
+#: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash.
+SENTENCES_STORED = 16
+#: The sentence tier also takes one shared sentence as enough when the bodies are this close.
+SENTENCE_BODY_DISTANCE = 8
+#: A sentence stored by this many entries is boilerplate (site chrome, a disclaimer, a byline):
+#: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls.
+SENTENCE_MAX_HOLDERS = 32
+
+
+class Store(Protocol):
+    """What the rule needs from a backend, inside one atomic step. Fingerprints are unsigned ints."""
+
+    def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
+        """Stored fingerprints of ``tier`` that share at least one band with ``fp`` (may repeat)."""
+
+    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
+        """Entries holding exactly ``fp`` as their ``tier`` fingerprint, first seen at or after
+        ``not_before``, earliest first (then lowest id); the first ``limit``, or all when None."""
+
+    def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
+        """``(entry, shared, stored)`` for every entry first seen at or after ``not_before`` that
+        holds some of ``hashes`` (sorted, distinct), earliest first (then lowest id): how many of
+        them it holds and how many sentence hashes it stores. Hashes held by
+        :data:`SENTENCE_MAX_HOLDERS` entries or more, expired ones included, are left out."""
+
+    def insert(self, query: Query, seen_at: float) -> int:
+        """Add the query's entry (first seen ``seen_at``); returns its id."""
+
+    def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
+        """Remember the decision about ``query.url`` (not None): status, tier, distance, original."""
+
+
+def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: bool = False) -> bool:
+    """Do two number signatures agree (the guard against templated reports with other figures)?
+
+    A signature is ``""`` (no numbers) or up to :data:`~scrapy_simhash.signatures.NUMBERS_MAX`
+    distinct 8-hex-digit hashes, sorted ascending and separated by single spaces.
+    ``min_percent`` ≤ 0 disables the check; ``None`` (an entry stored without a signature) always
+    agrees. Both empty agree; one empty agrees only with ``empty_agrees`` (the sentence tier: its
+    shared sentences already carry their figures; a repost that adds a box of linked headlines
+    with years, or loses the one paragraph with figures, still agrees). Otherwise both are cut to
+    the hashes ≤ the smaller of the two maxima of full (``NUMBERS_MAX``-long, so possibly
+    truncated) signatures — the range both bottom-k samples cover — and they agree when
+    ``100 × shared ≥ min_percent × min(len)`` (overlap coefficient). Integers and string
+    comparisons only, so the Lua port does the same: equal-length hex strings sort as numbers.
+    """
+    if min_percent <= 0 or a is None or b is None:
+        return True
+    xs, ys = a.split(), b.split()
+    if not xs or not ys:
+        return empty_agrees or (not xs and not ys)
+    top = "g"  # above every hex string
+    if len(xs) >= NUMBERS_MAX:
+        top = min(top, xs[-1])
+    if len(ys) >= NUMBERS_MAX:
+        top = min(top, ys[-1])
+    xs = [x for x in xs if x <= top]
+    ys = [y for y in ys if y <= top]
+    if not xs or not ys:
+        return not xs and not ys
+    shared = len(set(xs) & set(ys))
+    return 100 * shared >= min_percent * min(len(xs), len(ys))
+
+
+def sentences_match(shared: int, stored: int, percent: int, body_distance: int | None) -> bool:
+    """The sentence tier's test for one earlier entry.
+
+    ``shared`` of the entry's ``stored`` sampled sentence hashes are in the item's text. More than
+    ``percent`` % of them, and at least 2, make a match; so does a single one when the two body
+    fingerprints are within :data:`SENTENCE_BODY_DISTANCE` bits (``body_distance``, None when
+    either body has none): a short story keeps too few sentences for a share to mean much, and a
+    sentence shared *and* a close body are two independent signs of one story.
+    """
+    if shared >= 2 and 100 * shared > percent * stored:
+        return True
+    return shared >= 1 and body_distance is not None and body_distance <= SENTENCE_BODY_DISTANCE
+
+
+def nearest(
+    store: Store, tier: Tier, fp: int, k: int, not_before: float, limit: int = 1,
+    accept: Callable[[Entry], bool] | None = None,
+) -> list[Match]:
+    """The ``limit`` nearest entries within ``k`` (distance, then earliest first seen, then lowest
+    id); with ``accept``, only entries it accepts count, so every holder of a candidate fingerprint
+    is read (a recurring headline: one fingerprint, many entries)."""
+    distances: dict[int, int] = {}
+    for other in store.candidates(tier, fp):
+        if other not in distances:  # a fingerprint agreeing on several bands comes back once per band
+            distances[other] = (other ^ fp).bit_count()
+    candidates = sorted((d, other) for other, d in distances.items() if d <= k)
+    matches: list[Match] = []
+    i = 0
+    while i < len(candidates) and len(matches) < limit:
+        distance, group = candidates[i][0], []
+        while i < len(candidates) and candidates[i][0] == distance:
+            if accept is None:
+                group += store.holders(tier, candidates[i][1], not_before, limit - len(matches))
+            else:
+                group += [e for e in store.holders(tier, candidates[i][1], not_before, None) if accept(e)]
+            i += 1
+        group.sort(key=lambda e: (e.first_seen, e.id))
+        matches += [Match(tier, distance, e) for e in group[: limit - len(matches)]]
+    return matches
+
+
+def sentence_tier(store: Store, query: Query, not_before: float) -> Match | None:
+    """The earliest entry the sentence tier matches (see the module docstring), or None."""
+    for entry, shared, stored in store.sentence_holders(sorted(set(query.sentences)), not_before):
+        distance = None
+        if query.body_fp is not None and entry.body_fp is not None:
+            distance = (query.body_fp ^ entry.body_fp).bit_count()
+        if sentences_match(shared, stored, query.sentences_shared, distance) and numbers_agree(
+            query.numbers, entry.numbers, query.title_numbers, empty_agrees=True
+        ):
+            return Match("sentence", stored - shared, entry)
+    return None
+
+
+def peek(store: Store, query: Query) -> Match | None:
+    """The match that decides ``query`` (title tier, else body, else sentence), or None: new."""
+    not_before = -math.inf if query.not_before is None else query.not_before
+    if query.title_fp is not None:
+        accept = None
+        if query.title_numbers > 0 and query.numbers is not None:
+            mine, pct = query.numbers, query.title_numbers
+            accept = lambda e: numbers_agree(mine, e.numbers, pct)  # noqa: E731
+        found = nearest(store, "title", query.title_fp, query.title_k, not_before, accept=accept)
+        if found:
+            return found[0]
+    if query.body_fp is not None:
+        found = nearest(store, "body", query.body_fp, query.body_k, not_before)
+        if found:
+            return found[0]
+    if query.sentences_shared > 0 and query.sentences:
+        return sentence_tier(store, query, not_before)
+    return None
+
+
+def check_and_add(store: Store, query: Query, flagged: Collection[Tier] = ()) -> Outcome:
+    """:func:`peek`, then record the decision (a match with a URL) or insert the entry (new)."""
+    seen_at = query.seen_at or time.time()
+    match = peek(store, query)
+    if match is None:
+        return Outcome(match=None, entry_id=store.insert(query, seen_at))
+    if query.url is not None:
+        store.record(query, match, "flagged" if match.tier in flagged else "duplicate", seen_at)
+    return Outcome(match=match, entry_id=None)
+
+
+def lookup(
+    store: Store, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,
+    not_before: float | None, limit: int,
+) -> list[Match]:
+    """Nearest entries per fingerprint tier (no guard, no write): title tier first, each nearest first."""
+    nb = -math.inf if not_before is None else not_before
+    matches: list[Match] = []
+    if title_fp is not None:
+        matches += nearest(store, "title", title_fp, title_k, nb, limit)
+    if body_fp is not None:
+        matches += nearest(store, "body", body_fp, body_k, nb, limit)
+    return matches
