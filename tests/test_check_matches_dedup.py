@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,7 @@ def test_check_verdict_equals_dedup_verdict_sqlite(tmp_path: Path, options: list
 
 @pytest.mark.parametrize("options", [[], ["--sentences-shared", "50"]], ids=["default", "sentence-tier"])
 def test_check_verdict_equals_dedup_verdict_redis(tmp_path: Path, options: list[str]) -> None:
-    url = with_prefix(redis_server_url(), f"check-{tmp_path.name}")
+    url = with_prefix(redis_server_url(), f"check-{os.urandom(6).hex()}")
     _assert_same(_verdicts(url, tmp_path, options))
 
 
