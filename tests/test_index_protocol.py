@@ -166,7 +166,7 @@ class SqliteBackend(Backend):
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
         conn = sqlite3.connect(self.path("index"))
-        n = len(conn.execute(index._sql_band[tier], index._keys(tier, fp)).fetchall())
+        n = len(conn.execute(index._rows.sql_band[tier], index._rows.keys(tier, fp)).fetchall())
         conn.close()
         return n
 

@@ -1,65 +1,17 @@
 """The default band index: one SQLite file, shared by every process and spider that opens it.
 
-What is stored where, and why
------------------------------
-``simhash_meta`` (a :mod:`sqlitedict` table: ``key TEXT PRIMARY KEY, value BLOB``, JSON values)
-    The file describes itself (:func:`.meta.new_meta`): ``format`` (``"scrapy-simhash-index"``),
-    ``schema_version``, the :class:`~.base.IndexParams` (bits, bands per tier, tokenizer, features
-    version), the band layouts derived from them, how band keys are packed (``band_key``), how
-    fingerprints are stored, and when and by which version the file was created. Other parameters
-    at open are a :class:`~.base.ParameterMismatch`; a file without this table is "not a
-    scrapy-simhash index". It is written once, by ``SqliteDict(encode=json.dumps)`` (never its
-    pickle default), into a private temporary file before that file is linked into place, so
-    sqlitedict's own background connection never meets our transactions. It is read at open on our
-    own connection with the same JSON decoder (see :func:`.sqlite_file.read_meta` for why not
-    through sqlitedict); any tool can still read it with
-    ``SqliteDict(path, "simhash_meta", flag="r", decode=json.loads)``.
-``namespace``
-    ``(id, name, created)``: several projects can share one file; every other row carries the id.
-``entry``
-    One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
-    to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
-    that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
-    characters), ``numbers`` (the body's number signature, a short text, see
-    :func:`~.rule.numbers_agree`; checked by the title tier when a query asks). Indexes
-    ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
-    earliest non-expired entry holding a fingerprint in O(log n), however many share it;
-    ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
-``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
-    The pigeonhole bands. ``key`` packs ``(namespace id, tier, band number, band value)`` into one
-    non-negative 63-bit integer; ``fp`` is the full fingerprint. A fingerprint is stored once per
-    band however many entries share it, so boilerplate pages and empty bodies do not grow buckets:
-    the cost of a check stays flat under skew. Band rows go away only when the last entry of the
-    namespace holding that fingerprint does (forget, purge, reset).
-``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
-    The opt-in sentence tier's lookup table: one row per stored sentence hash of an entry added
-    with a sentence signature (its 16 smallest sentence hashes, 16 hex digits each). Rows go with
-    their entry.
-``decision``
-    The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
-    original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
-    queries with a URL are recorded; one row per URL keeps the table bounded.
-
-Fingerprints: ``bits`` ≤ 64 are stored as SQLite's signed 64-bit integers through
-:func:`~scrapy_simhash.simhash.to_signed64` / :func:`~scrapy_simhash.simhash.from_signed64` (the only
-place the mapping happens is :func:`_codec`); 128-bit fingerprints as 16-byte
-big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very few bands) is folded
-(XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
-exact Hamming distance, so exactness is unaffected.
+The tables and how they hold the rule's data are described in :mod:`.sqlite_tables`; how the file is
+made and checked, in :mod:`.sqlite_file`. This module opens the file and runs the rule and the
+maintenance operations in transactions.
 
 Transactions: the connection runs in autocommit mode (``isolation_level=None``) with explicit
 ``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is the rule of :mod:`.rule` run
-over this file's tables (:class:`_Tables`) inside one ``BEGIN IMMEDIATE`` transaction, so two
+over this file's tables (:class:`.sqlite_tables.Tables`) inside one ``BEGIN IMMEDIATE`` transaction, so two
 processes carrying one story are
 serialized and exactly one is admitted. The file is in WAL mode with ``synchronous=FULL``: when
 ``check_and_add`` returns "added", the entry is committed and its WAL frame fsynced, so a process
 killed at any point leaves a file that opens and holds every entry reported new. Readers are never
 blocked by writers; writers wait up to ``busy_timeout`` seconds for each other.
-
-Scaling: identical fingerprints cost nothing extra, but distinct fingerprints sharing a band value
-are all candidates: about ``n / 2**width`` per band. For 64 bits and body k=3 (16-bit bands) that is
-~15 per band at 1M entries, verified in Python; ``benchmarks/index_scaling.py`` measures it. Manku's
-permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows for fewer candidates.
 
 Safety (:mod:`.sqlite_file`): nothing read from the file is unpickled or evaluated (meta values are
 JSON). A file that is not ours, is corrupt, truncated or not a database is an
@@ -76,14 +28,12 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..simhash import from_signed64, to_signed64
 from . import rule
 from .base import (
-    TIERS,
     Decision,
     Entry,
     IndexError_,
@@ -106,114 +56,18 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
+from .sqlite_tables import (
+    BAND_NUMBER_BITS,
+    ENTRY_COLS,
+    ENTRY_COLS_E,
+    NAMESPACE_BITS,
+    Rows,
+    Tables,
+    codec,
+    value_bits,
+)
 
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
-
-#: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
-MAX_VALUE_BITS = 36
-#: Bits reserved for the namespace id in a band key (about a million namespaces per file).
-NAMESPACE_BITS = 20
-BAND_NUMBER_BITS = 6  # up to 64 bands per tier
-_KIND = {"title": 0, "body": 1}
-
-_ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers"
-_ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in _ENTRY_COLS.split(","))
-
-
-def _value_bits(params: IndexParams) -> int:
-    widest = max(width for layout in layouts(params).values() for _, width in layout)
-    return min(widest, MAX_VALUE_BITS)
-
-
-def _fold(value: int, bits: int) -> int:
-    mask = (1 << bits) - 1
-    while value >> bits:
-        value = (value & mask) ^ (value >> bits)
-    return value
-
-
-def _codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
-    """How a fingerprint is stored: the one place the signed 64-bit mapping is applied."""
-    if bits <= 64:
-        return to_signed64, from_signed64
-    nbytes = bits // 8
-
-    def enc(fp: int) -> bytes:
-        return fp.to_bytes(nbytes, "big")
-
-    def dec(raw: Any) -> int:
-        return int.from_bytes(raw, "big")
-
-    return enc, dec
-
-
-class _Tables:
-    """The rule's :class:`~.rule.Store` on this file's tables, inside the caller's transaction."""
-
-    def __init__(self, index: SqliteIndex, conn: sqlite3.Connection) -> None:
-        self.index, self.conn = index, conn
-
-    def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
-        dec = self.index._dec
-        return [dec(raw) for (raw,) in self.conn.execute(self.index._sql_band[tier], self.index._keys(tier, fp))]
-
-    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
-        ix = self.index
-        args = (ix._ns_id, ix._enc(fp), not_before, -1 if limit is None else limit)
-        return [ix._entry(r) for r in self.conn.execute(ix._sql_first[tier], args)]
-
-    def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
-        ix, conn, cap = self.index, self.conn, rule.SENTENCE_MAX_HOLDERS
-        hashes = [
-            h for h in hashes
-            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
-                            (ix._ns_id, h, cap)).fetchone()[0] < cap
-        ]
-        if not hashes:
-            return []
-        rows = conn.execute(
-            f"SELECT {_ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
-            f" FROM sentence s JOIN entry e ON e.id = s.entry"
-            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
-            " GROUP BY e.id ORDER BY e.first_seen, e.id",
-            (ix._ns_id, *hashes, not_before),
-        ).fetchall()
-        return [(ix._entry(tuple(row)), shared, stored) for *row, shared, stored in rows]
-
-    def insert(self, query: Query, seen_at: float) -> int:
-        ix, conn = self.index, self.conn
-        tfp, bfp = query.title_fp, query.body_fp
-        entry_id = conn.execute(
-            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                ix._ns_id,
-                None if tfp is None else ix._enc(tfp),
-                None if bfp is None else ix._enc(bfp),
-                seen_at,
-                query.url,
-                None if query.title is None else query.title[:TITLE_CHARS],
-                query.numbers,
-            ),
-        ).lastrowid
-        assert entry_id is not None
-        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", ix._band_rows(tfp, bfp))
-        if query.sentences:
-            conn.executemany(
-                "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
-                [(ix._ns_id, h, entry_id) for h in sorted(set(query.sentences))[: rule.SENTENCES_STORED]],
-            )
-        return entry_id
-
-    def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
-        self.conn.execute(
-            "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original, decided_at, title)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                self.index._ns_id, query.url, status, match.tier, match.distance, match.entry.id, seen_at,
-                None if query.title is None else query.title[:TITLE_CHARS],
-            ),
-        )
-
 
 class SqliteIndex(QueryChecks):
     """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
@@ -266,7 +120,7 @@ class SqliteIndex(QueryChecks):
             create_file(file, new_meta(
                 params, SCHEMA_VERSION,
                 band_key={
-                    "value_bits": _value_bits(params),
+                    "value_bits": value_bits(params),
                     "namespace_bits": NAMESPACE_BITS,
                     "band_number_bits": BAND_NUMBER_BITS,
                 },
@@ -323,7 +177,7 @@ class SqliteIndex(QueryChecks):
         self._value_bits = value_bits
         self._layouts = layouts(stored)
         self._bits = stored.bits
-        self._enc, decode = _codec(stored.bits)
+        self._enc, decode = codec(stored.bits)
         stored_type = int if stored.bits <= 64 else bytes
 
         def checked_decode(raw: Any) -> int:
@@ -374,43 +228,9 @@ class SqliteIndex(QueryChecks):
 
     def _prepare(self) -> None:
         """Precompute what the hot path needs: band key bases and SQL per tier."""
-        vb = self._value_bits
-        ns = self._ns_id or 0
-        self._band_plan: dict[Tier, list[tuple[int, int, int]]] = {}
-        for tier in TIERS:
-            plan = []
-            for number, (shift, width) in enumerate(self._layouts[tier]):
-                prefix = ((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number
-                plan.append((prefix << vb, shift, width))
-            self._band_plan[tier] = plan
-        self._ns_key_range = (
-            (ns << (1 + BAND_NUMBER_BITS)) << vb,
-            ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vb,
-        )
-        self._sql_band = {
-            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * len(self._layouts[tier]))})"
-            for tier in TIERS
-        }
-        self._sql_first = {
-            tier: f"SELECT {_ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
-            "ORDER BY first_seen, id LIMIT ?"
-            for tier in TIERS
-        }
-        self._sql_used = {
-            tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS
-        }
+        self._rows = Rows(self._ns_id, self.namespace, self._layouts, self._value_bits, self._enc, self._dec)
 
     # -- helpers ---------------------------------------------------------------------------------
-
-    def _keys(self, tier: Tier, fp: int) -> list[int]:
-        vb = self._value_bits
-        keys = []
-        for base, shift, width in self._band_plan[tier]:
-            value = (fp >> shift) & ((1 << width) - 1)
-            if width > vb:
-                value = _fold(value, vb)
-            keys.append(base | value)
-        return keys
 
     def _live(self) -> sqlite3.Connection:
         conn = self._conn
@@ -451,40 +271,6 @@ class SqliteIndex(QueryChecks):
                     raise sqlite_error(self.location, exc, doing) from exc
                 raise
 
-    def _entry(self, row: tuple[Any, ...]) -> Entry:
-        ident, tfp, bfp, first_seen, url, title, numbers = row
-        dec = self._dec
-        return Entry(
-            id=ident,
-            namespace=self.namespace,
-            url=url,
-            title=title,
-            first_seen=first_seen,
-            title_fp=None if tfp is None else dec(tfp),
-            body_fp=None if bfp is None else dec(bfp),
-            numbers=numbers,
-        )
-
-    def _band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
-        rows = []
-        if tfp is not None:
-            raw = self._enc(tfp)
-            rows.extend((key, raw) for key in self._keys("title", tfp))
-        if bfp is not None:
-            raw = self._enc(bfp)
-            rows.extend((key, raw) for key in self._keys("body", bfp))
-        return rows
-
-    def _drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
-        """Delete band rows of fingerprints no remaining entry of the namespace holds."""
-        for index, tier in enumerate(TIERS):
-            for raw in {r[index] for r in removed if r[index] is not None}:
-                if conn.execute(self._sql_used[tier], (self._ns_id, raw)).fetchone() is None:
-                    conn.executemany(
-                        "DELETE FROM band WHERE key = ? AND fp = ?",
-                        [(key, raw) for key in self._keys(tier, self._dec(raw))],
-                    )
-
     # -- the protocol ----------------------------------------------------------------------------
 
     # -- the protocol ----------------------------------------------------------------------------
@@ -501,7 +287,7 @@ class SqliteIndex(QueryChecks):
         if not queries:
             return []
         with self._write("check-and-add") as conn:
-            tables = _Tables(self, conn)
+            tables = Tables(self._rows, conn)
             return [rule.check_and_add(tables, query, flagged) for query in queries]
 
     def peek(self, query: Query) -> Match | None:
@@ -527,7 +313,7 @@ class SqliteIndex(QueryChecks):
             tables, title_fp, body_fp, title_k=title_k, body_k=body_k, not_before=not_before, limit=limit
         ), [])
 
-    def _read(self, doing: str, run: Callable[[_Tables], Any], empty: Any) -> Any:
+    def _read(self, doing: str, run: Callable[[Tables], Any], empty: Any) -> Any:
         """``run`` over the tables in one read transaction (a consistent snapshot, writers not blocked)."""
         with self._lock:
             conn = self._live()
@@ -536,7 +322,7 @@ class SqliteIndex(QueryChecks):
             try:
                 conn.execute("BEGIN")
                 try:
-                    return run(_Tables(self, conn))
+                    return run(Tables(self._rows, conn))
                 finally:
                     conn.execute("COMMIT")
             except sqlite3.Error as exc:
@@ -561,7 +347,7 @@ class SqliteIndex(QueryChecks):
                     None if title is None else title[:TITLE_CHARS],
                 )
             )
-            bands.extend(self._band_rows(tfp, bfp))
+            bands.extend(self._rows.band_rows(tfp, bfp))
         bands.sort(key=lambda r: r[0])  # key order: B-tree appends instead of random page writes
         with self._write("bulk add") as conn:
             conn.executemany(
@@ -583,7 +369,7 @@ class SqliteIndex(QueryChecks):
     def _decisions(self, where: str, args: tuple[Any, ...], limit: int) -> list[Decision]:
         with self._lock:
             rows = self._live().execute(
-                f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {_ENTRY_COLS_E}"
+                f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {ENTRY_COLS_E}"
                 " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
                 f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
                 (self._ns_id, *args, limit),
@@ -591,7 +377,7 @@ class SqliteIndex(QueryChecks):
         return [
             Decision(
                 url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
-                original=None if erow[0] is None else self._entry(erow),
+                original=None if erow[0] is None else self._rows.entry(erow),
             )
             for url, status, tier, distance, decided_at, title, *erow in rows
         ]
@@ -613,7 +399,7 @@ class SqliteIndex(QueryChecks):
             conn.execute(f"DELETE FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key))
             if isinstance(key, str):
                 conn.execute("DELETE FROM decision WHERE ns = ? AND url = ?", (self._ns_id, key))
-            self._drop_unused_bands(conn, removed)
+            self._rows.drop_unused_bands(conn, removed)
         return len(removed)
 
     def purge(self, older_than: float, *, batch: int = 5000) -> int:
@@ -631,7 +417,7 @@ class SqliteIndex(QueryChecks):
                 ).fetchall()
                 conn.executemany("DELETE FROM entry WHERE id = ?", [(r[0],) for r in doomed])
                 conn.executemany("DELETE FROM sentence WHERE entry = ?", [(r[0],) for r in doomed])
-                self._drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
+                self._rows.drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
                 if len(doomed) < batch:
                     conn.execute(
                         "DELETE FROM decision WHERE ns = ? AND decided_at < ?", (self._ns_id, older_than)
@@ -642,7 +428,7 @@ class SqliteIndex(QueryChecks):
 
     def reset(self) -> int:
         """Remove every entry, band row and decision of this namespace (others are untouched)."""
-        lo, hi = self._ns_key_range
+        lo, hi = self._rows.key_range
         with self._write("reset") as conn:
             n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
@@ -691,11 +477,11 @@ class SqliteIndex(QueryChecks):
             with self._lock:
                 conn = self._live()
                 rows = conn.execute(
-                    f"SELECT {_ENTRY_COLS} FROM entry WHERE ns = ? AND (first_seen, id) > (?, ?) "
+                    f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND (first_seen, id) > (?, ?) "
                     "ORDER BY first_seen, id LIMIT 1000",
                     (self._ns_id, *last),
                 ).fetchall()
-            yield from (self._entry(r) for r in rows)
+            yield from (self._rows.entry(r) for r in rows)
             if len(rows) < 1000:
                 return
             last = (rows[-1][3], rows[-1][0])

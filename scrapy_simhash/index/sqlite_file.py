@@ -3,7 +3,7 @@
 Everything here is about the file, not the rule: building a new file under a temporary name and
 linking it into place, checking the header of an existing one before SQLite reads it, reading its
 self-description (JSON only, never pickle), probing that it can be written, and naming the file in
-every error. The schema it holds is described in :mod:`.sqlite`.
+every error. The schema it holds is described in :mod:`.sqlite_tables`.
 """
 
 from __future__ import annotations
@@ -19,57 +19,13 @@ from typing import Any
 from sqlitedict import SqliteDict
 
 from .base import IndexError_, IndexOpenError, IndexWriteError
+from .sqlite_tables import SCHEMA
 
 SCHEMA_VERSION = 2  # 2: entry.numbers (title tier's number guard), sentence table (opt-in tier)
 META_TABLE = "simhash_meta"
 TABLES = ("namespace", "entry", "band", "decision", "sentence")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
-SCHEMA = """
-CREATE TABLE namespace (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    created REAL NOT NULL
-);
-CREATE TABLE entry (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns INTEGER NOT NULL,
-    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
-    body_fp,
-    first_seen REAL NOT NULL,
-    url TEXT,
-    title TEXT,
-    numbers TEXT  -- number signature (base.numbers_agree); NULL: added without one
-);
-CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
-CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
-CREATE TABLE band (
-    key INTEGER NOT NULL,
-    fp NOT NULL,
-    PRIMARY KEY (key, fp)
-) WITHOUT ROWID;
-CREATE TABLE decision (
-    ns INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    status TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    distance INTEGER NOT NULL,
-    original INTEGER,
-    decided_at REAL NOT NULL,
-    title TEXT,
-    PRIMARY KEY (ns, url)
-) WITHOUT ROWID;
-CREATE INDEX decision_recent ON decision(ns, decided_at);
-CREATE TABLE sentence (
-    ns INTEGER NOT NULL,
-    hash TEXT NOT NULL,
-    entry INTEGER NOT NULL,
-    PRIMARY KEY (ns, hash, entry)
-) WITHOUT ROWID;
-CREATE INDEX sentence_entry ON sentence(entry);
-"""
 
 
 def _json_encode(value: Any) -> str:

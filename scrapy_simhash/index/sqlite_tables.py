@@ -1,0 +1,285 @@
+"""How the SQLite index file holds the rule's data: the schema, band keys, and the rule's Store.
+
+What is stored where, and why
+-----------------------------
+``simhash_meta`` (a :mod:`sqlitedict` table: ``key TEXT PRIMARY KEY, value BLOB``, JSON values)
+    The file describes itself (:func:`.meta.new_meta`): ``format`` (``"scrapy-simhash-index"``),
+    ``schema_version``, the :class:`~.base.IndexParams` (bits, bands per tier, tokenizer, features
+    version), the band layouts derived from them, how band keys are packed (``band_key``), how
+    fingerprints are stored, and when and by which version the file was created. Other parameters
+    at open are a :class:`~.base.ParameterMismatch`; a file without this table is "not a
+    scrapy-simhash index". It is written once, by ``SqliteDict(encode=json.dumps)`` (never its
+    pickle default), into a private temporary file before that file is linked into place, so
+    sqlitedict's own background connection never meets our transactions. It is read at open on our
+    own connection with the same JSON decoder (see :func:`.sqlite_file.read_meta` for why not
+    through sqlitedict); any tool can still read it with
+    ``SqliteDict(path, "simhash_meta", flag="r", decode=json.loads)``.
+``namespace``
+    ``(id, name, created)``: several projects can share one file; every other row carries the id.
+``entry``
+    One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
+    to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
+    that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
+    characters), ``numbers`` (the body's number signature, a short text, see
+    :func:`~.rule.numbers_agree`; checked by the title tier when a query asks). Indexes
+    ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
+    earliest non-expired entry holding a fingerprint in O(log n), however many share it;
+    ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
+``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
+    The pigeonhole bands. ``key`` packs ``(namespace id, tier, band number, band value)`` into one
+    non-negative 63-bit integer; ``fp`` is the full fingerprint. A fingerprint is stored once per
+    band however many entries share it, so boilerplate pages and empty bodies do not grow buckets:
+    the cost of a check stays flat under skew. Band rows go away only when the last entry of the
+    namespace holding that fingerprint does (forget, purge, reset).
+``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
+    The opt-in sentence tier's lookup table: one row per stored sentence hash of an entry added
+    with a sentence signature (its 16 smallest sentence hashes, 16 hex digits each). Rows go with
+    their entry.
+``decision``
+    The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
+    original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
+    queries with a URL are recorded; one row per URL keeps the table bounded.
+
+Fingerprints: ``bits`` ≤ 64 are stored as SQLite's signed 64-bit integers through
+:func:`~scrapy_simhash.simhash.to_signed64` / :func:`~scrapy_simhash.simhash.from_signed64` (the only
+place the mapping happens is :func:`codec`); 128-bit fingerprints as 16-byte
+big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very few bands) is folded
+(XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
+exact Hamming distance, so exactness is unaffected.
+
+Scaling: identical fingerprints cost nothing extra, but distinct fingerprints sharing a band value
+are all candidates: about ``n / 2**width`` per band. For 64 bits and body k=3 (16-bit bands) that is
+~15 per band at 1M entries, verified in Python; ``benchmarks/index_scaling.py`` measures it. Manku's
+permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows for fewer candidates.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..simhash import from_signed64, to_signed64
+from . import rule
+from .base import TIERS, Entry, IndexParams, Match, Query, Tier
+from .meta import TITLE_CHARS, Layout, layouts
+
+SCHEMA = """
+CREATE TABLE namespace (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
+CREATE TABLE entry (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    ns INTEGER NOT NULL,
+    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
+    body_fp,
+    first_seen REAL NOT NULL,
+    url TEXT,
+    title TEXT,
+    numbers TEXT  -- number signature (base.numbers_agree); NULL: added without one
+);
+CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
+CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
+CREATE INDEX entry_seen ON entry(ns, first_seen);
+CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
+CREATE TABLE band (
+    key INTEGER NOT NULL,
+    fp NOT NULL,
+    PRIMARY KEY (key, fp)
+) WITHOUT ROWID;
+CREATE TABLE decision (
+    ns INTEGER NOT NULL,
+    url TEXT NOT NULL,
+    status TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    distance INTEGER NOT NULL,
+    original INTEGER,
+    decided_at REAL NOT NULL,
+    title TEXT,
+    PRIMARY KEY (ns, url)
+) WITHOUT ROWID;
+CREATE INDEX decision_recent ON decision(ns, decided_at);
+CREATE TABLE sentence (
+    ns INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    entry INTEGER NOT NULL,
+    PRIMARY KEY (ns, hash, entry)
+) WITHOUT ROWID;
+CREATE INDEX sentence_entry ON sentence(entry);
+"""
+
+#: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
+MAX_VALUE_BITS = 36
+#: Bits reserved for the namespace id in a band key (about a million namespaces per file).
+NAMESPACE_BITS = 20
+BAND_NUMBER_BITS = 6  # up to 64 bands per tier
+_KIND = {"title": 0, "body": 1}
+
+ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers"
+ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
+
+
+def value_bits(params: IndexParams) -> int:
+    """Bits of the band value kept in a key for these parameters (recorded as ``band_key.value_bits``)."""
+    widest = max(width for layout in layouts(params).values() for _, width in layout)
+    return min(widest, MAX_VALUE_BITS)
+
+
+def _fold(value: int, bits: int) -> int:
+    mask = (1 << bits) - 1
+    while value >> bits:
+        value = (value & mask) ^ (value >> bits)
+    return value
+
+
+def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
+    """How a fingerprint is stored: the one place the signed 64-bit mapping is applied."""
+    if bits <= 64:
+        return to_signed64, from_signed64
+    nbytes = bits // 8
+
+    def enc(fp: int) -> bytes:
+        return fp.to_bytes(nbytes, "big")
+
+    def dec(raw: Any) -> int:
+        return int.from_bytes(raw, "big")
+
+    return enc, dec
+
+
+class Rows:
+    """One namespace's rows: band keys, stored fingerprint values, entries from rows, and the SQL of
+    the hot path, computed once at open."""
+
+    def __init__(
+        self, ns_id: int | None, namespace: str, tiers: dict[Tier, Layout], vbits: int,
+        enc: Callable[[int], Any], dec: Callable[[Any], int],
+    ) -> None:
+        self.ns_id, self.namespace, self.enc, self.dec, self._vbits = ns_id, namespace, enc, dec, vbits
+        ns = ns_id or 0
+        self._plan: dict[Tier, list[tuple[int, int, int]]] = {}
+        for tier in TIERS:
+            plan = []
+            for number, (shift, width) in enumerate(tiers[tier]):
+                prefix = ((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number
+                plan.append((prefix << vbits, shift, width))
+            self._plan[tier] = plan
+        self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
+        self.sql_band = {
+            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * len(tiers[tier]))})" for tier in TIERS
+        }
+        self.sql_first = {
+            tier: f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
+            "ORDER BY first_seen, id LIMIT ?"
+            for tier in TIERS
+        }
+        self.sql_used = {tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS}
+
+    def keys(self, tier: Tier, fp: int) -> list[int]:
+        """The band keys of ``fp`` in ``tier``."""
+        vb = self._vbits
+        keys = []
+        for base, shift, width in self._plan[tier]:
+            value = (fp >> shift) & ((1 << width) - 1)
+            if width > vb:
+                value = _fold(value, vb)
+            keys.append(base | value)
+        return keys
+
+    def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
+        """``(key, stored fp)`` rows of an entry's fingerprints."""
+        rows = []
+        for tier, fp in (("title", tfp), ("body", bfp)):
+            if fp is not None:
+                raw = self.enc(fp)
+                rows.extend((key, raw) for key in self.keys(tier, fp))  # type: ignore[arg-type]
+        return rows
+
+    def entry(self, row: tuple[Any, ...]) -> Entry:
+        """An :class:`~.base.Entry` from an ``ENTRY_COLS`` row."""
+        ident, tfp, bfp, first_seen, url, title, numbers = row
+        dec = self.dec
+        return Entry(
+            id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen,
+            title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp), numbers=numbers,
+        )
+
+    def drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
+        """Delete band rows of fingerprints (stored values, per tier) no remaining entry holds."""
+        for index, tier in enumerate(TIERS):
+            for raw in {r[index] for r in removed if r[index] is not None}:
+                if conn.execute(self.sql_used[tier], (self.ns_id, raw)).fetchone() is None:
+                    conn.executemany(
+                        "DELETE FROM band WHERE key = ? AND fp = ?",
+                        [(key, raw) for key in self.keys(tier, self.dec(raw))],
+                    )
+
+
+class Tables:
+    """The rule's :class:`~.rule.Store` on these tables, inside the caller's transaction."""
+
+    def __init__(self, rows: Rows, conn: sqlite3.Connection) -> None:
+        self.rows, self.conn = rows, conn
+
+    def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
+        dec = self.rows.dec
+        return [dec(raw) for (raw,) in self.conn.execute(self.rows.sql_band[tier], self.rows.keys(tier, fp))]
+
+    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
+        rows = self.rows
+        args = (rows.ns_id, rows.enc(fp), not_before, -1 if limit is None else limit)
+        return [rows.entry(r) for r in self.conn.execute(rows.sql_first[tier], args)]
+
+    def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
+        ns, conn, cap = self.rows.ns_id, self.conn, rule.SENTENCE_MAX_HOLDERS
+        hashes = [
+            h for h in hashes
+            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
+                            (ns, h, cap)).fetchone()[0] < cap
+        ]
+        if not hashes:
+            return []
+        found = conn.execute(
+            f"SELECT {ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
+            f" FROM sentence s JOIN entry e ON e.id = s.entry"
+            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
+            " GROUP BY e.id ORDER BY e.first_seen, e.id",
+            (ns, *hashes, not_before),
+        ).fetchall()
+        return [(self.rows.entry(tuple(row)), shared, stored) for *row, shared, stored in found]
+
+    def insert(self, query: Query, seen_at: float) -> int:
+        rows, conn = self.rows, self.conn
+        tfp, bfp = query.title_fp, query.body_fp
+        entry_id = conn.execute(
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                rows.ns_id,
+                None if tfp is None else rows.enc(tfp),
+                None if bfp is None else rows.enc(bfp),
+                seen_at,
+                query.url,
+                None if query.title is None else query.title[:TITLE_CHARS],
+                query.numbers,
+            ),
+        ).lastrowid
+        assert entry_id is not None
+        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", rows.band_rows(tfp, bfp))
+        if query.sentences:
+            conn.executemany(
+                "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
+                [(rows.ns_id, h, entry_id) for h in sorted(set(query.sentences))[: rule.SENTENCES_STORED]],
+            )
+        return entry_id
+
+    def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
+        self.conn.execute(
+            "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original, decided_at, title)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                self.rows.ns_id, query.url, status, match.tier, match.distance, match.entry.id, seen_at,
+                None if query.title is None else query.title[:TITLE_CHARS],
+            ),
+        )
