@@ -1,19 +1,10 @@
-"""The tiered rule: title within ``title_max_distance`` bits → duplicate; else body within
-``body_max_distance`` bits → duplicate; else new, and added to the index in the same step.
+"""The Deduplicator: an item's fingerprints, the settings' thresholds and the index's one rule.
 
-A title match counts only when the two bodies' numbers agree (``title_numbers``: overlap
-coefficient of the number sets ≥ 70 %, or both without numbers): wire services reuse one headline
-for every new market report ("U.K. MONEY MARKET GIVEN ... HELP"), and a same-headline report
-with other figures is news. ``title_numbers=0`` turns the guard off.
-
-Opt-in (``sentences_shared=50``): a third tier after the body tier, on exact sentences. Every
-entry keeps a sample of its sentences (the 16 with the smallest hashes); an earlier item is a
-duplicate too (``tier="sentence"``, with the body tier's action) when more than 50 % of its sample
-(at least 2) is in this item's text, or one of them is and the two body fingerprints are within 8
-bits, and the numbers agree (a side without numbers agreeing); a sentence that 32 stored stories
-hold is boilerplate and counts no more. It catches edited reposts whose body fingerprint drifted
-past the body threshold. Entries carry sentence hashes only when added with the tier on: enable it
-on a new index.
+The tiered rule itself (title tier with its number guard, then body, then the opt-in sentence tier,
+else new) is stated once, in :mod:`scrapy_simhash.index.rule`, and every index runs it; this
+module turns settings (thresholds, expiry, the dynamic body threshold, drop or flag per tier) into
+the index's queries and its answers into :class:`Verdict` objects. Entries carry sentence hashes
+only when added with the sentence tier on (``sentences_shared``): enable it on a new index.
 
 The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
 benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index
