@@ -217,13 +217,13 @@ def test_redis_params_pass_through(url: str) -> None:
     name = f"simhash-{uuid.uuid4().hex[:8]}"
     with open_index(url, redis_params={"client_name": name, "socket_timeout": 7.5}, busy_timeout=2.0) as ix:
         ix.check_and_add(q(3, 4))
-        pool_kwargs = ix._client.connection_pool.connection_kwargs
+        pool_kwargs = ix._server.client.connection_pool.connection_kwargs
         assert pool_kwargs["socket_timeout"] == 7.5  # the params win over busy_timeout
         admin = raw_redis(url.split("?")[0])
         assert name in {c.get("name") for c in admin.client_list()}
         admin.close()
     with open_index(url, busy_timeout=2.0) as ix:
-        assert ix._client.connection_pool.connection_kwargs["socket_timeout"] == 2.0
+        assert ix._server.client.connection_pool.connection_kwargs["socket_timeout"] == 2.0
 
 
 def test_settings_select_the_url_and_params(url: str) -> None:
@@ -248,7 +248,7 @@ def test_settings_select_the_url_and_params(url: str) -> None:
     # end to end: the two-line hook the pipeline uses
     with open_index(index_url_from_settings(settings), redis_params=redis_params_from_settings(settings)) as ix:
         assert isinstance(ix, RedisIndex) and ix.check_and_add(q(5, 6)).match is None
-        assert ix._client.connection_pool.connection_kwargs["socket_timeout"] == 9
+        assert ix._server.client.connection_pool.connection_kwargs["socket_timeout"] == 9
 
 
 def test_prefixes_and_databases_are_separate_indexes(url: str) -> None:
@@ -417,7 +417,7 @@ def test_one_round_trip_per_check_and_add(private_server: RedisProcess) -> None:
         rng = random.Random(4)
         stories = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(25)]
         ix.check_and_add(q(1, 2))  # connected: the address the server sees for the index's script calls
-        host, port = ix._local.held[1]._sock.getsockname()[:2]
+        host, port = ix._server._local.held[1]._sock.getsockname()[:2]
         ours = f"{host}:{port}"
         outcomes: list[Any] = []
 
@@ -456,7 +456,7 @@ def test_a_batch_is_sent_in_one_write_and_answers_in_order(private_server: Redis
     batch += [q(t ^ 1, None, url=f"d{i}") for i, (t, _) in enumerate(stories[:5])]
     with open_index(private_server.url) as ix:
         ix.check_and_add(q(1, 2))
-        host, port = ix._local.held[1]._sock.getsockname()[:2]
+        host, port = ix._server._local.held[1]._sock.getsockname()[:2]
         outcomes: list[Any] = []
         commands = _monitored(private_server.url, lambda: outcomes.extend(ix.check_and_add_many(batch)))
     assert [o.match is None for o in outcomes] == [True] * 10 + [False] * 5

@@ -83,12 +83,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from urllib.parse import quote
 
 from ..signatures import NUMBERS_MAX
 from ..simhash import split_bands
@@ -99,16 +98,15 @@ from .base import (
     IndexError_,
     IndexOpenError,
     IndexParams,
-    IndexWriteError,
     Match,
     Outcome,
     Query,
     Tier,
 )
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
+from .redis_client import Server, redacted
 
 SCHEMA_VERSION = 1
-DEFAULT_PREFIX = "simhash"
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
 TOKEN_TTL = 120
@@ -136,33 +134,6 @@ SCRIPT = resources.files(__package__).joinpath("redis_rule.lua").read_text(encod
 def is_redis_url(url: object) -> bool:
     """Whether ``url`` names a Redis index (``redis://``, ``rediss://``, ``unix://``)."""
     return isinstance(url, str) and url.split("://", 1)[0].lower() in ("redis", "rediss", "unix")
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password (in the authority or a ``password=`` query parameter)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if parts.password is not None:
-        userinfo, _, hostport = netloc.rpartition("@")
-        user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostport}"
-    query = parts.query
-    if query:
-        pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
-        query = urlencode(pairs, safe="*")
-    return parts._replace(netloc=netloc, query=query).geturl()
-
-
-def _split_prefix(url: str) -> tuple[str, str]:
-    """``(url without ?prefix=…, prefix)``: the prefix is ours, redis-py must not see it."""
-    parts = urlsplit(url)
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    prefixes = [v for k, v in pairs if k == "prefix"]
-    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
-    if not prefix or any(c in prefix for c in "{}"):
-        raise IndexOpenError(f"{redacted(url)}: prefix must be non-empty, without braces, not {prefix!r}")
-    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
-    return parts._replace(query=rest).geturl(), prefix
 
 
 def _uses_scrapy_redis(settings: Any) -> bool:
@@ -236,10 +207,7 @@ class RedisIndex(QueryChecks):
     params: IndexParams
 
     def __init__(self) -> None:  # use RedisIndex.open()
-        self._client: Any = None
-        self._lock = threading.Lock()
-        self._local = threading.local()  # per thread: (pid, connection) for the script calls
-        self._connections: list[Any] = []
+        self._server: Server
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -266,53 +234,17 @@ class RedisIndex(QueryChecks):
         if params is not None:
             check_params(params)
         self = cls()
-        self.location = redacted(url)
+        self._server = Server(url, busy_timeout=busy_timeout, redis_params=redis_params, readonly=readonly,
+                              retries=retries, retry_delay=retry_delay)
+        self.location, self.prefix = self._server.location, self._server.prefix
         self.namespace = namespace
         self._readonly = readonly
-        self._retries = max(0, int(retries))
-        self._retry_delay = max(0.0, float(retry_delay))
-        try:
-            import redis
-            import redis.exceptions
-        except ImportError as exc:
-            raise IndexOpenError(
-                f"cannot open {self.location}: the Redis index needs the redis client "
-                "(pip install 'scrapy-simhash[redis]')"
-            ) from exc
-        self._errors = redis.exceptions
-        client_url, prefix = _split_prefix(url)
-        self.prefix = prefix
-        password = urlsplit(url).password
-        kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": busy_timeout}
-        try:  # our own bounded retries (idempotent through request tokens) instead of redis-py's
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-
-            kwargs["retry"] = Retry(NoBackoff(), 0)
-        except ImportError:  # pragma: no cover - every redis>=4.5 has them
-            pass
-        kwargs.update(redis_params or {})
-        kwargs.update(decode_responses=True, encoding="utf-8")
-        try:
-            self._client = redis.Redis.from_url(client_url, **kwargs)
-            self._client.ping()
-            self._verify(params, create)
-            self._sha = self._client.script_load(SCRIPT)
-        except (redis.exceptions.RedisError, OSError, TypeError, ValueError) as exc:
-            self.close()
-            if isinstance(exc, IndexOpenError):
-                raise
-            text = str(exc)
-            if password:
-                text = text.replace(password, "***")
-            raise IndexOpenError(f"cannot open Redis index {self.location}: {text}") from exc
-        except BaseException:
-            self.close()
-            raise
+        self._base = f"{self.prefix}:{{{quote(namespace, safe='')}}}:"
+        self._server.open(lambda client: self._verify(client, params, create), SCRIPT, self._base + "seq")
         return self
 
-    def _verify(self, requested: IndexParams | None, create: bool) -> None:
-        client, meta_key = self._client, f"{self.prefix}:meta"
+    def _verify(self, client: Any, requested: IndexParams | None, create: bool) -> None:
+        meta_key = f"{self.prefix}:meta"
         try:
             try:
                 raw = client.get(meta_key)
@@ -328,7 +260,7 @@ class RedisIndex(QueryChecks):
                 record = new_meta(requested or IndexParams(), SCHEMA_VERSION, fingerprint_storage="hex")
                 client.set(meta_key, json.dumps({"backend": "redis", **record}, sort_keys=True), nx=True)
                 raw = client.get(meta_key)
-        except self._errors.ResponseError as exc:
+        except self._server.errors.ResponseError as exc:
             if "WRONGTYPE" in str(exc):
                 raise IndexOpenError(
                     f"{self.location}: key {meta_key!r} holds something else: not a scrapy-simhash index"
@@ -348,8 +280,6 @@ class RedisIndex(QueryChecks):
         self._bits = stored.bits
         self._hex_width = stored.bits // 4
         self._layouts = layouts(stored)
-        self._base = f"{self.prefix}:{{{quote(self.namespace, safe='')}}}:"
-        self._seq_key = self._base + "seq"
         if not self._readonly:
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
 
@@ -361,96 +291,6 @@ class RedisIndex(QueryChecks):
     def _band_keys(self, tier: Tier, fp: int) -> list[str]:
         c = _TIER_CHAR[tier]
         return [f"{c}b:{n}:{v:x}" for n, v in enumerate(split_bands(fp, self._layouts[tier]))]
-
-    def _live(self) -> Any:
-        client = self._client
-        if client is None:
-            raise IndexError_(f"index {self.location} is closed")
-        return client
-
-    def _writable(self) -> Any:
-        client = self._live()
-        if self._readonly:
-            raise IndexWriteError(f"index {self.location} was opened read-only: cannot write to it")
-        return client
-
-    def _retrying(self, doing: str, call: Callable[[Any], Any], *, write: bool, retry: bool = True) -> Any:
-        """Run ``call(client)``; connection errors and timeouts are retried ``retries`` times with a
-        doubling delay (redis-py reconnects), then raised as ours, naming the index. ``retry=False``
-        for calls that must not run twice (bulk add: a lost reply would add the batch again)."""
-        client = self._writable() if write else self._live()
-        errors = self._errors
-        error = IndexWriteError if write else IndexError_
-        attempt, limit = 0, self._retries if retry else 0
-        while True:
-            try:
-                return call(client)
-            except (errors.ConnectionError, errors.TimeoutError) as exc:
-                if attempt >= limit:
-                    raise error(
-                        f"index {self.location}: {doing} failed after {attempt + 1} attempt"
-                        f"{'s' if attempt else ''}: {exc}"
-                    ) from exc
-                time.sleep(self._retry_delay * 2**attempt)
-                attempt += 1
-            except errors.RedisError as exc:
-                raise error(f"index {self.location}: {doing} failed: {exc}") from exc
-            except UnicodeDecodeError as exc:  # someone else's binary value under our keys
-                raise IndexError_(f"index {self.location}: {doing} read a value that is not UTF-8 text: {exc}") from exc
-
-    def _connection(self, client: Any) -> Any:
-        """This thread's own connection for script calls, made with the client's settings (URL,
-        password, TLS, ``redis_params``). The hot path skips the client's pool and command
-        machinery, which cost more than the round trip itself (about 100 µs a call); a forked
-        child makes its own instead of sharing its parent's socket."""
-        held = getattr(self._local, "held", None)
-        if held is not None and held[0] == os.getpid():
-            return held[1]
-        pool = client.connection_pool
-        connection = pool.connection_class(**pool.connection_kwargs)
-        self._local.held = (os.getpid(), connection)
-        with self._lock:
-            self._connections.append(connection)
-        return connection
-
-    def _evalsha(self, client: Any, args: str) -> Any:
-        connection = self._connection(client)
-        try:
-            connection.send_command("EVALSHA", self._sha, 1, self._seq_key, args)
-            return connection.read_response()
-        except (self._errors.ConnectionError, self._errors.TimeoutError):
-            connection.disconnect()  # the next call reconnects
-            raise
-
-    def _evalsha_many(self, client: Any, calls: Sequence[str]) -> list[Any]:
-        """Several ``EVALSHA`` calls in one write, their replies read in order; a reply that is an
-        error is returned as the exception (the other replies must still be read off the socket)."""
-        connection = self._connection(client)
-        try:
-            connection.send_packed_command(
-                connection.pack_commands([("EVALSHA", self._sha, 1, self._seq_key, args) for args in calls])
-            )
-            replies: list[Any] = []
-            for _ in calls:
-                try:
-                    replies.append(connection.read_response())
-                except self._errors.ResponseError as exc:
-                    replies.append(exc)
-            return replies
-        except (self._errors.ConnectionError, self._errors.TimeoutError):
-            connection.disconnect()  # the next call reconnects
-            raise
-
-    def _script(self, doing: str, args: str, *, write: bool = True, retry: bool = True) -> Any:
-        """One ``EVALSHA`` of :data:`SCRIPT` (reloaded once on ``NOSCRIPT``), retried on connection errors."""
-        def call(client: Any) -> Any:
-            try:
-                return self._evalsha(client, args)
-            except self._errors.NoScriptError:
-                self._sha = client.script_load(SCRIPT)
-                return self._evalsha(client, args)
-
-        return self._retrying(doing, call, write=write, retry=retry)
 
     def _entry(self, member: str | int, fields: Mapping[str, str]) -> Entry:
         """An entry from its hash; values not written by us are an :class:`IndexError_` naming it."""
@@ -468,6 +308,9 @@ class RedisIndex(QueryChecks):
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
+
+    def _script(self, doing: str, args: str, *, write: bool = True, retry: bool = True) -> Any:
+        return self._server.script(doing, [args], write=write, retry=retry)[0]
 
     def _keys(self, tfp: int | None, bfp: int | None) -> dict[str, list[str]]:
         return {
@@ -519,20 +362,7 @@ class RedisIndex(QueryChecks):
                        token_ttl=TOKEN_TTL)
             for query in queries
         ]
-        if len(calls) <= 1:
-            return [self._outcome(self._script("check-and-add", args)) for args in calls]
-
-        def call(client: Any) -> list[Any]:
-            replies = self._evalsha_many(client, calls)
-            if any(isinstance(r, self._errors.NoScriptError) for r in replies):
-                self._sha = client.script_load(SCRIPT)
-                replies = self._evalsha_many(client, calls)
-            for reply in replies:
-                if isinstance(reply, Exception):
-                    raise reply
-            return replies
-
-        return [self._outcome(reply) for reply in self._retrying("check-and-add", call, write=True)]
+        return [self._outcome(reply) for reply in self._server.script("check-and-add", calls)] if calls else []
 
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now (the script's port of :func:`.rule.peek`);
@@ -563,7 +393,7 @@ class RedisIndex(QueryChecks):
         self._check_fp(body_fp, "body_fp")
         self._check_k(title_k, body_k)
         if limit <= 0 or (title_fp is None and body_fp is None):
-            self._live()
+            self._server.live()
             return []
         args = self._args(
             "lookup",
@@ -578,7 +408,7 @@ class RedisIndex(QueryChecks):
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` per call."""
-        self._writable()
+        self._server.writable()
         rows: list[dict[str, Any]] = []
         for tfp, bfp, url, title, first_seen in entries:
             if tfp is None and bfp is None:
@@ -620,7 +450,7 @@ class RedisIndex(QueryChecks):
         """The ``limit`` most recent decisions of this namespace, newest first."""
         if limit <= 0:
             return []
-        urls = self._retrying(
+        urls = self._server.retrying(
             "decisions", lambda c: c.zrevrange(self._base + "decided", 0, limit - 1), write=False
         )
         return self._decisions(urls)
@@ -638,7 +468,7 @@ class RedisIndex(QueryChecks):
                 pipe.hgetall(base + "e:" + d["original"] if d.get("original") else base + "e:")
             return list(zip(urls, decided, pipe.execute(), strict=True))
 
-        rows = self._retrying("explain", fetch, write=False) if urls else []
+        rows = self._server.retrying("explain", fetch, write=False) if urls else []
         try:
             return [
                 Decision(
@@ -663,7 +493,7 @@ class RedisIndex(QueryChecks):
             raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
         if isinstance(key, int):
             if not 0 < key < 10**_ID_WIDTH:
-                self._writable()
+                self._server.writable()
                 return 0
             return self._remove("forget", "id", _member(key))[0]
         return self._remove("forget", "url", key)[0]
@@ -696,11 +526,11 @@ class RedisIndex(QueryChecks):
                 client.unlink(*batch)
             return n
 
-        return int(self._retrying("reset", run, write=True))
+        return int(self._server.retrying("reset", run, write=True))
 
     def count(self) -> int:
         """Entries in this namespace."""
-        return int(self._retrying("count", lambda c: c.zcard(self._base + "seen"), write=False))
+        return int(self._server.retrying("count", lambda c: c.zcard(self._base + "seen"), write=False))
 
     def stats(self) -> dict[str, Any]:
         """Location, server, parameters, layouts, and per namespace: entries, oldest/newest first
@@ -720,7 +550,7 @@ class RedisIndex(QueryChecks):
                 pipe.get(base + "nbands")
             return registered, names, pipe.execute(), client.info("server") | client.info("memory")
 
-        registered, names, replies, info = self._retrying("stats", run, write=False)
+        registered, names, replies, info = self._server.retrying("stats", run, write=False)
         per: dict[str, dict[str, Any]] = {}
         band_rows = 0
         for i, name in enumerate(names):
@@ -750,7 +580,7 @@ class RedisIndex(QueryChecks):
             return rows, pipe.execute()
 
         while True:
-            rows, hashes = self._retrying("export", page, write=False)
+            rows, hashes = self._server.retrying("export", page, write=False)
             for (member, _), fields in zip(rows, hashes, strict=True):
                 if fields:
                     yield self._entry(member, fields)
@@ -764,13 +594,7 @@ class RedisIndex(QueryChecks):
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
-        with self._lock:
-            client, self._client = self._client, None
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.disconnect()
-        if client is not None:
-            client.close()
+        self._server.close()
 
     def __enter__(self) -> RedisIndex:
         return self
@@ -779,7 +603,7 @@ class RedisIndex(QueryChecks):
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._client is None else ("read-only" if self._readonly else "open")
+        state = "closed" if self._server.client is None else ("read-only" if self._readonly else "open")
         return f"<RedisIndex {self.location} namespace={self.namespace!r} {state}>"
 
 

@@ -1,0 +1,212 @@
+"""One Redis server as the Redis index talks to it: connecting, the script, retries, errors.
+
+Nothing here knows the index's keys or its rule (:mod:`.redis`, ``redis_rule.lua``): this is how a
+call reaches the server. The script is loaded once (``SCRIPT LOAD``) and called with ``EVALSHA`` on
+a connection of the calling thread's own, reloaded on ``NOSCRIPT`` (a server restart, ``SCRIPT
+FLUSH``); several calls can go in one write. Connection errors and timeouts are retried a bounded
+number of times with a doubling delay, then raised as the index's errors naming the server, whose
+password is never shown.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from .base import IndexError_, IndexOpenError, IndexWriteError
+
+DEFAULT_PREFIX = "simhash"
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (in the authority or a ``password=`` query parameter)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{hostport}"
+    query = parts.query
+    if query:
+        pairs = [(k, "***" if k.lower() == "password" else v) for k, v in parse_qsl(query, keep_blank_values=True)]
+        query = urlencode(pairs, safe="*")
+    return parts._replace(netloc=netloc, query=query).geturl()
+
+
+def split_prefix(url: str) -> tuple[str, str]:
+    """``(url without ?prefix=…, prefix)``: the prefix is ours, redis-py must not see it."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    prefixes = [v for k, v in pairs if k == "prefix"]
+    prefix = prefixes[-1] if prefixes else DEFAULT_PREFIX
+    if not prefix or any(c in prefix for c in "{}"):
+        raise IndexOpenError(f"{redacted(url)}: prefix must be non-empty, without braces, not {prefix!r}")
+    rest = urlencode([(k, v) for k, v in pairs if k != "prefix"])
+    return parts._replace(query=rest).geturl(), prefix
+
+
+class Server:
+    """A connected client, the loaded script and the retry policy of one index (see the module)."""
+
+    def __init__(
+        self, url: str, *, busy_timeout: float, redis_params: Mapping[str, Any] | None, readonly: bool,
+        retries: int, retry_delay: float,
+    ) -> None:
+        self.location = redacted(url)
+        self.readonly = readonly
+        self.client: Any = None
+        self._retries = max(0, int(retries))
+        self._retry_delay = max(0.0, float(retry_delay))
+        self._lock = threading.Lock()
+        self._local = threading.local()  # per thread: (pid, connection) for the script calls
+        self._connections: list[Any] = []
+        self._password = urlsplit(url).password
+        try:
+            import redis
+            import redis.exceptions
+        except ImportError as exc:
+            raise IndexOpenError(
+                f"cannot open {self.location}: the Redis index needs the redis client "
+                "(pip install 'scrapy-simhash[redis]')"
+            ) from exc
+        self.errors = redis.exceptions
+        client_url, self.prefix = split_prefix(url)
+        kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": busy_timeout}
+        try:  # our own bounded retries (idempotent through request tokens) instead of redis-py's
+            from redis.backoff import NoBackoff
+            from redis.retry import Retry
+
+            kwargs["retry"] = Retry(NoBackoff(), 0)
+        except ImportError:  # pragma: no cover - every redis>=4.5 has them
+            pass
+        kwargs.update(redis_params or {})
+        kwargs.update(decode_responses=True, encoding="utf-8")
+        self._opening(lambda: setattr(self, "client", redis.Redis.from_url(client_url, **kwargs)))
+
+    def _opening(self, step: Callable[[], Any]) -> Any:
+        """Run a step of opening; a failure closes the client and is an :class:`IndexOpenError`."""
+        try:
+            return step()
+        except IndexOpenError:
+            self.close()
+            raise
+        except (self.errors.RedisError, OSError, TypeError, ValueError) as exc:
+            self.close()
+            text = str(exc)
+            if self._password:
+                text = text.replace(self._password, "***")
+            raise IndexOpenError(f"cannot open Redis index {self.location}: {text}") from exc
+        except BaseException:
+            self.close()
+            raise
+
+    def open(self, verify: Callable[[Any], None], script: str, seq_key: str) -> None:
+        """Ping, ``verify(client)`` (the index's record), load ``script``; its calls route by ``seq_key``."""
+
+        def steps() -> None:
+            self.client.ping()
+            verify(self.client)
+            self._script, self._seq_key = script, seq_key
+            self._sha = self.client.script_load(script)
+
+        self._opening(steps)
+
+    def live(self) -> Any:
+        client = self.client
+        if client is None:
+            raise IndexError_(f"index {self.location} is closed")
+        return client
+
+    def writable(self) -> Any:
+        client = self.live()
+        if self.readonly:
+            raise IndexWriteError(f"index {self.location} was opened read-only: cannot write to it")
+        return client
+
+    def retrying(self, doing: str, call: Callable[[Any], Any], *, write: bool, retry: bool = True) -> Any:
+        """Run ``call(client)``; connection errors and timeouts are retried ``retries`` times with a
+        doubling delay (redis-py reconnects), then raised as ours, naming the index. ``retry=False``
+        for calls that must not run twice (bulk add: a lost reply would add the batch again)."""
+        client = self.writable() if write else self.live()
+        errors = self.errors
+        error = IndexWriteError if write else IndexError_
+        attempt, limit = 0, self._retries if retry else 0
+        while True:
+            try:
+                return call(client)
+            except (errors.ConnectionError, errors.TimeoutError) as exc:
+                if attempt >= limit:
+                    raise error(
+                        f"index {self.location}: {doing} failed after {attempt + 1} attempt"
+                        f"{'s' if attempt else ''}: {exc}"
+                    ) from exc
+                time.sleep(self._retry_delay * 2**attempt)
+                attempt += 1
+            except errors.RedisError as exc:
+                raise error(f"index {self.location}: {doing} failed: {exc}") from exc
+            except UnicodeDecodeError as exc:  # someone else's binary value under our keys
+                raise IndexError_(f"index {self.location}: {doing} read a value that is not UTF-8 text: {exc}") from exc
+
+    def _connection(self, client: Any) -> Any:
+        """This thread's own connection for script calls, made with the client's settings (URL,
+        password, TLS, ``redis_params``). The hot path skips the client's pool and command
+        machinery, which cost more than the round trip itself (about 100 µs a call); a forked
+        child makes its own instead of sharing its parent's socket."""
+        held = getattr(self._local, "held", None)
+        if held is not None and held[0] == os.getpid():
+            return held[1]
+        pool = client.connection_pool
+        connection = pool.connection_class(**pool.connection_kwargs)
+        self._local.held = (os.getpid(), connection)
+        with self._lock:
+            self._connections.append(connection)
+        return connection
+
+    def _evalsha_many(self, client: Any, calls: Sequence[str]) -> list[Any]:
+        """``EVALSHA`` calls in one write, their replies read in order; a reply that is an error is
+        returned as the exception (the other replies must still be read off the socket)."""
+        connection = self._connection(client)
+        try:
+            connection.send_packed_command(
+                connection.pack_commands([("EVALSHA", self._sha, 1, self._seq_key, args) for args in calls])
+            )
+            replies: list[Any] = []
+            for _ in calls:
+                try:
+                    replies.append(connection.read_response())
+                except self.errors.ResponseError as exc:
+                    replies.append(exc)
+            return replies
+        except (self.errors.ConnectionError, self.errors.TimeoutError):
+            connection.disconnect()  # the next call reconnects
+            raise
+
+    def script(self, doing: str, calls: Sequence[str], *, write: bool = True, retry: bool = True) -> list[Any]:
+        """The script's replies to ``calls`` (one JSON argument each), sent in one write; the lot is
+        sent again after ``NOSCRIPT`` (reloaded) or a broken connection. An error reply raises."""
+
+        def call(client: Any) -> list[Any]:
+            replies = self._evalsha_many(client, calls)
+            if any(isinstance(r, self.errors.NoScriptError) for r in replies):
+                self._sha = client.script_load(self._script)
+                replies = self._evalsha_many(client, calls)
+            for reply in replies:
+                if isinstance(reply, Exception):
+                    raise reply
+            return replies
+
+        return self.retrying(doing, call, write=write, retry=retry)
+
+    def close(self) -> None:
+        """Close every connection (idempotent)."""
+        with self._lock:
+            client, self.client = self.client, None
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.disconnect()
+        if client is not None:
+            client.close()
