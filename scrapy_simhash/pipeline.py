@@ -21,7 +21,7 @@ Fingerprinting (jieba, the costly part) runs on a worker thread so downloads kee
 check-and-add runs on a second, single thread, so two copies of one story in flight at once are
 checked one after the other and cannot both pass. The items that queue up for that thread while
 it commits go in the next transaction together (up to :data:`INDEX_BATCH`; one fsync for all,
-:mod:`.batching`), and each is passed on only once its transaction is committed.
+:mod:`.groupcommit`), and each is passed on only once its transaction is committed.
 
 When the index fails
 --------------------
@@ -78,7 +78,7 @@ from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 
 from . import defaults
-from .batching import Batcher
+from .groupcommit import GroupCommit
 from .dedup import Deduplicator, Verdict
 from .index.base import IndexError_
 from .index.redis import index_url_from_settings, redis_params_from_settings
@@ -161,7 +161,7 @@ class SimhashPipeline:
         self.stats = crawler.stats
         self.dedup: Deduplicator | None = None
         self._fingerprint_pool: ThreadPoolExecutor | None = None
-        self._index: Batcher[tuple[Any, str | None, str], Verdict] | None = None
+        self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
 
@@ -240,7 +240,7 @@ class SimhashPipeline:
             d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
         )
         self._fingerprint_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._index = Batcher(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
+        self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 
     def close_spider(self, spider: Spider | None = None) -> None:
         for pool in (self._fingerprint_pool, self._index):
