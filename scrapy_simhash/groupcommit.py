@@ -21,7 +21,9 @@ R = TypeVar("R")
 class GroupCommit(Generic[T, R]):
     """Runs ``handle`` on one worker thread over everything submitted while it was busy, in order."""
 
-    def __init__(self, handle: Callable[[list[T]], Sequence[R]], max_batch: int = 100, name: str = "group-commit") -> None:
+    def __init__(
+        self, handle: Callable[[list[T]], Sequence[R]], max_batch: int = 100, name: str = "group-commit"
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch!r}")
         self._handle = handle

@@ -78,8 +78,8 @@ from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 
 from . import defaults
-from .groupcommit import GroupCommit
 from .dedup import Deduplicator, Verdict
+from .groupcommit import GroupCommit
 from .index.base import IndexError_
 from .index.redis import index_url_from_settings, redis_params_from_settings
 
