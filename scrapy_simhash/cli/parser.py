@@ -1,7 +1,7 @@
 """The command line's parser: every subcommand, its options and their defaults.
 
 The defaults are the built-in ones (:data:`BUILTIN_DEFAULTS`), or a Scrapy project's settings
-(``scrapy simhash``, :mod:`scrapy_simhash.commands`), which only changes the option defaults.
+(``scrapy simhash``, :mod:`scrapy_simhash.commands`): only the defaults change.
 """
 
 from __future__ import annotations
@@ -11,36 +11,23 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import defaults as D
 from ..__version__ import __version__
+from ..settings import BUILTIN_CLI_DEFAULTS
 from .common import PROG
 
-#: Option dest → built-in default. ``scrapy simhash`` replaces these with the project's settings.
-BUILTIN_DEFAULTS: dict[str, Any] = {
-    "index": None,
-    "namespace": D.NAMESPACE,
-    "title_field": D.TITLE_FIELD,
-    "body_field": ",".join(D.BODY_FIELD) if isinstance(D.BODY_FIELD, list) else D.BODY_FIELD,
-    "url_field": D.URL_FIELD,
-    "title_max_distance": D.TITLE_MAX_DISTANCE,
-    "body_max_distance": D.BODY_MAX_DISTANCE,
-    "title_action": D.TITLE_ACTION,
-    "body_action": D.BODY_ACTION,
-    "ttl_days": D.TTL_DAYS,
-    "bits": D.BITS,
-    "top_k": D.TOP_K,
-    "dynamic_threshold": D.DYNAMIC_THRESHOLD,
-    "stop_words": D.STOP_WORDS,
-    "user_dict": D.USER_DICT,
-    "main_content": D.MAIN_CONTENT,
-    "title_numbers": D.TITLE_NUMBERS,
-    "sentences_shared": D.SENTENCES_SHARED,
-    "title_pattern": list(D.TITLE_PATTERNS),
-}
+#: Option dest → built-in default (from :mod:`scrapy_simhash.settings`). ``scrapy simhash``
+#: replaces these with the project's settings.
+BUILTIN_DEFAULTS: dict[str, Any] = BUILTIN_CLI_DEFAULTS
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keeps the examples' line breaks and shows defaults."""
+    """Keeps the examples' line breaks and shows defaults: not "None", and not when the help says
+    already what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or "(default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def _csv_fields(value: str) -> list[str]:
