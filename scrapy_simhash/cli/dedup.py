@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 MAX_REPORTED_BAD_LINES = 20
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
+#: The tiers a match can come from, counted in the summary (the sentence tier is opt-in).
+TIERS = ("title", "body", "sentence")
 
 
 class _Input:
@@ -424,7 +426,7 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
     skipped = sum(stats.skipped.values())
 
     def tiers(counter: Counter[str]) -> str:
-        return f"title {counter.get('title', 0):,}, body {counter.get('body', 0):,}"
+        return ", ".join(f"{tier} {counter.get(tier, 0):,}" for tier in TIERS)
 
     lines = [
         f"{args.command}: {stats.lines:,} line{_s(stats.lines)} in {elapsed:.1f} s ({rate:,.0f} items/s, "

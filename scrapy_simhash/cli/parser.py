@@ -146,10 +146,11 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     # dedup
     p = add("dedup", "dedup a JSON-lines file against the index (adding new items)",
             "Read JSON lines (one item per line; '-' for stdin; gzip accepted), check each item in input "
-            "order against the index (title tier, else body tier) and add the new ones. Kept items (new and "
-            "flagged) go to -o, one decision per input line to --decisions. Bad lines are reported with "
-            "their line number, counted and skipped.\n\ndecision record: {\"line\": 1-based, \"url\", \"status\": "
-            "new|duplicate|flagged|skipped|error, \"tier\": title|body|null, \"distance\": int|null, "
+            "order against the index (title tier, else body tier, else the opt-in sentence tier) and add the "
+            "new ones. Kept items (new and flagged) go to -o, one decision per input line to --decisions. Bad "
+            "lines are reported with their line number, counted and skipped.\n\ndecision record: "
+            "{\"line\": 1-based, \"url\", \"status\": new|duplicate|flagged|skipped|error, "
+            "\"tier\": title|body|sentence|null, \"distance\": int|null, "
             "\"original\": URL of the matched item|null, \"error\": message|null} (for 'skipped', the reason)",
             ["items.jsonl --index index.sqlite3 -o kept.jsonl --decisions decisions.jsonl",
              "export.jsonl.gz --index sqlite:///data/index.sqlite3 --jobs 2 -o kept.jsonl.gz",
