@@ -29,7 +29,8 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..dedup import Verdict
+    from ..dedup import Deduplicator, Verdict
+    from ..fingerprint import Fingerprints
     from ..index import Match
 
 def _check_item(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
@@ -64,10 +65,24 @@ def _check_item(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
     return title, body, url if isinstance(url, str) else None
 
 
-def run_check(args: argparse.Namespace) -> int:
-    """Verdict without adding, then the nearest entries per tier and what they share."""
+def check_verdict(dedup: Deduplicator, fps: Fingerprints, not_before: float | None) -> Verdict:
+    """What ``dedup`` would answer for ``fps``, without adding it (the tiered rule, read-only)."""
     from ..dedup import Verdict
 
+    if not fps.usable:
+        return Verdict("skipped", reason="no_text")
+    hits = dedup.index.lookup(fps.title, fps.body, title_k=dedup.title_max_distance,
+                              body_k=dedup.body_distance_for(fps.body_chars), not_before=not_before, limit=1)
+    hit = next((m for m in hits if m.tier == "title"), None) or next((m for m in hits if m.tier == "body"), None)
+    if hit is None:
+        return Verdict("new", title_fp=fps.title, body_fp=fps.body)
+    status = "flagged" if dedup.actions[hit.tier] == "flag" else "duplicate"
+    return Verdict(status, tier=hit.tier, distance=hit.distance, original=hit.entry,  # type: ignore[arg-type]
+                   title_fp=fps.title, body_fp=fps.body)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Verdict without adding, then the nearest entries per tier and what they share."""
     title, body, url = _check_item(args)
     try:
         fingerprinter = make_fingerprinter(fingerprinter_options(args))
@@ -83,19 +98,7 @@ def run_check(args: argparse.Namespace) -> int:
         now = time.time()
         not_before = None if dedup.ttl_days is None else now - dedup.ttl_days * 86400
         body_k = dedup.body_distance_for(fps.body_chars)
-        if not fps.usable:
-            verdict = Verdict("skipped", reason="no_text")
-        else:
-            hits = index.lookup(fps.title, fps.body, title_k=dedup.title_max_distance, body_k=body_k,
-                                not_before=not_before, limit=1)
-            hit = next((m for m in hits if m.tier == "title"), None) or next(
-                (m for m in hits if m.tier == "body"), None)
-            if hit is None:
-                verdict = Verdict("new", title_fp=fps.title, body_fp=fps.body)
-            else:
-                status = "flagged" if dedup.actions[hit.tier] == "flag" else "duplicate"
-                verdict = Verdict(status, tier=hit.tier, distance=hit.distance, original=hit.entry,  # type: ignore[arg-type]
-                                  title_fp=fps.title, body_fp=fps.body)
+        verdict = check_verdict(dedup, fps, not_before)
         params = index.params
         near: list[Match] = []
         if fps.usable:
