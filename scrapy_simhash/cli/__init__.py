@@ -31,15 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .common import PROG, CliError
-from .dedup import (
-    DECIDE_BATCH,
-    MAX_REPORTED_BAD_LINES,
-    LineResult,
-    LineWorker,
-    RunStats,
-    decision_record,
-    run_dedup,
-)
+from .dedup import run_dedup
 from .inspect import run_check, run_explain
 from .maintain import index_stats, run_export, run_forget, run_purge, run_reset, run_stats
 from .parser import BUILTIN_DEFAULTS, build_parser
@@ -48,15 +40,9 @@ from .report import run_report
 __all__ = [
     "BUILTIN_DEFAULTS",
     "COMMANDS",
-    "DECIDE_BATCH",
-    "MAX_REPORTED_BAD_LINES",
     "PROG",
     "CliError",
-    "LineResult",
-    "LineWorker",
-    "RunStats",
     "build_parser",
-    "decision_record",
     "index_stats",
     "main",
     "run_check",

@@ -204,10 +204,6 @@ class RunStats:
     def kept(self) -> int:
         return self.new + sum(self.flagged.values())
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"lines": self.lines, "kept": self.kept, "new": self.new, "flagged": dict(self.flagged),
-                "duplicate": dict(self.duplicate), "skipped": dict(self.skipped), "errors": self.errors}
-
 
 class _Reader:
     """Numbered raw lines of the input, read ahead by at most ``window`` lines of what was consumed.
