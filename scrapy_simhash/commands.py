@@ -3,7 +3,8 @@
 Registered through the ``scrapy.commands`` entry point. It runs the very parser and code of
 :mod:`scrapy_simhash.cli` (``scrapy-simhash``); only the defaults differ: ``--index`` and the tier
 options come from the project's settings (``SIMHASH_INDEX_URL``, else the pipeline's default
-``.scrapy/simhash/index.sqlite3``; ``SIMHASH_NAMESPACE``, ``SIMHASH_TITLE_MAX_DISTANCE`` …), so
+``.scrapy/simhash/index.sqlite3``; ``SIMHASH_NAMESPACE``, ``SIMHASH_TITLE_MAX_DISTANCE`` …, as
+:func:`scrapy_simhash.settings.cli_defaults` reads them), so
 ``scrapy simhash stats`` looks at the index the crawls use. ``-s NAME=VALUE`` before the subcommand
 overrides a setting, as for any Scrapy command.
 """
@@ -14,43 +15,9 @@ import argparse
 from typing import Any, ClassVar
 
 from scrapy.commands import ScrapyCommand
-from scrapy.settings import BaseSettings
 
 from . import cli
-
-
-def settings_defaults(settings: BaseSettings) -> dict[str, Any]:
-    """Command-line option defaults (option dest → value) from a project's ``SIMHASH_*`` settings."""
-    from .index.redis import index_url_from_settings
-    from .pipeline import _optional_float, default_index_url, effective_settings
-
-    s = effective_settings(settings, None)
-
-    def fields(name: str) -> str:
-        value = s.get(name)
-        return value if isinstance(value, str) else ",".join(str(v) for v in value or ())
-
-    return {
-        "index": index_url_from_settings(s) or default_index_url(),
-        "namespace": s.get("SIMHASH_NAMESPACE"),
-        "title_field": fields("SIMHASH_TITLE_FIELD"),
-        "body_field": fields("SIMHASH_BODY_FIELD"),
-        "url_field": fields("SIMHASH_URL_FIELD"),
-        "title_max_distance": s.getint("SIMHASH_TITLE_MAX_DISTANCE"),
-        "body_max_distance": s.getint("SIMHASH_BODY_MAX_DISTANCE"),
-        "title_action": s.get("SIMHASH_TITLE_ACTION"),
-        "body_action": s.get("SIMHASH_BODY_ACTION"),
-        "ttl_days": _optional_float(s, "SIMHASH_TTL_DAYS"),
-        "bits": s.getint("SIMHASH_BITS"),
-        "top_k": s.getint("SIMHASH_TOP_K"),
-        "dynamic_threshold": s.getbool("SIMHASH_DYNAMIC_THRESHOLD"),
-        "stop_words": s.get("SIMHASH_STOP_WORDS"),
-        "user_dict": s.get("SIMHASH_USER_DICT"),
-        "main_content": s.getbool("SIMHASH_MAIN_CONTENT"),
-        "title_pattern": s.getlist("SIMHASH_TITLE_PATTERNS"),
-        "title_numbers": s.getint("SIMHASH_TITLE_NUMBERS"),
-        "sentences_shared": s.getint("SIMHASH_SENTENCES_SHARED"),
-    }
+from .settings import cli_defaults
 
 
 class SimhashCommand(ScrapyCommand):
@@ -82,4 +49,4 @@ class SimhashCommand(ScrapyCommand):
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         assert self.settings is not None
         argv = [*opts.simhash_args, *args]
-        self.exitcode = cli.main(argv, prog="scrapy simhash", defaults=settings_defaults(self.settings))
+        self.exitcode = cli.main(argv, prog="scrapy simhash", defaults=cli_defaults(self.settings))

@@ -1,6 +1,8 @@
-"""Every setting name and default value, in one place (the scrapy-redis habit).
+"""Every setting's default value, in one place (the scrapy-redis habit).
 
-The README's settings table lists the same names; ``tests/test_settings_doc.py`` checks they agree.
+:mod:`.settings` describes each setting once (its name, how it is read, what it feeds) with the
+default from here; the engine takes its own defaults from here too, so they cannot drift. The
+README's settings table lists the same names and values; ``tests/test_settings_doc.py`` checks.
 """
 
 from __future__ import annotations
@@ -48,53 +50,3 @@ TITLE_NUMBERS = 70
 SENTENCES_SHARED = 0
 #: Extra keyword arguments for the Redis client (like scrapy-redis's REDIS_PARAMS).
 REDIS_PARAMS: dict[str, object] = {}
-
-#: Setting name → default. Spider attributes ``simhash_<name>`` (lower case, without the prefix)
-#: override the settings marked per-spider below.
-SETTINGS: dict[str, object] = {
-    "SIMHASH_ENABLED": ENABLED,
-    "SIMHASH_INDEX_URL": INDEX_URL,
-    "SIMHASH_NAMESPACE": NAMESPACE,
-    "SIMHASH_TITLE_FIELD": TITLE_FIELD,
-    "SIMHASH_BODY_FIELD": BODY_FIELD,
-    "SIMHASH_URL_FIELD": URL_FIELD,
-    "SIMHASH_TITLE_MAX_DISTANCE": TITLE_MAX_DISTANCE,
-    "SIMHASH_BODY_MAX_DISTANCE": BODY_MAX_DISTANCE,
-    "SIMHASH_BITS": BITS,
-    "SIMHASH_TOP_K": TOP_K,
-    "SIMHASH_TITLE_ACTION": TITLE_ACTION,
-    "SIMHASH_BODY_ACTION": BODY_ACTION,
-    "SIMHASH_FLAG_FIELD": FLAG_FIELD,
-    "SIMHASH_TTL_DAYS": TTL_DAYS,
-    "SIMHASH_RESET": RESET,
-    "SIMHASH_DROP_LOG_LEVEL": DROP_LOG_LEVEL,
-    "SIMHASH_USER_DICT": USER_DICT,
-    "SIMHASH_STOP_WORDS": STOP_WORDS,
-    "SIMHASH_DYNAMIC_THRESHOLD": DYNAMIC_THRESHOLD,
-    "SIMHASH_TITLE_PATTERNS": TITLE_PATTERNS,
-    "SIMHASH_MAIN_CONTENT": MAIN_CONTENT,
-    "SIMHASH_SKIP_FIELD": SKIP_FIELD,
-    "SIMHASH_ON_INDEX_ERROR": ON_INDEX_ERROR,
-    "SIMHASH_INDEX_RETRIES": INDEX_RETRIES,
-    "SIMHASH_INDEX_RETRY_DELAY": INDEX_RETRY_DELAY,
-    "SIMHASH_BUSY_TIMEOUT": BUSY_TIMEOUT,
-    "SIMHASH_TITLE_NUMBERS": TITLE_NUMBERS,
-    "SIMHASH_SENTENCES_SHARED": SENTENCES_SHARED,
-    "SIMHASH_REDIS_PARAMS": REDIS_PARAMS,
-}
-
-#: Settings a spider may override with an attribute or ``-a simhash_<name>=...``.
-PER_SPIDER = (
-    "SIMHASH_ENABLED",
-    "SIMHASH_NAMESPACE",
-    "SIMHASH_RESET",
-    "SIMHASH_TITLE_FIELD",
-    "SIMHASH_BODY_FIELD",
-    "SIMHASH_URL_FIELD",
-    "SIMHASH_TITLE_ACTION",
-    "SIMHASH_BODY_ACTION",
-    "SIMHASH_TTL_DAYS",
-)
-
-#: Stats keys.
-STAT_PREFIX = "simhash"

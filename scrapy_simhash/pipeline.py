@@ -11,6 +11,8 @@ against one index shared by every spider of the project (``.scrapy/simhash/index
 * else body within ``SIMHASH_BODY_MAX_DISTANCE`` bits → dropped, ``simhash/dropped/body`` — or, with
   ``SIMHASH_BODY_ACTION = "flag"``, passed on with the verdict in ``SIMHASH_FLAG_FIELD``
   (``simhash/flagged``);
+* else, with the opt-in ``SIMHASH_SENTENCES_SHARED``, an earlier story's sentences found here → dropped
+  (``simhash/dropped/sentence``) or flagged as the body tier says;
 * else the item is new: it is committed to the index before it is passed on.
 
 Items without usable text (and items whose fields cannot be read) are passed on untouched and
@@ -21,7 +23,7 @@ Fingerprinting (jieba, the costly part) runs on a worker thread so downloads kee
 check-and-add runs on a second, single thread, so two copies of one story in flight at once are
 checked one after the other and cannot both pass. The items that queue up for that thread while
 it commits go in the next transaction together (up to :data:`INDEX_BATCH`; one fsync for all,
-:mod:`.batching`), and each is passed on only once its transaction is committed.
+:mod:`.groupcommit`), and each is passed on only once its transaction is committed.
 
 When the index fails
 --------------------
@@ -67,21 +69,17 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 from scrapy import Field, Item
 from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
-from scrapy.settings import BaseSettings, Settings
-from scrapy.utils.project import data_path
 from twisted.internet.defer import Deferred
 
-from . import defaults
-from .batching import Batcher
 from .dedup import Deduplicator, Verdict
-from .index.base import IndexError_
-from .index.redis import index_url_from_settings, redis_params_from_settings
+from .groupcommit import GroupCommit
+from .index import IndexError_
+from .settings import effective_settings, engine_options, value
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -113,43 +111,11 @@ class NearDuplicate(DropItem):
         self.log_level = log_level  # read by Scrapy >= 2.13's LogFormatter
 
 
-def default_index_url() -> str:
-    """``sqlite:///<project>/.scrapy/simhash/index.sqlite3`` (``./.scrapy/…`` outside a project)."""
-    directory = Path(data_path("simhash", createdir=True)).resolve()
-    return f"sqlite:///{directory / defaults.INDEX_FILENAME}"
-
-
-def effective_settings(settings: BaseSettings, spider: Spider | None) -> Settings:
-    """Crawler settings with the per-spider overrides applied (``simhash_reset = "0"`` means False)."""
-    merged = Settings(defaults.SETTINGS, priority="default")
-    merged.setdict(settings.copy_to_dict(), priority="project")
-    if spider is not None:
-        for name in defaults.PER_SPIDER:
-            value = getattr(spider, name.lower(), None)
-            if value is not None:
-                merged.set(name, value, priority="spider")
-    return merged
-
-
-def _field_names(settings: BaseSettings, name: str) -> list[str]:
-    value = settings.get(name)
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value or ()]
-
-
-def _optional_float(settings: BaseSettings, name: str) -> float | None:
-    value = settings.get(name)
-    if value in (None, "", "0", 0, "none", "None"):
-        return None
-    return float(value)
-
-
 def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> Any:
     for name in names:
-        value = adapter.get(name)
-        if value not in (None, "", b"", [], ()):
-            return value
+        found = adapter.get(name)
+        if found not in (None, "", b"", [], ()):
+            return found
     return None
 
 
@@ -161,14 +127,13 @@ class SimhashPipeline:
         self.stats = crawler.stats
         self.dedup: Deduplicator | None = None
         self._fingerprint_pool: ThreadPoolExecutor | None = None
-        self._index: Batcher[tuple[Any, str | None, str], Verdict] | None = None
+        self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
-        settings = effective_settings(crawler.settings, None)
-        if not settings.getbool("SIMHASH_ENABLED"):
+        if not value(effective_settings(crawler.settings, None), "SIMHASH_ENABLED"):
             raise NotConfigured("scrapy-simhash is disabled (SIMHASH_ENABLED is False)")
         return cls(crawler)
 
@@ -177,49 +142,27 @@ class SimhashPipeline:
     def open_spider(self, spider: Spider | None = None) -> None:
         spider = spider or self.crawler.spider
         s = effective_settings(self.crawler.settings, spider)
-        self.enabled = s.getbool("SIMHASH_ENABLED")
+        self.enabled = value(s, "SIMHASH_ENABLED")
         if not self.enabled:
             logger.info("scrapy-simhash disabled for spider %s (simhash_enabled)", getattr(spider, "name", "?"))
             return
-        self.title_fields = _field_names(s, "SIMHASH_TITLE_FIELD")
-        self.body_fields = _field_names(s, "SIMHASH_BODY_FIELD")
-        self.url_fields = _field_names(s, "SIMHASH_URL_FIELD")
-        self.flag_field = s.get("SIMHASH_FLAG_FIELD")
-        self.skip_field = s.get("SIMHASH_SKIP_FIELD")
-        self.drop_log_level = str(s.get("SIMHASH_DROP_LOG_LEVEL")).upper()
-        self.on_index_error = str(s.get("SIMHASH_ON_INDEX_ERROR")).lower()
+        self.title_fields = value(s, "SIMHASH_TITLE_FIELD")
+        self.body_fields = value(s, "SIMHASH_BODY_FIELD")
+        self.url_fields = value(s, "SIMHASH_URL_FIELD")
+        self.flag_field = value(s, "SIMHASH_FLAG_FIELD")
+        self.skip_field = value(s, "SIMHASH_SKIP_FIELD")
+        self.drop_log_level = str(value(s, "SIMHASH_DROP_LOG_LEVEL")).upper()
+        self.on_index_error = str(value(s, "SIMHASH_ON_INDEX_ERROR")).lower()
         if self.on_index_error not in ON_INDEX_ERROR_CHOICES:
             raise ValueError(
                 f"SIMHASH_ON_INDEX_ERROR must be one of {ON_INDEX_ERROR_CHOICES}, not {self.on_index_error!r}"
             )
-        self.index_retries = max(0, s.getint("SIMHASH_INDEX_RETRIES"))
-        self.index_retry_delay = max(0.0, s.getfloat("SIMHASH_INDEX_RETRY_DELAY"))
+        self.index_retries = max(0, value(s, "SIMHASH_INDEX_RETRIES"))
+        self.index_retry_delay = max(0.0, value(s, "SIMHASH_INDEX_RETRY_DELAY"))
         self._index_errors = 0
-        index_url = index_url_from_settings(s) or default_index_url()
+        index_url = value(s, "SIMHASH_INDEX_URL")
         try:
-            self.dedup = Deduplicator.open(
-                index_url,
-                namespace=s.get("SIMHASH_NAMESPACE"),
-                bits=s.getint("SIMHASH_BITS"),
-                title_max_distance=s.getint("SIMHASH_TITLE_MAX_DISTANCE"),
-                body_max_distance=s.getint("SIMHASH_BODY_MAX_DISTANCE"),
-                dynamic_threshold=s.getbool("SIMHASH_DYNAMIC_THRESHOLD"),
-                reset=s.getbool("SIMHASH_RESET"),
-                title_action=s.get("SIMHASH_TITLE_ACTION"),
-                body_action=s.get("SIMHASH_BODY_ACTION"),
-                ttl_days=_optional_float(s, "SIMHASH_TTL_DAYS"),
-                top_k=s.getint("SIMHASH_TOP_K"),
-                stop_words=s.get("SIMHASH_STOP_WORDS"),
-                user_dict=s.get("SIMHASH_USER_DICT"),
-                title_patterns=s.getlist("SIMHASH_TITLE_PATTERNS"),
-                main_content=s.getbool("SIMHASH_MAIN_CONTENT"),
-                title_numbers=s.getint("SIMHASH_TITLE_NUMBERS"),
-                sentences_shared=s.getint("SIMHASH_SENTENCES_SHARED"),
-                index_options={
-                    "busy_timeout": s.getfloat("SIMHASH_BUSY_TIMEOUT"),
-                    "redis_params": redis_params_from_settings(s),
-                },
-            )
+            self.dedup = Deduplicator.open(index_url, **engine_options(s))
         except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
             raise CloseSpider(f"simhash_index_error: {exc}") from exc
@@ -240,7 +183,7 @@ class SimhashPipeline:
             d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
         )
         self._fingerprint_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._index = Batcher(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
+        self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 
     def close_spider(self, spider: Spider | None = None) -> None:
         for pool in (self._fingerprint_pool, self._index):

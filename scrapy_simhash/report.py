@@ -1,6 +1,6 @@
 """``scrapy-simhash report``: one self-contained HTML page about whether the thresholds suit your sites.
 
-For each tier (title, body) the page shows
+For each fingerprint tier (title, body) the page shows
 
 * a histogram of distances: recent *decisions* (items dropped or flagged, at or under the threshold)
   next to the recent *new entries' nearest earlier entry* (the near misses, over the threshold);
@@ -8,7 +8,9 @@ For each tier (title, body) the page shows
   still judged duplicates, and the strongest near misses that were still admitted as new.
 
 If the left column holds different stories, the threshold is too loose; if the right column holds
-reposts, it is too tight.
+reposts, it is too tight. Decisions of the opt-in sentence tier (an earlier story's sampled sentences
+found in the item) have no fingerprint distance and no near misses: they are counted with the others
+and listed in a section of their own, when there are any.
 
 Where the data comes from
 -------------------------
@@ -37,8 +39,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .index.base import TIERS, BandIndex, Entry, Tier
+from .index import BandIndex, Entry, Tier
 
+#: The tiers with a fingerprint and a threshold: histograms and near misses.
+FINGERPRINT_TIERS: tuple[Tier, ...] = ("title", "body")
+#: Every tier a decision can come from, as counted on the page.
+DECISION_TIERS: tuple[Tier, ...] = (*FINGERPRINT_TIERS, "sentence")
 #: Hamming distances computed per tier for the near-miss search (about 0.1 s per million).
 DEFAULT_MAX_COMPARISONS = 8_000_000
 #: Entries kept in memory as the comparison set (the most recent ones).
@@ -71,9 +77,12 @@ class ReportData:
     decisions: list[Pair] = field(default_factory=list)
     near: list[Pair] = field(default_factory=list)
     examined: int = 0  # recent entries whose nearest earlier entry was computed
-    compared_with: int = 0  # entries in the comparison set
     sources: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    def decision_counts(self) -> str:
+        """"title N, body N, sentence N": the decisions of each tier."""
+        return ", ".join(f"{tier} {sum(d.tier == tier for d in self.decisions):,}" for tier in DECISION_TIERS)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -96,7 +105,7 @@ def read_decision_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
                 except json.JSONDecodeError:
                     continue
                 if (isinstance(record, dict) and record.get("status") in ("duplicate", "flagged")
-                        and record.get("tier") in TIERS and isinstance(record.get("distance"), int)):
+                        and record.get("tier") in DECISION_TIERS and isinstance(record.get("distance"), int)):
                     out.append(record)
     return out
 
@@ -162,8 +171,7 @@ def gather(
         budget_recent = max(1, min(recent, max_comparisons // n))
     start = max(1, n - budget_recent)
     data.examined = n - start if n > 1 else 0
-    data.compared_with = n
-    for tier in TIERS:
+    for tier in FINGERPRINT_TIERS:
         attr = "title_fp" if tier == "title" else "body_fp"
         fps = [getattr(e, attr) for e in entries]
         for i in range(start, n):
@@ -295,7 +303,8 @@ def render(data: ReportData, pairs: int = 8) -> str:
     """The HTML page."""
     p = data.params
     sections = []
-    for tier in TIERS:
+    head = "<tr><th>bits</th><th>later item</th><th>earlier entry it was compared with</th></tr>"
+    for tier in FINGERPRINT_TIERS:
         k = data.thresholds[tier]
         inside = [x for x in data.decisions if x.tier == tier] + [
             x for x in data.near if x.tier == tier and x.distance <= k]
@@ -304,7 +313,6 @@ def render(data: ReportData, pairs: int = 8) -> str:
         svg = histogram_svg(tier, [x.distance for x in inside], [x.distance for x in outside], k, cap)
         closest_in = sorted(inside, key=lambda x: (-x.distance, -(x.when or 0)))[:pairs]
         closest_out = sorted(outside, key=lambda x: (x.distance, -(x.when or 0)))[:pairs]
-        head = "<tr><th>bits</th><th>later item</th><th>earlier entry it was compared with</th></tr>"
         sections.append(f"""
 <section class="tier" id="tier-{tier}">
 <h2>{tier.capitalize()} tier — threshold {k} bits</h2>
@@ -321,6 +329,19 @@ the threshold is too loose</h3><table>{head}{_pair_rows(closest_in)}</table></di
 is too tight</h3><table>{head}{_pair_rows(closest_out)}</table></div>
 </div>
 </section>""")
+    sentence = [x for x in data.decisions if x.tier == "sentence"]
+    if sentence:
+        weakest = sorted(sentence, key=lambda x: (-x.distance, -(x.when or 0)))[:pairs]
+        sections.append(f"""
+<section class="tier" id="tier-sentence">
+<h2>Sentence tier (opt-in) — {_n(len(sentence), "decision")}</h2>
+<p class="meta">Items that hold more than <code>SIMHASH_SENTENCES_SHARED</code> percent of an earlier story's
+sampled sentences. This tier has no fingerprint distance and no near misses: the number shown is how many
+of the earlier story's sampled sentences the item lacks.</p>
+<div class="side inside"><h3>Weakest sentence matches (most sentences missing): different stories here
+mean SIMHASH_SENTENCES_SHARED is too low</h3>
+<table>{head.replace("bits", "missing")}{_pair_rows(weakest)}</table></div>
+</section>""")
     notes = "".join(f"<li>{_e(n)}</li>" for n in [*data.sources, *data.notes,
                     "The index keeps each entry's short title and URL, not the dropped item's title: "
                     "dropped items are shown by URL."])
@@ -333,7 +354,8 @@ is too tight</h3><table>{head}{_pair_rows(closest_out)}</table></div>
 <h1>scrapy-simhash: are the thresholds right for your sites?</h1>
 <p class="meta">Index <code>{_e(data.location)}</code>, namespace <code>{_e(data.namespace)}</code>:
 {data.entries:,} entries · {p.get("bits")}-bit fingerprints · title bands {p.get("title_bands")},
-body bands {p.get("body_bands")} · generated {_e(_iso(time.time()))}</p>
+body bands {p.get("body_bands")} · decisions: {_e(data.decision_counts())} · generated
+{_e(_iso(time.time()))}</p>
 <ul class="notes">{notes}</ul>
 {"".join(sections)}
 </body></html>
@@ -355,5 +377,5 @@ def write_report(
                   body_max_distance=body_max_distance)
     page = render(data, pairs=pairs)
     Path(output).write_text(page, encoding="utf-8")
-    return (f"report: {output} ({len(page):,} bytes): {len(data.decisions):,} decisions, near misses of "
-            f"{data.examined:,} recent entries")
+    return (f"report: {output} ({len(page):,} bytes): {len(data.decisions):,} decisions "
+            f"({data.decision_counts()}), near misses of {data.examined:,} recent entries")

@@ -13,8 +13,7 @@ import pytest
 from scrapy_simhash import Deduplicator
 from scrapy_simhash.features import FeatureExtractor
 from scrapy_simhash.fingerprint import Fingerprinter, number_signature, sentence_signature
-from scrapy_simhash.index import open_index
-from scrapy_simhash.index import Query
+from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.rule import numbers_agree
 from scrapy_simhash.signatures import NUMBERS_MAX, SENTENCES_CHECKED
 

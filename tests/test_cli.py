@@ -151,10 +151,37 @@ def test_dedup_decides_every_line_and_reports_bad_ones(tiny: dict[str, Any]) -> 
         assert re.search(rf"^line {n}: .+; skipped$", stderr, re.M), stderr
     assert "\r" not in stderr  # no progress bar when stderr is a pipe
     assert re.search(r"kept\s+3\s+\(new 3, flagged 0", stderr), stderr
-    assert re.search(r"duplicate\s+2\s+\(title 1, body 1\)", stderr), stderr
+    assert re.search(r"duplicate\s+2\s+\(title 1, body 1, sentence 0\)", stderr), stderr
     assert re.search(rf"errors\s+{len(bad_lines)}\b", stderr), stderr
     assert re.search(r"skipped\s+2\b", stderr), stderr
     assert "items/s" in stderr
+
+
+def test_summary_counts_the_sentence_tier(tmp_path: Path) -> None:
+    """A real page and a repost with a new headline and one sentence in three rewritten: only the
+    opt-in sentence tier catches it, and the summary's tier counts add up to the duplicates."""
+    from tests.test_accuracy_rules import SITE, _css
+
+    title, body = _css(SITE / "harbor" / "airasia-bodies.html", "article.story h1.headline::text",
+                       "article.story div.story-body")
+    if not body:
+        pytest.skip("example site page changed: selector finds no body")
+    from scrapy_simhash.fingerprint import Fingerprinter
+    from scrapy_simhash.signatures import _SENTENCE_END
+
+    parts = [p.strip() for p in _SENTENCE_END.split(Fingerprinter().clean_body(body)) if p.strip()]
+    fillers = ["the weather in a distant city", "a football match in another league", "prices at a market"]
+    edited = [p if n % 3 else f"An unrelated remark about {fillers[n % 3 - 1]} was inserted"
+              for n, p in enumerate(parts)]
+    src = tmp_path / "items.jsonl"
+    src.write_text(dumps({"url": "orig", "title": title, "body": body}) + "\n" + dumps(
+        {"url": "repost", "title": "Rescuers find victims of Indonesia air crash", "body": ". ".join(edited) + "."}
+    ) + "\n", "utf-8")
+    proc = ok(run("dedup", src, "--index", tmp_path / "i.sqlite3", "--sentences-shared", "50",
+                  "--decisions", tmp_path / "d.jsonl"))
+    assert [r["tier"] for r in read_decisions(tmp_path / "d.jsonl")] == [None, "sentence"]
+    assert re.search(r"duplicate\s+1\s+\(title 0, body 0, sentence 1\)", proc.stderr), proc.stderr
+    assert re.search(r"kept\s+1\s+\(new 1, flagged 0: title 0, body 0, sentence 0\)", proc.stderr), proc.stderr
 
 
 def test_kept_items_are_the_original_objects(tiny: dict[str, Any]) -> None:
@@ -436,6 +463,8 @@ def test_every_subcommand_has_help_with_examples(capsys: pytest.CaptureFixture[s
         assert exc.value.code == 0
         out = capsys.readouterr().out
         assert f"scrapy-simhash {name}" in out and "examples:" in out, name
+        # a default is shown once, and never as "None"
+        assert "(default: None)" not in out and not re.search(r"\(default:[^)]*\)\s*\(default:", out), out
     assert "--index" in ok(run("stats", "--help")).stdout
 
 

@@ -41,8 +41,8 @@ from scrapy_simhash.index import (
     Query,
     open_index,
 )
-from scrapy_simhash.index import rule as index_rule
 from scrapy_simhash.index import redis as redis_module
+from scrapy_simhash.index import rule as index_rule
 from scrapy_simhash.index import sqlite as sqlite_module
 from scrapy_simhash.simhash import hamming_distance
 

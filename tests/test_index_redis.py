@@ -31,16 +31,12 @@ from typing import Any
 
 import pytest
 import pytest_twisted
-from scrapy.settings import Settings
 
 from scrapy_simhash.index import IndexError_, IndexOpenError, IndexWriteError, Query, open_index
 from scrapy_simhash.index.redis import (
     FORMAT,
     SCHEMA_VERSION,
-    RedisIndex,
-    index_url_from_settings,
     redacted,
-    redis_params_from_settings,
 )
 from scrapy_simhash.simhash import hamming_distance
 from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
@@ -224,31 +220,6 @@ def test_redis_params_pass_through(url: str) -> None:
         admin.close()
     with open_index(url, busy_timeout=2.0) as ix:
         assert ix._server.client.connection_pool.connection_kwargs["socket_timeout"] == 2.0
-
-
-def test_settings_select_the_url_and_params(url: str) -> None:
-    assert index_url_from_settings(Settings({"SIMHASH_INDEX_URL": "redis://h:1/2"})) == "redis://h:1/2"
-    assert index_url_from_settings(Settings({"REDIS_URL": "redis://q:1/0"})) is None  # no scrapy-redis
-    scrapy_redis = {"SCHEDULER": "scrapy_redis.scheduler.Scheduler"}
-    assert index_url_from_settings(Settings(scrapy_redis)) == "redis://localhost:6379/0"
-    dupefilter = {"DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter", "REDIS_HOST": "r1", "REDIS_PORT": 7000}
-    assert index_url_from_settings(Settings(dupefilter)) == "redis://r1:7000/0"
-    settings = Settings({
-        **scrapy_redis,
-        "REDIS_URL": url,
-        "REDIS_PARAMS": {"socket_timeout": 9, "redis_cls": "redis.StrictRedis"},
-        "SIMHASH_REDIS_PARAMS": '{"client_name": "from-settings"}',  # JSON text, as on the command line
-    })
-    assert index_url_from_settings(settings) == url
-    assert redis_params_from_settings(settings) == {"socket_timeout": 9, "client_name": "from-settings"}
-    own = Settings({**scrapy_redis, "SIMHASH_INDEX_URL": "redis://own/0", "REDIS_PARAMS": {"socket_timeout": 9},
-                    "SIMHASH_REDIS_PARAMS": {"ssl_cert_reqs": "none"}})
-    assert redis_params_from_settings(own) == {"ssl_cert_reqs": "none"}  # scrapy-redis's are not ours
-    assert redis_params_from_settings(Settings()) == {}
-    # end to end: the two-line hook the pipeline uses
-    with open_index(index_url_from_settings(settings), redis_params=redis_params_from_settings(settings)) as ix:
-        assert isinstance(ix, RedisIndex) and ix.check_and_add(q(5, 6)).match is None
-        assert ix._server.client.connection_pool.connection_kwargs["socket_timeout"] == 9
 
 
 def test_prefixes_and_databases_are_separate_indexes(url: str) -> None:

@@ -14,8 +14,7 @@ from pathlib import Path
 import lxml.html
 import pytest
 
-from scrapy_simhash.index import open_index
-from scrapy_simhash.index.base import IndexParams, Query
+from scrapy_simhash.index import IndexParams, Query, open_index
 from scrapy_simhash.report import gather, render, write_report
 
 BASE_T = 0x0123_4567_89AB_CDEF
@@ -141,6 +140,31 @@ def test_decision_files_of_dedup_runs_are_read(index_path: Path, tmp_path: Path)
     assert urls.count("http://dup.example/1") == 1 and "http://file.example/10" not in urls
     from_file = next(p for p in data.decisions if p.left_url == "http://file.example/9")
     assert (from_file.tier, from_file.distance, from_file.right.url) == ("body", 2, "http://a.example/2")
+
+
+def test_sentence_tier_decisions_are_counted_and_listed(tmp_path: Path) -> None:
+    """A match of the opt-in sentence tier (from the index and from a decision file) is counted with
+    the others, in the page and the summary, and listed in its own section."""
+    path = tmp_path / "s.sqlite3"
+    hashes = [f"{n:016x}" for n in (0xA1, 0xB2, 0xC3, 0xD4)]
+    with open_index(str(path)) as idx:
+        assert idx.check_and_add(Query(BASE_T, BASE_B, 2, 3, url="http://a.example/1", title="原始新闻",
+                                       sentences=tuple(hashes[:3]))).match is None
+        m = idx.check_and_add(Query(flip(BASE_T, 20), flip(BASE_B, 20), 2, 3, url="http://s.example/1",
+                                    sentences=(hashes[0], hashes[1], hashes[3]), sentences_shared=50)).match
+        assert m is not None and (m.tier, m.distance) == ("sentence", 1)
+    extra = tmp_path / "decisions.jsonl"
+    extra.write_text(json.dumps({"line": 1, "url": "http://s.example/2", "status": "duplicate", "tier": "sentence",
+                                 "distance": 0, "original": "http://a.example/1", "error": None}) + "\n", "utf-8")
+    out = tmp_path / "report.html"
+    with open_index(str(path), readonly=True) as idx:
+        summary = write_report(idx, out, decision_files=[extra])
+    assert "2 decisions (title 0, body 0, sentence 2)" in summary, summary
+    doc = lxml.html.fromstring(out.read_bytes())
+    assert "decisions: title 0, body 0, sentence 2" in " ".join(doc.text_content().split())
+    rows = doc.get_element_by_id("tier-sentence").xpath(".//tr[@class='pair']")
+    assert sorted(int(r.get("data-distance")) for r in rows) == [0, 1]
+    assert "http://s.example/1" in rows[0].text_content() and "原始新闻" in rows[0].text_content()
 
 
 def test_empty_index_renders(tmp_path: Path) -> None:

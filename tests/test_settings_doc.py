@@ -1,10 +1,10 @@
-"""Every setting in defaults.py is in the README's table with its default, and nothing else is."""
+"""Every setting of scrapy_simhash.settings is in the README's table with its default, and nothing else is."""
 
 from __future__ import annotations
 
 import re
 
-from scrapy_simhash import defaults
+from scrapy_simhash.settings import DEFAULTS, PER_SPIDER
 from tests.conftest import REPO
 
 
@@ -19,8 +19,8 @@ def readme_table() -> dict[str, str]:
 
 def test_readme_lists_every_setting_with_its_default():
     table = readme_table()
-    assert set(table) == set(defaults.SETTINGS)
-    for name, default in defaults.SETTINGS.items():
+    assert set(table) == set(DEFAULTS)
+    for name, default in DEFAULTS.items():
         shown = json_like(default)
         assert table[name].startswith(f"`{shown}`"), (name, table[name], shown)
 
@@ -36,4 +36,4 @@ def test_per_spider_marks_match():
         m = re.match(r"^\| `(SIMHASH_[A-Z_]+)` \| .*? \| yes \|", line)
         if m:
             marked.add(m.group(1))
-    assert marked == set(defaults.PER_SPIDER)
+    assert marked == set(PER_SPIDER)

@@ -40,13 +40,16 @@ class DedupSummary:
                     or f"{data_path('simhash')} (default)")
         lines = [
             f"scrapy-simhash summary for spider {spider.name!r}:",
-            f"  kept (passed to the feed):  {n('item_scraped_count')}",
-            f"  dropped by the title tier:  {n('simhash/dropped/title')}",
-            f"  dropped by the body tier:   {n('simhash/dropped/body')}",
-            f"  flagged for review:         {n('simhash/flagged')}",
+            *(f"  {label + ':':<30}{n(key)}" for label, key in (
+                ("kept (passed to the feed)", "item_scraped_count"),
+                ("dropped by the title tier", "simhash/dropped/title"),
+                ("dropped by the body tier", "simhash/dropped/body"),
+                ("dropped by the sentence tier", "simhash/dropped/sentence"),
+                ("flagged for review", "simhash/flagged"),
+            )),
         ]
         if n("simhash/skipped/no_text"):
-            lines.append(f"  skipped (no text):          {n('simhash/skipped/no_text')}")
+            lines.append(f"  {'skipped (no text):':<30}{n('simhash/skipped/no_text')}")
         entries = get("simhash/final")
         lines.append(f"  index: {location}" + (f" ({entries} stories)" if entries is not None else ""))
         return "\n".join(lines)

@@ -20,7 +20,6 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from .base import (
     FEATURES_VERSION,
@@ -60,14 +59,6 @@ __all__ = [
 
 # A scheme needs 2+ characters so that Windows drive letters ("C:\\…") stay plain paths.
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]+)://")
-
-
-def _redacted(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return parts._replace(netloc=netloc).geturl()
 
 
 def sqlite_path(url: str | os.PathLike[str]) -> str | None:
@@ -117,8 +108,10 @@ def open_index(
                 url, namespace=namespace, params=params, create=create, readonly=readonly,
                 busy_timeout=busy_timeout, redis_params=redis_params,
             )
+        from .redis import redacted
+
         raise IndexOpenError(
-            f"cannot open {_redacted(url)}: unknown index scheme {scheme!r} "
+            f"cannot open {redacted(url)}: unknown index scheme {scheme!r} "
             "(use a file path or sqlite:///path/to/index.sqlite3)"
         )
     from .sqlite import SqliteIndex

@@ -128,54 +128,6 @@ _LIMITS = {
 SCRIPT = resources.files(__package__).joinpath("redis_rule.lua").read_text(encoding="utf-8")
 
 
-# -- URLs and settings ----------------------------------------------------------------------------
-
-
-def is_redis_url(url: object) -> bool:
-    """Whether ``url`` names a Redis index (``redis://``, ``rediss://``, ``unix://``)."""
-    return isinstance(url, str) and url.split("://", 1)[0].lower() in ("redis", "rediss", "unix")
-
-
-def _uses_scrapy_redis(settings: Any) -> bool:
-    def named(value: Any) -> str:
-        return value if isinstance(value, str) else f"{getattr(value, '__module__', '')}."
-
-    candidates = [settings.get("SCHEDULER"), settings.get("DUPEFILTER_CLASS")]
-    pipelines = settings.getdict("ITEM_PIPELINES") if settings.get("ITEM_PIPELINES") else {}
-    candidates += list(pipelines)
-    return any(c is not None and named(c).startswith("scrapy_redis.") for c in candidates)
-
-
-def index_url_from_settings(settings: Any) -> str | None:
-    """The index URL a crawl's settings name: ``SIMHASH_INDEX_URL``; else, when scrapy-redis is in
-    use (its scheduler, dupefilter or item pipeline is configured), scrapy-redis's own Redis
-    (``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``, else its default ``localhost:6379``), so the
-    dedup index lives next to the shared queue; else None (the pipeline's default SQLite file)."""
-    url = settings.get("SIMHASH_INDEX_URL")
-    if url:
-        return str(url)
-    if not _uses_scrapy_redis(settings):
-        return None
-    if settings.get("REDIS_URL"):
-        return str(settings.get("REDIS_URL"))
-    host = settings.get("REDIS_HOST") or "localhost"
-    port = settings.getint("REDIS_PORT") or 6379
-    return f"redis://{host}:{port}/0"
-
-
-def redis_params_from_settings(settings: Any) -> dict[str, Any]:
-    """Keyword arguments for the Redis client: ``SIMHASH_REDIS_PARAMS`` (a dict, or JSON text on
-    the command line) over scrapy-redis's ``REDIS_PARAMS`` when the index falls back to scrapy-redis's
-    Redis. scrapy-redis's ``redis_cls`` (a client class path) is not a client argument and is left out."""
-    params: dict[str, Any] = {}
-    if not settings.get("SIMHASH_INDEX_URL") and _uses_scrapy_redis(settings) and settings.get("REDIS_PARAMS"):
-        params.update(settings.getdict("REDIS_PARAMS"))
-        params.pop("redis_cls", None)
-    if settings.get("SIMHASH_REDIS_PARAMS"):
-        params.update(settings.getdict("SIMHASH_REDIS_PARAMS"))
-    return params
-
-
 # -- the index -------------------------------------------------------------------------------------
 
 
@@ -612,10 +564,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "SCRIPT",
     "RedisIndex",
-    "index_url_from_settings",
-    "is_redis_url",
     "redacted",
-    "redis_params_from_settings",
 ]
 
 

@@ -3,8 +3,7 @@
 Lines are read (plain, gzip or stdin), parsed and fingerprinted (on ``--jobs`` worker processes
 when asked), then decided in input order, :data:`DECIDE_BATCH` lines per index transaction; the
 kept lines and the decisions of a batch are written only once it is committed. Bad lines are
-reported with their number, counted and skipped. The command line's parser, the other
-subcommands and the shared helpers are in :mod:`.cli`.
+reported with their number, counted and skipped.
 """
 
 from __future__ import annotations
@@ -26,28 +25,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
-from .cli import (
-    _GZIP_MAGIC,
+from .common import (
+    GZIP_MAGIC,
     CliError,
-    _closing,
-    _describe,
-    _fingerprinter_options,
-    _json_type,
-    _make_fingerprinter,
-    _open_dedup,
-    _open_output,
-    _pick,
-    _silence_stdout,
+    closing_output,
+    describe,
+    fingerprinter_options,
+    json_type,
+    make_fingerprinter,
+    open_dedup,
+    open_output,
+    pick,
+    silence_stdout,
 )
 
 if TYPE_CHECKING:
-    from .dedup import Deduplicator, Verdict
-    from .fingerprint import Fingerprinter, Fingerprints
+    from ..dedup import Deduplicator, Verdict
+    from ..fingerprint import Fingerprinter, Fingerprints
 
 #: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
 MAX_REPORTED_BAD_LINES = 20
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
+#: The tiers a match can come from, counted in the summary (the sentence tier is opt-in).
+TIERS = ("title", "body", "sentence")
 
 
 class _Input:
@@ -77,7 +78,7 @@ class _Input:
         except OSError as exc:
             raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
         self._raw = raw
-        if magic == _GZIP_MAGIC:
+        if magic == GZIP_MAGIC:
             self.stream: IO[bytes] = gzip.GzipFile(fileobj=buffered, mode="rb")
             try:
                 self.stream.peek(1)  # a broken header fails here, before any line is read
@@ -136,13 +137,13 @@ class LineWorker:
         except RecursionError:
             return LineResult(n, None, None, "not JSON (nested too deeply)", False, None)
         if not isinstance(item, dict):
-            return LineResult(n, None, None, f"not a JSON object but {_json_type(item)}", False, None)
-        url_name, url = _pick(item, self.url_fields)
+            return LineResult(n, None, None, f"not a JSON object but {json_type(item)}", False, None)
+        url_name, url = pick(item, self.url_fields)
         if url is not None and not isinstance(url, str):
-            return LineResult(n, None, None, f"field {url_name!r} must be a string, not {_json_type(url)}",
+            return LineResult(n, None, None, f"field {url_name!r} must be a string, not {json_type(url)}",
                               False, None)
-        title_name, title = _pick(item, self.title_fields)
-        body_name, body = _pick(item, self.body_fields)
+        title_name, title = pick(item, self.title_fields)
+        body_name, body = pick(item, self.body_fields)
         if title_name is None and body_name is None:
             wanted = ", ".join(dict.fromkeys([*self.title_fields, *self.body_fields]))
             return LineResult(n, url, None, f"no title or body field (looked for {wanted})", False, None)
@@ -152,7 +153,7 @@ class LineWorker:
             if name == body_name and isinstance(value, list) and all(isinstance(v, str) for v in value):
                 continue  # a list of paragraphs
             expected = "a string or a list of strings" if name == body_name else "a string"
-            return LineResult(n, url, None, f"field {name!r} must be {expected}, not {_json_type(value)}",
+            return LineResult(n, url, None, f"field {name!r} must be {expected}, not {json_type(value)}",
                               False, None)
         try:
             fps = self.fingerprinter.fingerprint(title, body)
@@ -179,7 +180,7 @@ _worker: LineWorker | None = None
 def _init_worker(fp_options: dict[str, Any], fields: tuple[list[str], list[str], list[str]], keep: bool) -> None:
     """Pool initializer: one Fingerprinter per worker process, built with the parent's options."""
     global _worker
-    _worker = LineWorker(_make_fingerprinter(fp_options), *fields, keep_json=keep)
+    _worker = LineWorker(make_fingerprinter(fp_options), *fields, keep_json=keep)
 
 
 def _work(numbered: tuple[int, bytes]) -> LineResult:
@@ -202,10 +203,6 @@ class RunStats:
     @property
     def kept(self) -> int:
         return self.new + sum(self.flagged.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"lines": self.lines, "kept": self.kept, "new": self.new, "flagged": dict(self.flagged),
-                "duplicate": dict(self.duplicate), "skipped": dict(self.skipped), "errors": self.errors}
 
 
 class _Reader:
@@ -230,7 +227,7 @@ class _Reader:
             try:
                 raw = stream.readline()
             except (OSError, EOFError, zlib.error) as exc:
-                self.error = f"input broke off after line {n}: {_describe(exc)}"
+                self.error = f"input broke off after line {n}: {describe(exc)}"
                 return
             if not raw:
                 return
@@ -307,7 +304,7 @@ def decision_record(result: LineResult, verdict: Verdict | None) -> dict[str, An
 
 def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
     """``dedup`` and ``import``: read, fingerprint (maybe on ``--jobs`` processes), decide in order."""
-    fp_options = _fingerprinter_options(args)
+    fp_options = fingerprinter_options(args)
     fields = (args.title_field, args.body_field, args.url_field)
     output_name = getattr(args, "output", None) if outputs else None
     decisions_name = getattr(args, "decisions", None) if outputs else None
@@ -318,9 +315,9 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         source = _Input(args.input)
         stack.callback(source.close)
         try:
-            fingerprinter = _make_fingerprinter(fp_options)
+            fingerprinter = make_fingerprinter(fp_options)
         except (OSError, ValueError) as exc:
-            raise CliError(_describe(exc)) from exc
+            raise CliError(describe(exc)) from exc
         keep = output_name is not None
         pool = None
         if args.jobs > 1:
@@ -328,10 +325,10 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             pool = multiprocessing.Pool(args.jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
             stack.callback(pool.join)
             stack.callback(pool.terminate)
-        dedup = _open_dedup(args, fingerprinter, reset=args.reset)
+        dedup = open_dedup(args, fingerprinter, reset=args.reset)
         stack.callback(dedup.close)
-        out = stack.enter_context(_closing(_open_output(output_name))) if output_name else None
-        dec = stack.enter_context(_closing(_open_output(decisions_name))) if decisions_name else None
+        out = stack.enter_context(closing_output(open_output(output_name))) if output_name else None
+        dec = stack.enter_context(closing_output(open_output(decisions_name))) if decisions_name else None
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         progress = _Progress(source, bool(show))
         chunksize = 16
@@ -352,7 +349,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                     decided = iter(dedup.decide_many([(r.fps, r.url) for r in usable]) if usable else ())
                 except Exception as exc:
                     write_error = (f"index write failed at line {usable[0].line} "
-                                   f"(lines {usable[0].line}-{usable[-1].line} not decided): {_describe(exc)}")
+                                   f"(lines {usable[0].line}-{usable[-1].line} not decided): {describe(exc)}")
                     break
                 for result in batch:
                     record = decision_record(result, next(decided) if result.fps is not None else None)
@@ -367,7 +364,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         except KeyboardInterrupt:
             interrupted = True
         except BrokenPipeError:
-            _silence_stdout()
+            silence_stdout()
             raise CliError("output closed (broken pipe)", 1) from None
         finally:
             progress.close()
@@ -425,7 +422,7 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
     skipped = sum(stats.skipped.values())
 
     def tiers(counter: Counter[str]) -> str:
-        return f"title {counter.get('title', 0):,}, body {counter.get('body', 0):,}"
+        return ", ".join(f"{tier} {counter.get(tier, 0):,}" for tier in TIERS)
 
     lines = [
         f"{args.command}: {stats.lines:,} line{_s(stats.lines)} in {elapsed:.1f} s ({rate:,.0f} items/s, "
@@ -440,8 +437,3 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
         + (f"{entries:,} entries" if entries is not None else "entry count unavailable"),
     ]
     print("\n".join(lines), file=sys.stderr)
-
-
-# ------------------------------------------------------------------------------------------------
-# check
-# ------------------------------------------------------------------------------------------------

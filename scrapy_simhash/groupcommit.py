@@ -2,7 +2,7 @@
 
 In a crawl, items reach the index faster than one fsynced transaction per item allows, and each
 transaction also has to win the GIL back from the fingerprinting thread several times. A
-:class:`Batcher` hands everything queued since the last call to one ``handle(batch)`` call on its
+:class:`GroupCommit` hands everything queued since the last call to one ``handle(batch)`` call on its
 single worker thread (one transaction, one fsync), and answers each caller through its own future
 only when that call returned: nothing is acknowledged before it is committed.
 """
@@ -18,10 +18,12 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class Batcher(Generic[T, R]):
+class GroupCommit(Generic[T, R]):
     """Runs ``handle`` on one worker thread over everything submitted while it was busy, in order."""
 
-    def __init__(self, handle: Callable[[list[T]], Sequence[R]], max_batch: int = 100, name: str = "batcher") -> None:
+    def __init__(
+        self, handle: Callable[[list[T]], Sequence[R]], max_batch: int = 100, name: str = "group-commit"
+    ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, not {max_batch!r}")
         self._handle = handle

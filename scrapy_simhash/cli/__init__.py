@@ -1,0 +1,91 @@
+"""``scrapy-simhash``: dedup a JSONL export and inspect or maintain the index, without writing Python.
+
+The same parser and implementation serve ``scrapy simhash …`` inside a Scrapy project
+(:mod:`scrapy_simhash.commands`), which only changes the option defaults (``--index`` and the
+tier options come from the project's ``SIMHASH_*`` settings).
+
+Subcommands: ``dedup`` (JSONL in → kept items and one decision per line out) and ``import`` (warm an
+index, summary only), both in :mod:`.dedup`; ``check`` (verdict for one item without adding it, plus its nearest
+entries), ``explain`` (why a URL was dropped), ``stats``, ``export``, ``purge``, ``reset``,
+``forget`` and ``report`` (a self-contained HTML page about the thresholds).
+
+Exit status: 0 on success (bad input lines are reported, counted and skipped, they do not fail a
+run); 1 when ``explain``/``forget`` find nothing, or when the input or the index broke off in the
+middle of a run; 2 when the run cannot start (bad usage, unreadable input, an index that cannot be
+opened). Errors are one line on stderr, never a traceback.
+
+The standard library only (argparse, gzip, multiprocessing): the command line must start fast and
+add no dependency to a Scrapy project.
+
+Modules: :mod:`.parser` (every option), :mod:`.dedup` (``dedup``, ``import``), :mod:`.inspect`
+(``check``, ``explain``), :mod:`.maintain` (``stats``, ``export``, ``purge``, ``reset``,
+``forget``), :mod:`.report` (``report``) and :mod:`.common` (what they share). Each imports only
+:mod:`.common` and the engine, never another subcommand's module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .common import PROG, CliError
+from .dedup import run_dedup
+from .inspect import run_check, run_explain
+from .maintain import index_stats, run_export, run_forget, run_purge, run_reset, run_stats
+from .parser import BUILTIN_DEFAULTS, build_parser
+from .report import run_report
+
+__all__ = [
+    "BUILTIN_DEFAULTS",
+    "COMMANDS",
+    "PROG",
+    "CliError",
+    "build_parser",
+    "index_stats",
+    "main",
+    "run_check",
+    "run_dedup",
+    "run_explain",
+    "run_export",
+    "run_forget",
+    "run_purge",
+    "run_report",
+    "run_reset",
+    "run_stats",
+]
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "dedup": run_dedup,
+    "import": lambda args: run_dedup(args, outputs=False),
+    "check": run_check,
+    "explain": run_explain,
+    "stats": run_stats,
+    "export": run_export,
+    "purge": run_purge,
+    "reset": run_reset,
+    "forget": run_forget,
+    "report": run_report,
+}
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
+         defaults: Mapping[str, Any] | None = None) -> int:
+    """Run the command line; returns the exit status (see the module docstring)."""
+    from ..index import IndexError_
+
+    parser = build_parser(prog, defaults)
+    args = parser.parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CliError as exc:
+        print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
+        return exc.status
+    except IndexError_ as exc:  # e.g. a corrupt or tampered index met halfway through a command
+        print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{prog} {args.command}: interrupted", file=sys.stderr)
+        return 130
+

@@ -1,0 +1,184 @@
+"""What the subcommands share: the error they exit with, opening the index, the engine and outputs,
+picking fields of an item, and printing dates, fingerprints and entries."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..dedup import Deduplicator
+    from ..fingerprint import Fingerprinter
+    from ..index import BandIndex, Entry
+
+PROG = "scrapy-simhash"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class CliError(Exception):
+    """A failure reported as one line on stderr with an exit status (no traceback)."""
+
+    def __init__(self, message: str, status: int = 2) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line, naming the file of an OSError."""
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in text:
+        text = f"{text}: {exc.filename}"
+    return text
+
+
+# ------------------------------------------------------------------------------------------------
+# Opening the index and the engine
+# ------------------------------------------------------------------------------------------------
+
+
+def fingerprinter_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`~scrapy_simhash.Fingerprinter` keyword arguments the options describe."""
+    return {
+        "bits": args.bits,
+        "top_k": args.top_k,
+        "stop_words": args.stop_words,
+        "user_dict": args.user_dict,
+        "title_patterns": tuple(args.title_pattern or ()),
+        "main_content": bool(args.main_content),
+        "sentences": bool(getattr(args, "sentences_shared", 0)),
+    }
+
+
+def make_fingerprinter(options: Mapping[str, Any]) -> Fingerprinter:
+    """A Fingerprinter (jieba is loaded here, on first use, not when the command line starts)."""
+    from ..fingerprint import Fingerprinter
+
+    return Fingerprinter(**options)
+
+
+def open_dedup(
+    args: argparse.Namespace, fingerprinter: Fingerprinter, *, reset: bool = False, readonly: bool = False
+) -> Deduplicator:
+    """The Deduplicator the options describe. Writable: opened like the pipeline opens it (the index
+    must have been built for these thresholds). Read-only (``check``): the index as recorded, and any
+    thresholds it can answer."""
+    from ..dedup import Deduplicator
+
+    options: dict[str, Any] = {"ttl_days": args.ttl_days, "title_numbers": args.title_numbers,
+                               "sentences_shared": args.sentences_shared}
+    if hasattr(args, "title_action"):
+        options.update(title_action=args.title_action, body_action=args.body_action)
+    thresholds = {"title_max_distance": args.title_max_distance, "body_max_distance": args.body_max_distance,
+                  "dynamic_threshold": args.dynamic_threshold}
+    if readonly:
+        index = open_index_for(args, readonly=True)
+        try:
+            return Deduplicator(index, fingerprinter, **thresholds, **options)
+        except Exception as exc:
+            index.close()
+            raise CliError(f"cannot use index {args.index}: {describe(exc)}") from exc
+    try:
+        return Deduplicator.open(
+            args.index, namespace=args.namespace, bits=args.bits, reset=reset, fingerprinter=fingerprinter,
+            **thresholds, **options,
+        )
+    except Exception as exc:  # any failure to open is one line and status 2
+        raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
+
+
+def open_index_for(args: argparse.Namespace, readonly: bool = False) -> BandIndex:
+    """The index ``--index`` names, with the parameters it was built with (no fingerprinter: jieba
+    is not loaded)."""
+    from ..index import open_index
+
+    try:
+        return open_index(args.index, namespace=args.namespace, readonly=readonly)
+    except Exception as exc:
+        raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
+
+
+# ------------------------------------------------------------------------------------------------
+# Items, outputs
+# ------------------------------------------------------------------------------------------------
+
+
+def pick(item: Mapping[str, Any], names: Sequence[str]) -> tuple[str | None, Any]:
+    """The first field of ``names`` holding a non-empty value; else the first present one; else None."""
+    present = None
+    for name in names:
+        if name in item:
+            value = item[name]
+            if value not in (None, "", [], {}):
+                return name, value
+            if present is None:
+                present = name
+    return present, (item[present] if present is not None else None)
+
+
+def json_type(value: Any) -> str:
+    """What a JSON value is, for messages ("an object", "null" …)."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def open_output(name: str) -> IO[str]:
+    """A text output: '-' is stdout, a name ending in .gz is gzip-compressed."""
+    if name == "-":
+        return sys.stdout
+    try:
+        if name.endswith(".gz"):
+            return gzip.open(name, "wt", encoding="utf-8")
+        return open(name, "w", encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot write {name}: {exc.strerror or exc}") from exc
+
+
+class closing_output:
+    """Close an output on exit unless it is stdout (flushed instead)."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self.stream = stream
+
+    def __enter__(self) -> IO[str]:
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stream is sys.stdout:
+            self.stream.flush()
+        else:
+            self.stream.close()
+
+
+def silence_stdout() -> None:
+    """After a broken pipe, point stdout at devnull so the interpreter's final flush stays quiet."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def print_json(data: Any) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def iso(ts: float | None) -> str | None:
+    """POSIX seconds as ISO 8601 UTC, to the second."""
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def hex_fp(fp: int | None) -> str | None:
+    """A fingerprint as hex (JSON numbers lose precision beyond 53 bits)."""
+    return None if fp is None else f"{fp:x}"
+
+
+def entry_dict(entry: Entry) -> dict[str, Any]:
+    """An index entry as JSON-ready data (``export``, ``check --json``, ``explain --json``)."""
+    return {"id": entry.id, "namespace": entry.namespace, "url": entry.url, "title": entry.title,
+            "first_seen": iso(entry.first_seen), "first_seen_ts": entry.first_seen,
+            "title_fp": hex_fp(entry.title_fp), "body_fp": hex_fp(entry.body_fp)}

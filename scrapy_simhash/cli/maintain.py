@@ -1,0 +1,151 @@
+"""``stats``, ``export``, ``purge``, ``reset`` and ``forget``: what the index holds, and keeping it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from .common import (
+    CliError,
+    closing_output,
+    entry_dict,
+    iso,
+    open_index_for,
+    open_output,
+    print_json,
+    silence_stdout,
+)
+
+if TYPE_CHECKING:
+    from ..index import BandIndex
+
+def index_stats(index: BandIndex) -> dict[str, Any]:
+    """``index.stats()``, completed with what every index can say (location, count, parameters)."""
+    data = dict(index.stats())
+    data.setdefault("location", index.location)
+    data.setdefault("namespace", index.namespace)
+    data.setdefault("params", index.params.as_dict())
+    data.setdefault("entries", index.count())
+    return data
+
+
+_TIME_KEYS = ("oldest", "newest", "created", "decided_at", "first_seen")
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    index = open_index_for(args, readonly=True)
+    try:
+        data = index_stats(index)
+    finally:
+        index.close()
+    if args.json:
+        print_json(data)
+        return 0
+    p = data.get("params") or {}
+    size = data.get("file_size")
+    print(f"index      {data['location']}" + (f"  ({_human_bytes(size)}, {size:,} bytes)" if size else ""))
+    if data.get("backend") or data.get("format"):
+        print(f"format     {data.get('backend', '?')} {data.get('format') or ''} schema "
+              f"{data.get('schema_version', '?')}, created {_iso_any(data.get('created'))}"
+              + (f" by {data['created_by']}" if data.get("created_by") else ""))
+    if p:
+        print(f"parameters {p.get('bits')}-bit fingerprints; title: {p.get('title_bands')} bands → answers "
+              f"distances up to {int(p.get('title_bands', 1)) - 1}; body: {p.get('body_bands')} bands → up to "
+              f"{int(p.get('body_bands', 1)) - 1}; tokenizer {p.get('tokenizer')}, features v"
+              f"{p.get('features_version')}")
+    namespaces = data.get("namespaces") or {data["namespace"]: {k: data.get(k) for k in
+                                                                ("entries", "oldest", "newest", "decisions")}}
+    print("namespaces:")
+    for name, ns in namespaces.items():
+        mark = "*" if name == data["namespace"] else " "
+        print(f" {mark} {name!r:<16} {ns.get('entries') or 0:>10,} entries  {ns.get('decisions') or 0:>9,} "
+              f"decisions  oldest {_iso_any(ns.get('oldest'))}  newest {_iso_any(ns.get('newest'))}")
+    shown = {"location", "file_size", "backend", "format", "schema_version", "created", "created_by", "params",
+             "namespaces", "namespace", "entries", "oldest", "newest", "decisions"}
+    for key, value in data.items():
+        if key not in shown:
+            print(f"{key:<10} {_iso_any(value) if key in _TIME_KEYS else value}")
+    return 0
+
+
+def _iso_any(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return iso(float(value)) or "-"
+    return "-" if value is None else str(value)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def run_export(args: argparse.Namespace) -> int:
+    index = open_index_for(args, readonly=True)
+    n = 0
+    try:
+        with closing_output(open_output(args.output)) as out:
+            for entry in index.entries():
+                out.write(json.dumps(entry_dict(entry), ensure_ascii=False) + "\n")
+                n += 1
+    except BrokenPipeError:
+        silence_stdout()
+        return 1
+    finally:
+        index.close()
+    print(f"exported {n:,} entries of namespace {args.namespace!r}", file=sys.stderr)
+    return 0
+
+
+def run_purge(args: argparse.Namespace) -> int:
+    index = open_index_for(args)
+    try:
+        cutoff = time.time() - args.older_than * 86400
+        gone = index.purge(cutoff)
+        left = index.count()
+    finally:
+        index.close()
+    print(f"purged {gone:,} entries first seen before {iso(cutoff)} ({args.older_than:g} days ago); "
+          f"{left:,} left in namespace {args.namespace!r}")
+    return 0
+
+
+def run_reset(args: argparse.Namespace) -> int:
+    index = open_index_for(args)
+    try:
+        count = index.count()
+        if not args.yes:
+            if not sys.stdin.isatty():
+                raise CliError("refusing to reset without --yes when stdin is not a terminal")
+            answer = input(f"Remove all {count:,} entries and decisions of namespace {args.namespace!r} in "
+                           f"{index.location}? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing removed")
+                return 1
+        gone = index.reset()
+    finally:
+        index.close()
+    print(f"reset namespace {args.namespace!r}: {gone:,} entries removed")
+    return 0
+
+
+def run_forget(args: argparse.Namespace) -> int:
+    key: int | str = int(args.key) if args.key.isdigit() else args.key
+    index = open_index_for(args)
+    try:
+        gone = index.forget(key)
+    finally:
+        index.close()
+    what = f"entry #{key}" if isinstance(key, int) else key
+    if not gone:
+        missing = what if isinstance(key, int) else f"entry with URL {key}"
+        print(f"no {missing} in namespace {args.namespace!r}", file=sys.stderr)
+        return 1
+    print(f"forgot {what} ({gone} entr{'y' if gone == 1 else 'ies'} removed)")
+    return 0
+

@@ -1,0 +1,278 @@
+"""The command line's parser: every subcommand, its options and their defaults.
+
+The defaults are the built-in ones (:data:`BUILTIN_DEFAULTS`), or a Scrapy project's settings
+(``scrapy simhash``, :mod:`scrapy_simhash.commands`): only the defaults change.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..__version__ import __version__
+from ..settings import BUILTIN_CLI_DEFAULTS
+from .common import PROG
+
+#: Option dest → built-in default (from :mod:`scrapy_simhash.settings`). ``scrapy simhash``
+#: replaces these with the project's settings.
+BUILTIN_DEFAULTS: dict[str, Any] = BUILTIN_CLI_DEFAULTS
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keeps the examples' line breaks and shows defaults: not "None", and not when the help says
+    already what the default is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or "(default:" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _csv_fields(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("expected one or more field names, comma-separated")
+    return names
+
+
+def _non_negative_int(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {n}")
+    return n
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {n}")
+    return n
+
+
+def _positive_float(value: str) -> float:
+    x = float(value)
+    if not x > 0 or math.isinf(x):
+        raise argparse.ArgumentTypeError(f"must be a positive number, not {value}")
+    return x
+
+
+def _fields_default(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) -> argparse.ArgumentParser:
+    """The whole command line; ``defaults`` (option dest → value) replace the built-in defaults."""
+    d = {**BUILTIN_DEFAULTS, **(defaults or {})}
+    in_project = defaults is not None and d.get("index") is not None
+
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        formatter_class=_Formatter,
+        description="Near-duplicate (repost) detection for news items with simhash: dedup JSON-lines "
+        "exports and inspect or maintain the index the Scrapy pipeline uses.",
+        epilog=f"examples:\n  {prog} dedup items.jsonl.gz --index index.sqlite3 -o kept.jsonl "
+        f"--decisions decisions.jsonl\n  {prog} stats --index index.sqlite3\n"
+        f"  {prog} check --index index.sqlite3 --title '…' --body '…'\n"
+        f"run '{prog} SUBCOMMAND --help' for the options of each subcommand.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+
+    def add(name: str, help_: str, description: str, examples: Sequence[str]) -> argparse.ArgumentParser:
+        lines = "\n".join(f"  {prog} {name} {e}" for e in examples)
+        return sub.add_parser(
+            name, help=help_, description=description, formatter_class=_Formatter,
+            epilog=f"examples:\n{lines}",
+        )
+
+    def index_options(p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("index")
+        help_index = "index file path or URL (sqlite:///path, redis://host:6379/0)"
+        if in_project:
+            help_index += "; default: the project's SIMHASH_INDEX_URL or .scrapy/simhash/index.sqlite3"
+            g.add_argument("--index", default=d["index"], metavar="PATH_OR_URL", help=help_index)
+        else:
+            g.add_argument("--index", required=True, metavar="PATH_OR_URL", help=help_index)
+        g.add_argument("--namespace", default=d["namespace"], help="index namespace (SIMHASH_NAMESPACE)")
+
+    def field_options(p: argparse.ArgumentParser) -> None:
+        g = p.add_argument_group("fields (comma-separated candidates: the first present, non-empty one is used)")
+        g.add_argument("--title-field", type=_csv_fields, default=_fields_default(d["title_field"]),
+                       metavar="NAMES", help="title field(s)")
+        g.add_argument("--body-field", type=_csv_fields, default=_fields_default(d["body_field"]),
+                       metavar="NAMES", help="body field(s), HTML or text or a list of paragraphs")
+        g.add_argument("--url-field", type=_csv_fields, default=_fields_default(d["url_field"]),
+                       metavar="NAMES", help="URL field(s)")
+
+    def tier_options(p: argparse.ArgumentParser, actions: bool = True) -> None:
+        g = p.add_argument_group("tiers and fingerprints (as the pipeline's SIMHASH_* settings)")
+        g.add_argument("--title-max-distance", type=_non_negative_int, default=d["title_max_distance"],
+                       metavar="BITS", help="title within this many bits → duplicate")
+        g.add_argument("--body-max-distance", type=_non_negative_int, default=d["body_max_distance"],
+                       metavar="BITS", help="else body within this many bits → duplicate")
+        if actions:
+            g.add_argument("--title-action", choices=("drop", "flag"), default=d["title_action"],
+                           help="what a title-tier match does (flag: keep it, status 'flagged')")
+            g.add_argument("--body-action", choices=("drop", "flag"), default=d["body_action"],
+                           help="what a body-tier match does")
+        g.add_argument("--ttl-days", type=_positive_float, default=d["ttl_days"], metavar="DAYS",
+                       help="entries older than this never match (default: they never expire)")
+        g.add_argument("--dynamic-threshold", action=argparse.BooleanOptionalAction,
+                       default=bool(d["dynamic_threshold"]),
+                       help="body threshold by length: +2 bits under 100 chars, -1 over 2000")
+        g.add_argument("--bits", type=int, choices=(32, 64, 128), default=d["bits"], help="fingerprint size")
+        g.add_argument("--top-k", type=_positive_int, default=d["top_k"], metavar="K",
+                       help="features kept per body")
+        g.add_argument("--stop-words", default=d["stop_words"], metavar="FILE",
+                       help="extra stop words, one per line")
+        g.add_argument("--user-dict", default=d["user_dict"], metavar="FILE", help="jieba user dictionary")
+        g.add_argument("--title-pattern", action="append", default=list(d["title_pattern"] or []),
+                       metavar="REGEX", help="extra title suffix to remove (repeatable)")
+        g.add_argument("--main-content", action=argparse.BooleanOptionalAction, default=bool(d["main_content"]),
+                       help="drop page boilerplate from HTML bodies before fingerprinting")
+        g.add_argument("--title-numbers", type=_non_negative_int, default=d["title_numbers"], metavar="PCT",
+                       help="a title match counts only if the bodies' numbers overlap this much (0: off)")
+        g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="PCT",
+                       help="opt-in sentence tier: more than PCT %% of an earlier story's sampled sentences "
+                            "here → duplicate (50 recommended; 0: off)")
+
+    def json_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+    # dedup
+    p = add("dedup", "dedup a JSON-lines file against the index (adding new items)",
+            "Read JSON lines (one item per line; '-' for stdin; gzip accepted), check each item in input "
+            "order against the index (title tier, else body tier, else the opt-in sentence tier) and add the "
+            "new ones. Kept items (new and flagged) go to -o, one decision per input line to --decisions. Bad "
+            "lines are reported with their line number, counted and skipped.\n\ndecision record: "
+            "{\"line\": 1-based, \"url\", \"status\": new|duplicate|flagged|skipped|error, "
+            "\"tier\": title|body|sentence|null, \"distance\": int|null, "
+            "\"original\": URL of the matched item|null, \"error\": message|null} (for 'skipped', the reason)",
+            ["items.jsonl --index index.sqlite3 -o kept.jsonl --decisions decisions.jsonl",
+             "export.jsonl.gz --index sqlite:///data/index.sqlite3 --jobs 2 -o kept.jsonl.gz",
+             "- --index index.sqlite3 --body-field content,text -o - < items.jsonl > kept.jsonl",
+             "items.jsonl --index index.sqlite3 --body-action flag --decisions - | grep flagged"])
+    p.add_argument("input", metavar="INPUT", help="JSON lines file ('-' for stdin, .gz accepted)")
+    p.add_argument("-o", "--output", metavar="KEPT", help="write kept items here (.gz compresses, '-' stdout)")
+    p.add_argument("--decisions", metavar="FILE", help="write one decision per input line here (.gz, '-')")
+    _run_options(p)
+    index_options(p)
+    field_options(p)
+    tier_options(p)
+
+    # import
+    p = add("import", "warm the index from an existing JSON-lines corpus (summary only)",
+            "Like dedup, without outputs: every new item is added to the index; the summary says how many "
+            "were duplicates of each other or of what the index already held.",
+            ["corpus.jsonl.gz --index index.sqlite3", "old-crawl.jsonl --index index.sqlite3 --jobs 2 --reset"])
+    p.add_argument("input", metavar="INPUT", help="JSON lines file ('-' for stdin, .gz accepted)")
+    _run_options(p)
+    index_options(p)
+    field_options(p)
+    tier_options(p)
+
+    # check
+    p = add("check", "verdict for one item WITHOUT adding it, and its nearest entries",
+            "Fingerprint one item and look it up (nothing is written): the verdict dedup would give, then the "
+            "nearest entries of each tier up to the largest distance the index answers, with the features "
+            "they share. The index stores short titles, not bodies: shared features of stored entries are "
+            "their title words.",
+            ["--index index.sqlite3 --title '台风登陆广东' --body '…'",
+             "--index index.sqlite3 --item '{\"title\": \"…\", \"body\": \"…\"}' --json",
+             "--index index.sqlite3 --item-file item.json"])
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--title", help="the item's title (with --body)")
+    src.add_argument("--item", metavar="JSON", help="the item as one JSON object")
+    src.add_argument("--item-file", metavar="FILE", help="a file holding one JSON object ('-' for stdin)")
+    p.add_argument("--body", help="the item's body (with --title)")
+    p.add_argument("--limit", type=_positive_int, default=5, help="nearest entries shown per tier")
+    json_option(p)
+    index_options(p)
+    field_options(p)
+    tier_options(p)
+
+    # explain
+    p = add("explain", "why an earlier item was dropped (the stored decision)",
+            "Print the stored decision about URL: status, tier, distance and the original it matched; or "
+            "that the URL was admitted as a new entry. Exit status 1 when the index knows nothing of it.",
+            ["https://example.com/news/1.html --index index.sqlite3",
+             "https://example.com/news/1.html --index index.sqlite3 --json"])
+    p.add_argument("url", metavar="URL")
+    json_option(p)
+    index_options(p)
+
+    # stats
+    p = add("stats", "entries per namespace, parameters, file size, oldest/newest",
+            "Print what the index holds and how it was built.",
+            ["--index index.sqlite3", "--index redis://localhost:6379/0 --json"])
+    json_option(p)
+    index_options(p)
+
+    # export
+    p = add("export", "entries as JSON lines",
+            "Write every entry of the namespace, oldest first: id, namespace, url, title, first_seen (ISO "
+            "8601 UTC), first_seen_ts (POSIX seconds), title_fp and body_fp (hex strings: JSON numbers lose "
+            "precision beyond 53 bits).",
+            ["--index index.sqlite3 > entries.jsonl", "--index index.sqlite3 -o entries.jsonl.gz"])
+    p.add_argument("-o", "--output", default="-", metavar="FILE", help="output file (.gz compresses, '-' stdout)")
+    index_options(p)
+
+    # purge
+    p = add("purge", "remove entries first seen more than DAYS ago",
+            "Remove old entries (and let their stories be admitted again).",
+            ["--older-than 30 --index index.sqlite3", "--older-than 0.5 --index index.sqlite3"])
+    p.add_argument("--older-than", type=_positive_float, required=True, metavar="DAYS")
+    index_options(p)
+
+    # reset
+    p = add("reset", "remove every entry and decision of the namespace",
+            "Empty the namespace. Asks for confirmation on a terminal; without a terminal it refuses unless "
+            "--yes is given.",
+            ["--index index.sqlite3", "--index index.sqlite3 --namespace test --yes"])
+    p.add_argument("-y", "--yes", action="store_true", help="do not ask")
+    index_options(p)
+
+    # forget
+    p = add("forget", "remove one entry, by id or URL",
+            "Remove the entry with this id (a number, as export shows) or URL, so its story is admitted "
+            "again. Exit status 1 when there is no such entry.",
+            ["https://example.com/news/1.html --index index.sqlite3", "42 --index index.sqlite3"])
+    p.add_argument("key", metavar="ID_OR_URL")
+    index_options(p)
+
+    # report
+    p = add("report", "self-contained HTML page: distance histograms and closest pairs per tier",
+            "Write one HTML page (inline CSS and SVG, no scripts, no external resources) showing, per tier, "
+            "the distance histogram of recent decisions and of the recent entries' nearest neighbours, and "
+            "the closest pairs on both sides of the threshold, so you can see whether the thresholds suit "
+            "your sites.",
+            ["-o report.html --index index.sqlite3",
+             "-o report.html --index index.sqlite3 --recent 2000 --decisions decisions.jsonl"])
+    p.add_argument("-o", "--output", required=True, metavar="HTML")
+    p.add_argument("--recent", type=_positive_int, default=1000, metavar="N",
+                   help="recent entries/decisions examined")
+    p.add_argument("--pairs", type=_positive_int, default=8, metavar="N", help="pairs shown per side and tier")
+    p.add_argument("--decisions", action="append", default=[], metavar="FILE",
+                   help="also read decisions of dedup runs from this file (repeatable)")
+    g = p.add_argument_group("thresholds shown (default: the index's or the settings')")
+    g.add_argument("--title-max-distance", type=_non_negative_int, default=d["title_max_distance"],
+                   metavar="BITS")
+    g.add_argument("--body-max-distance", type=_non_negative_int, default=d["body_max_distance"],
+                   metavar="BITS")
+    index_options(p)
+    return parser
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
+                   help="fingerprint on N processes (decisions stay in input order, identical to --jobs 1)")
+    p.add_argument("--reset", action="store_true", help="empty the namespace first")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no per-line error reports, summary only")
+
+

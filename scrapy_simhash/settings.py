@@ -1,0 +1,220 @@
+"""Every ``SIMHASH_*`` setting described once, and the one place Scrapy settings are read.
+
+Each :class:`Setting` of :data:`SETTINGS` gives its name, its default (the value in
+:mod:`.defaults`), how its value is read from Scrapy settings, and what it feeds: a keyword of
+:meth:`~scrapy_simhash.Deduplicator.open` (``engine``), an entry of its ``index_options``
+(``index_option``), the default of a command-line option (``flag``, the argparse dest), or only
+the pipeline. From that table come the pipeline's engine options (:func:`engine_options`), the
+option defaults of ``scrapy simhash`` (:func:`cli_defaults`) and of ``scrapy-simhash``
+(:data:`BUILTIN_CLI_DEFAULTS`), the per-spider overrides (:func:`effective_settings`) and the
+README's settings table (``tests/test_settings_doc.py``).
+
+scrapy-redis's ``REDIS_*`` settings are read here too (:func:`index_url_from_settings`,
+:func:`redis_params_from_settings`): the index package knows nothing of Scrapy.
+
+Nothing is imported from Scrapy at import time: the command line reads :data:`BUILTIN_CLI_DEFAULTS`
+and must start fast without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import defaults as D
+
+if TYPE_CHECKING:
+    from scrapy import Spider
+    from scrapy.settings import BaseSettings, Settings
+
+
+# Readers: how one setting's value is read (``settings`` is a Scrapy BaseSettings).
+
+
+def _raw(settings: BaseSettings, name: str) -> Any:
+    return settings.get(name)
+
+
+def _bool(settings: BaseSettings, name: str) -> bool:
+    return settings.getbool(name)
+
+
+def _int(settings: BaseSettings, name: str) -> int:
+    return settings.getint(name)
+
+
+def _float(settings: BaseSettings, name: str) -> float:
+    return settings.getfloat(name)
+
+
+def _list(settings: BaseSettings, name: str) -> list[Any]:
+    return settings.getlist(name)
+
+
+def _field_names(settings: BaseSettings, name: str) -> list[str]:
+    """Item field names: a list, or one comma-separated string."""
+    value = settings.get(name)
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value or ()]
+
+
+def _optional_float(settings: BaseSettings, name: str) -> float | None:
+    """A number of days, or None for "never" (unset, empty, 0 or "none")."""
+    value = settings.get(name)
+    if value in (None, "", "0", 0, "none", "None"):
+        return None
+    return float(value)
+
+
+def _index_url(settings: BaseSettings, name: str) -> str:
+    return index_url_from_settings(settings) or default_index_url()
+
+
+def _redis_params(settings: BaseSettings, name: str) -> dict[str, Any]:
+    return redis_params_from_settings(settings)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One ``SIMHASH_*`` setting: its default, how it is read, what it feeds."""
+
+    name: str
+    default: Any
+    read: Callable[[BaseSettings, str], Any] = _raw
+    engine: str | None = None  #: keyword of Deduplicator.open
+    index_option: str | None = None  #: key of Deduplicator.open's index_options
+    flag: str | None = None  #: command-line option (argparse dest) whose default it is
+    per_spider: bool = False  #: a spider attribute ``simhash_<name>`` overrides it
+
+
+#: Every setting, in the README's order.
+SETTINGS: tuple[Setting, ...] = (
+    Setting("SIMHASH_ENABLED", D.ENABLED, _bool, per_spider=True),
+    Setting("SIMHASH_INDEX_URL", D.INDEX_URL, _index_url, flag="index"),
+    Setting("SIMHASH_NAMESPACE", D.NAMESPACE, engine="namespace", flag="namespace", per_spider=True),
+    Setting("SIMHASH_TITLE_FIELD", D.TITLE_FIELD, _field_names, flag="title_field", per_spider=True),
+    Setting("SIMHASH_BODY_FIELD", D.BODY_FIELD, _field_names, flag="body_field", per_spider=True),
+    Setting("SIMHASH_URL_FIELD", D.URL_FIELD, _field_names, flag="url_field", per_spider=True),
+    Setting("SIMHASH_TITLE_MAX_DISTANCE", D.TITLE_MAX_DISTANCE, _int, engine="title_max_distance",
+            flag="title_max_distance"),
+    Setting("SIMHASH_BODY_MAX_DISTANCE", D.BODY_MAX_DISTANCE, _int, engine="body_max_distance",
+            flag="body_max_distance"),
+    Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits"),
+    Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k"),
+    Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True),
+    Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True),
+    Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD),
+    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _optional_float, engine="ttl_days", flag="ttl_days", per_spider=True),
+    Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True),
+    Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL),
+    Setting("SIMHASH_USER_DICT", D.USER_DICT, engine="user_dict", flag="user_dict"),
+    Setting("SIMHASH_STOP_WORDS", D.STOP_WORDS, engine="stop_words", flag="stop_words"),
+    Setting("SIMHASH_DYNAMIC_THRESHOLD", D.DYNAMIC_THRESHOLD, _bool, engine="dynamic_threshold",
+            flag="dynamic_threshold"),
+    Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern"),
+    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _bool, engine="main_content", flag="main_content"),
+    Setting("SIMHASH_SKIP_FIELD", D.SKIP_FIELD),
+    Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR),
+    Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int),
+    Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, _float),
+    Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, _float, index_option="busy_timeout"),
+    Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, _int, engine="title_numbers", flag="title_numbers"),
+    Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, _int, engine="sentences_shared",
+            flag="sentences_shared"),
+    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _redis_params, index_option="redis_params"),
+)
+
+BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+#: Setting name → default.
+DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
+#: Settings a spider may override with an attribute or ``-a simhash_<name>=...``.
+PER_SPIDER: tuple[str, ...] = tuple(s.name for s in SETTINGS if s.per_spider)
+#: Command-line option defaults of ``scrapy-simhash`` (outside a project): the built-in defaults.
+BUILTIN_CLI_DEFAULTS: dict[str, Any] = {s.flag: s.default for s in SETTINGS if s.flag}
+
+
+def value(settings: BaseSettings, name: str) -> Any:
+    """The value of setting ``name``, read as the table says (``settings`` from :func:`effective_settings`)."""
+    return BY_NAME[name].read(settings, name)
+
+
+def effective_settings(settings: BaseSettings, spider: Spider | None) -> Settings:
+    """Crawler settings over the defaults, with the per-spider overrides applied (``simhash_reset =
+    "0"`` means False)."""
+    from scrapy.settings import Settings
+
+    merged = Settings(DEFAULTS, priority="default")
+    merged.setdict(settings.copy_to_dict(), priority="project")
+    if spider is not None:
+        for name in PER_SPIDER:
+            override = getattr(spider, name.lower(), None)
+            if override is not None:
+                merged.set(name, override, priority="spider")
+    return merged
+
+
+def engine_options(settings: BaseSettings) -> dict[str, Any]:
+    """Keyword arguments of :meth:`~scrapy_simhash.Deduplicator.open` (all but the index URL)."""
+    options: dict[str, Any] = {s.engine: s.read(settings, s.name) for s in SETTINGS if s.engine}
+    options["index_options"] = {s.index_option: s.read(settings, s.name) for s in SETTINGS if s.index_option}
+    return options
+
+
+def cli_defaults(settings: BaseSettings) -> dict[str, Any]:
+    """Command-line option defaults (option dest → value) from a project's settings (``scrapy simhash``)."""
+    s = effective_settings(settings, None)
+    return {st.flag: st.read(s, st.name) for st in SETTINGS if st.flag}
+
+
+def default_index_url() -> str:
+    """``sqlite:///<project>/.scrapy/simhash/index.sqlite3`` (``./.scrapy/…`` outside a project)."""
+    from scrapy.utils.project import data_path
+
+    directory = Path(data_path("simhash", createdir=True)).resolve()
+    return f"sqlite:///{directory / D.INDEX_FILENAME}"
+
+
+# scrapy-redis's settings
+
+
+def _uses_scrapy_redis(settings: Any) -> bool:
+    def named(value: Any) -> str:
+        return value if isinstance(value, str) else f"{getattr(value, '__module__', '')}."
+
+    candidates = [settings.get("SCHEDULER"), settings.get("DUPEFILTER_CLASS")]
+    pipelines = settings.getdict("ITEM_PIPELINES") if settings.get("ITEM_PIPELINES") else {}
+    candidates += list(pipelines)
+    return any(c is not None and named(c).startswith("scrapy_redis.") for c in candidates)
+
+
+def index_url_from_settings(settings: Any) -> str | None:
+    """The index URL a crawl's settings name: ``SIMHASH_INDEX_URL``; else, when scrapy-redis is in
+    use (its scheduler, dupefilter or item pipeline is configured), scrapy-redis's own Redis
+    (``REDIS_URL``, else ``REDIS_HOST``/``REDIS_PORT``, else its default ``localhost:6379``), so the
+    dedup index lives next to the shared queue; else None (the pipeline's default SQLite file)."""
+    url = settings.get("SIMHASH_INDEX_URL")
+    if url:
+        return str(url)
+    if not _uses_scrapy_redis(settings):
+        return None
+    if settings.get("REDIS_URL"):
+        return str(settings.get("REDIS_URL"))
+    host = settings.get("REDIS_HOST") or "localhost"
+    port = settings.getint("REDIS_PORT") or 6379
+    return f"redis://{host}:{port}/0"
+
+
+def redis_params_from_settings(settings: Any) -> dict[str, Any]:
+    """Keyword arguments for the Redis client: ``SIMHASH_REDIS_PARAMS`` (a dict, or JSON text on
+    the command line) over scrapy-redis's ``REDIS_PARAMS`` when the index falls back to scrapy-redis's
+    Redis. scrapy-redis's ``redis_cls`` (a client class path) is not a client argument and is left out."""
+    params: dict[str, Any] = {}
+    if not settings.get("SIMHASH_INDEX_URL") and _uses_scrapy_redis(settings) and settings.get("REDIS_PARAMS"):
+        params.update(settings.getdict("REDIS_PARAMS"))
+        params.pop("redis_cls", None)
+    if settings.get("SIMHASH_REDIS_PARAMS"):
+        params.update(settings.getdict("SIMHASH_REDIS_PARAMS"))
+    return params
