@@ -23,7 +23,7 @@ from . import defaults
 from .fingerprint import Fingerprinter, Fingerprints
 from .index import BandIndex, Entry, IndexParams, Outcome, Query, Tier, open_index
 
-Status = Literal["new", "duplicate", "flagged", "skipped"]
+Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
 Action = Literal["drop", "flag"]
 ACTIONS: tuple[str, ...] = ("drop", "flag")
 
@@ -49,7 +49,7 @@ class Verdict:
     entry_id: int | None = None  # id of the new entry when status is "new"
     title_fp: int | None = None
     body_fp: int | None = None
-    reason: str | None = None  # why it was skipped
+    reason: str | None = None  # why it was skipped, or the error (status "error": the index failed it)
 
     @property
     def is_new(self) -> bool:
@@ -60,8 +60,8 @@ class Verdict:
         if self.status in ("duplicate", "flagged") and self.original is not None:
             original = self.original.url or f"entry #{self.original.id}"
             return f"{self.tier} tier, distance {self.distance}, original {original}"
-        if self.status == "skipped":
-            return f"skipped: {self.reason}"
+        if self.status in ("skipped", "error"):
+            return f"{self.status}: {self.reason}"
         return self.status
 
     def as_dict(self) -> dict[str, Any]:
@@ -252,6 +252,8 @@ class Deduplicator:
         )
 
     def _verdict(self, fps: Fingerprints, outcome: Outcome) -> Verdict:
+        if outcome.error is not None:
+            return Verdict("error", reason=outcome.error, title_fp=fps.title, body_fp=fps.body)
         match = outcome.match
         if match is None:
             return Verdict("new", entry_id=outcome.entry_id, title_fp=fps.title, body_fp=fps.body)

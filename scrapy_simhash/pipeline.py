@@ -163,12 +163,15 @@ class SimhashPipeline:
         index_url = value(s, "SIMHASH_INDEX_URL")
         try:
             self.dedup = Deduplicator.open(index_url, **engine_options(s))
+            expired = self.dedup.purge_expired()
+            initial = self.dedup.index.count()
         except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
+            if self.dedup is not None:
+                self.dedup.close()
+                self.dedup = None
             raise CloseSpider(f"simhash_index_error: {exc}") from exc
-        expired = self.dedup.purge_expired()
         index = self.dedup.index
-        initial = index.count()
         self.stats.set_value("simhash/initial", initial)
         self.stats.set_value("simhash/expired", expired)
         self.stats.set_value("simhash/index", index.location)
@@ -224,6 +227,8 @@ class SimhashPipeline:
             # The fingerprints are ours and valid, so this is the file: values of the wrong type in
             # a tampered or foreign index. Not retried; never a reason to pass the item on as new.
             return self._index_failed(item, exc)
+        if verdict.status == "error":  # this item alone (a value in the index that is not ours)
+            return self._index_failed(item, IndexError_(verdict.reason))
         if verdict.status == "skipped":
             self.stats.inc_value(f"simhash/skipped/{verdict.reason}")
             return item

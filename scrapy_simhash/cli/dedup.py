@@ -289,6 +289,8 @@ def decision_record(result: LineResult, verdict: Verdict | None) -> dict[str, An
         record.update(status="skipped", error="blank line")
     elif result.error is not None or verdict is None:
         record.update(status="error", error=result.error)
+    elif verdict.status == "error":
+        record.update(status="error", error=f"index: {verdict.reason}")
     elif verdict.status == "skipped":
         reason = verdict.reason or "no_text"
         message = "too little text to fingerprint" if reason == "no_text" else reason

@@ -136,10 +136,21 @@ class Query:
 
 @dataclass(frozen=True)
 class Outcome:
-    """Result of :meth:`BandIndex.check_and_add`: ``match`` is None when the item was added."""
+    """Result of :meth:`BandIndex.check_and_add`: ``match`` is None when the item was added.
+
+    ``error``: this item alone could not be decided (a value in the index that is not ours, a
+    script error): nothing of it was written, and the other items of its batch are decided as usual.
+    Errors that concern the whole batch (connection lost, commit failed) are raised instead."""
 
     match: Match | None
     entry_id: int | None  # id of the new entry when added
+    error: str | None = None
+
+    def checked(self) -> Outcome:
+        """This outcome, or its error raised as :class:`IndexWriteError` (a single check-and-add)."""
+        if self.error is not None:
+            raise IndexWriteError(self.error)
+        return self
 
 
 @dataclass(frozen=True)
@@ -165,12 +176,14 @@ class BandIndex(Protocol):
 
     def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
         """The rule (:mod:`.rule`): the deciding match, else add — one atomic, durable step. A match
-        with a URL is recorded as ``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``."""
+        with a URL is recorded as ``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``.
+        An item the index cannot decide raises :class:`IndexWriteError`."""
 
     def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
         """:meth:`check_and_add` for each query in order (a later query sees the earlier ones'
         entries); every outcome is durable when this returns. All queries are checked before any
-        is run."""
+        is run. An item the index cannot decide gets an outcome with ``error`` (nothing of it
+        written) while the others stand; a failure of the whole batch raises."""
 
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now (the deciding match, None: new), without

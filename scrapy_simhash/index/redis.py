@@ -300,7 +300,7 @@ class RedisIndex(QueryChecks):
     def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
         """The rule (the script's port of :func:`.rule.check_and_add`): one ``EVALSHA``, one round
         trip, atomic on the server."""
-        return self.check_and_add_many([query], flagged=flagged)[0]
+        return self.check_and_add_many([query], flagged=flagged)[0].checked()
 
     def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
         """One ``EVALSHA`` per query, in order, sent together (one round trip for the batch): each
@@ -314,21 +314,31 @@ class RedisIndex(QueryChecks):
                        token_ttl=TOKEN_TTL)
             for query in queries
         ]
-        return [self._outcome(reply) for reply in self._server.script("check-and-add", calls)] if calls else []
+        replies = self._server.script("check-and-add", calls, per_call=True) if calls else []
+        return [self._outcome(reply) for reply in replies]
 
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now (the script's port of :func:`.rule.peek`);
         nothing is written."""
         self._check_query(query)
-        return self._outcome(self._script("check", self._args("peek", q=self._query(query)), write=False)).match
+        outcome = self._outcome(self._script("check", self._args("peek", q=self._query(query)), write=False))
+        if outcome.error is not None:
+            raise IndexError_(outcome.error)
+        return outcome.match
 
     def _outcome(self, reply: Any) -> Outcome:
+        if isinstance(reply, IndexError_):
+            return Outcome(match=None, entry_id=None, error=str(reply))
         if reply[0] == "added":
             return Outcome(match=None, entry_id=int(reply[1]))
         if reply[0] == "new":
             return Outcome(match=None, entry_id=None)
         _, tc, distance, member, fields = reply
-        return Outcome(match=Match(_CHAR_TIER[tc], int(distance), self._entry(member, _pairs(fields))), entry_id=None)
+        try:
+            entry = self._entry(member, _pairs(fields))
+        except IndexError_ as exc:
+            return Outcome(match=None, entry_id=None, error=str(exc))
+        return Outcome(match=Match(_CHAR_TIER[tc], int(distance), entry), entry_id=None)
 
     def lookup(
         self,

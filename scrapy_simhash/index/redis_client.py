@@ -185,15 +185,22 @@ class Server:
             connection.disconnect()  # the next call reconnects
             raise
 
-    def script(self, doing: str, calls: Sequence[str], *, write: bool = True, retry: bool = True) -> list[Any]:
+    def script(
+        self, doing: str, calls: Sequence[str], *, write: bool = True, retry: bool = True, per_call: bool = False
+    ) -> list[Any]:
         """The script's replies to ``calls`` (one JSON argument each), sent in one write; the lot is
-        sent again after ``NOSCRIPT`` (reloaded) or a broken connection. An error reply raises."""
+        sent again after ``NOSCRIPT`` (reloaded) or a broken connection. An error reply raises, or
+        with ``per_call`` is returned in its place as an :class:`~.base.IndexError_` (each call is
+        atomic on its own: the others stand)."""
 
         def call(client: Any) -> list[Any]:
             replies = self._evalsha_many(client, calls)
             if any(isinstance(r, self.errors.NoScriptError) for r in replies):
                 self._sha = client.script_load(self._script)
                 replies = self._evalsha_many(client, calls)
+            if per_call:
+                return [IndexError_(f"index {self.location}: {doing} failed: {r}") if isinstance(r, Exception) else r
+                        for r in replies]
             for reply in replies:
                 if isinstance(reply, Exception):
                     raise reply

@@ -277,7 +277,7 @@ class SqliteIndex(QueryChecks):
 
     def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
         """The rule (:func:`.rule.check_and_add`) in one ``BEGIN IMMEDIATE`` transaction, fsynced."""
-        return self.check_and_add_many([query], flagged=flagged)[0]
+        return self.check_and_add_many([query], flagged=flagged)[0].checked()
 
     def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
         """Each query in turn as :meth:`check_and_add` (a later one sees the earlier ones' entries),
@@ -288,7 +288,20 @@ class SqliteIndex(QueryChecks):
             return []
         with self._write("check-and-add") as conn:
             tables = Tables(self._rows, conn)
-            return [rule.check_and_add(tables, query, flagged) for query in queries]
+            return [self._one(conn, tables, query, flagged) for query in queries]
+
+    @staticmethod
+    def _one(conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
+        """One query of a batch, under a savepoint: a value in the file that is not ours (a tampered
+        fingerprint) fails this item alone, with nothing of it written."""
+        conn.execute("SAVEPOINT item")
+        try:
+            outcome = rule.check_and_add(tables, query, flagged)
+        except (IndexError_, ValueError, TypeError, OverflowError) as exc:
+            conn.execute("ROLLBACK TO item")
+            outcome = Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
+        conn.execute("RELEASE item")
+        return outcome
 
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now, read in one snapshot; nothing is written."""
