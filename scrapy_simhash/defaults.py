@@ -50,3 +50,6 @@ TITLE_NUMBERS = 70
 SENTENCES_SHARED = 0
 #: Extra keyword arguments for the Redis client (like scrapy-redis's REDIS_PARAMS).
 REDIS_PARAMS: dict[str, object] = {}
+#: A Redis server that may evict keys (``maxmemory-policy allkeys-*``) or does not persist (no AOF,
+#: no RDB snapshots): ``"refuse"`` to open the index there, or ``"warn"`` and use it.
+REDIS_UNSAFE = "refuse"

@@ -125,6 +125,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, _int, engine="sentences_shared",
             flag="sentences_shared"),
     Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _redis_params, index_option="redis_params"),
+    Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe"),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

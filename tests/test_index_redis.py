@@ -54,7 +54,8 @@ def free_port() -> int:
 
 
 class RedisProcess:
-    """A private redis-server on 127.0.0.1 (no persistence) that a test may stop and restart."""
+    """A private redis-server on 127.0.0.1 (AOF in its own directory, no fsync) that a test may stop,
+    wipe and restart."""
 
     def __init__(self, directory: Path, *args: str, password: str | None = None,
                  tls: tuple[Path, Path] | None = None) -> None:
@@ -71,8 +72,9 @@ class RedisProcess:
         if tls:  # TLS only: plain connections are refused
             ports = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(tls[0]),
                      "--tls-key-file", str(tls[1]), "--tls-auth-clients", "no"]
-        self.argv = [binary, *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                     "--dir", str(directory), *args]
+        self.directory = directory
+        self.argv = [binary, *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
+                     "--appendfsync", "no", "--dir", str(directory), *args]
         if password:
             self.argv += ["--requirepass", password]
         self.proc: subprocess.Popen[bytes] | None = None
@@ -510,7 +512,12 @@ def test_server_gone_mid_crawl_is_a_write_error_then_recovers(private_server: Re
             ix.count()
         with pytest.raises(IndexWriteError, match="bulk add failed after 1 attempt:"):
             ix.add([(45, 46, None, None, 1.0)])  # never sent twice: a lost reply would add it twice
-        private_server.start()  # a new, empty server (no persistence) without our script
+        for path in private_server.directory.iterdir():  # as if it had run without persistence
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        private_server.start()  # a new, empty server without our script or our keys
+        with pytest.raises(IndexWriteError, match="lost its keys"):
+            ix.check_and_add(q(43, 44))  # never an answer from an emptied index
+    with open_index(private_server.url, busy_timeout=2.0) as ix:  # reopened: a new, empty index
         assert ix.check_and_add(q(43, 44)).match is None
         assert ix.check_and_add(q(43, 44)).match is not None and ix.count() == 1
 
@@ -671,3 +678,38 @@ def test_same_verdicts_as_sqlite_on_a_random_stream(url: str, tmp_path: Path) ->
         assert list(lite.entries()) == list(red.entries()) and lite.count() == red.count()
         assert lite.purge(1800.0) == red.purge(1800.0) > 0 and list(lite.entries()) == list(red.entries())
         assert lite.decisions(5000) == red.decisions(5000)
+
+
+def test_a_server_that_may_forget_is_refused_or_warned_about(tmp_path: Path, caplog: Any) -> None:
+    """allkeys-lru evicted the meta key and entries (598 of 786 stories admitted again); a server
+    without persistence empties the index at a restart. Both are refused by default, or logged."""
+    for args, why in ((("--maxmemory-policy", "allkeys-lru"), "maxmemory-policy is allkeys-lru"),
+                      (("--appendonly", "no"), "does not persist")):
+        server = RedisProcess(tmp_path, *args)
+        try:
+            with pytest.raises(IndexOpenError, match=f"may forget entries.*{why}.*SIMHASH_REDIS_UNSAFE"):
+                open_index(server.url)
+            with caplog.at_level("WARNING"), open_index(server.url, redis_unsafe="warn") as ix:
+                assert ix.check_and_add(q(1, 2)).match is None
+            assert why in caplog.text
+            with open_index(server.url, readonly=True) as ix:  # reading is never refused
+                assert ix.count() == 1
+        finally:
+            server.stop()
+    with pytest.raises(ValueError, match="unsafe"):
+        open_index(redis_server_url(), redis_unsafe="maybe")
+
+
+def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:
+    """Keys evicted or lost: the script refuses to answer from what is left."""
+    with open_index(url) as ix:
+        assert ix.check_and_add(q(5, 6)).match is None
+        raw_redis(url.split("?")[0]).delete(f"{ix._base}meta")
+        with pytest.raises(IndexWriteError, match="lost its keys"):
+            ix.check_and_add(q(5, 6))
+        with pytest.raises(IndexError_, match="lost its keys"):
+            ix.lookup(5, None, title_k=2, body_k=0)
+    with open_index(url) as ix:  # a new open marks the namespace again: what is left is what it has
+        assert ix.check_and_add(q(5, 6)).match is not None
+        ix.reset()  # a reset empties the namespace on purpose: still usable
+        assert ix.check_and_add(q(5, 6)).match is None

@@ -61,7 +61,7 @@ def test_the_pipeline_and_scrapy_simhash_read_a_setting_the_same_way(tmp_path: P
     engine = engine_options(effective_settings(project, None))
     assert engine["sentences_shared"] == 50 and engine["title_numbers"] == 40 and engine["ttl_days"] == 2.5
     assert engine["dynamic_threshold"] is True and engine["title_patterns"] == ["_Site$"]
-    assert engine["index_options"] == {"busy_timeout": 5.0, "redis_params": {}}
+    assert engine["index_options"] == {"busy_timeout": 5.0, "redis_params": {}, "redis_unsafe": "refuse"}
     args = build_parser("scrapy simhash", cli_defaults(project)).parse_args(["check", "--title", "t"])
     for s in SETTINGS:
         if s.engine and s.flag:

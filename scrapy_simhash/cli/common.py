@@ -86,7 +86,7 @@ def open_dedup(
     try:
         return Deduplicator.open(
             args.index, namespace=args.namespace, bits=args.bits, reset=reset, fingerprinter=fingerprinter,
-            **thresholds, **options,
+            index_options={"redis_unsafe": getattr(args, "redis_unsafe", "refuse")}, **thresholds, **options,
         )
     except Exception as exc:  # any failure to open is one line and status 2
         raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
@@ -98,7 +98,8 @@ def open_index_for(args: argparse.Namespace, readonly: bool = False) -> BandInde
     from ..index import open_index
 
     try:
-        return open_index(args.index, namespace=args.namespace, readonly=readonly)
+        return open_index(args.index, namespace=args.namespace, readonly=readonly,
+                          redis_unsafe=getattr(args, "redis_unsafe", "refuse"))
     except Exception as exc:
         raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
 

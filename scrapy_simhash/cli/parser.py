@@ -98,6 +98,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         else:
             g.add_argument("--index", required=True, metavar="PATH_OR_URL", help=help_index)
         g.add_argument("--namespace", default=d["namespace"], help="index namespace (SIMHASH_NAMESPACE)")
+        g.add_argument("--redis-unsafe", choices=("refuse", "warn"), default=d["redis_unsafe"],
+                       help="a Redis server that may evict keys or does not persist: refuse it, or warn "
+                            "(SIMHASH_REDIS_UNSAFE)")
 
     def field_options(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("fields (comma-separated candidates: the first present, non-empty one is used)")

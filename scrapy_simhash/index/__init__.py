@@ -89,13 +89,15 @@ def open_index(
     readonly: bool = False,
     busy_timeout: float = 30.0,
     redis_params: Mapping[str, Any] | None = None,
+    redis_unsafe: str = "refuse",
 ) -> BandIndex:
     """Open (or create, unless ``create=False`` or ``readonly``) the band index at ``url``.
 
     Errors name the location: :class:`IndexOpenError` (missing, not ours, corrupt, unreachable,
     unknown scheme), :class:`ParameterMismatch` (built with other parameters). ``busy_timeout`` is
     the SQLite lock wait or the Redis command timeout; ``redis_params`` (``SIMHASH_REDIS_PARAMS``)
-    go to the Redis client and are ignored by SQLite.
+    go to the Redis client, and ``redis_unsafe`` (``SIMHASH_REDIS_UNSAFE``: ``"refuse"`` or ``"warn"``)
+    says what to do with a Redis server that may evict keys or does not persist; SQLite ignores both.
     """
     path = sqlite_path(url)
     if path is None:
@@ -106,7 +108,7 @@ def open_index(
 
             return RedisIndex.open(
                 url, namespace=namespace, params=params, create=create, readonly=readonly,
-                busy_timeout=busy_timeout, redis_params=redis_params,
+                busy_timeout=busy_timeout, redis_params=redis_params, unsafe=redis_unsafe,
             )
         from .redis import redacted
 

@@ -27,6 +27,11 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
     other parameters at open are a :class:`~.base.ParameterMismatch` naming the URL and fields.
 ``<prefix>:namespaces``
     Hash: namespace name → creation time (for ``stats``).
+``<prefix>:{<ns>}:meta``
+    The namespace's marker (the schema version), set at open. Every script call fails when it is
+    gone: the server lost the index's keys (restarted without persistence, evicted keys), and an
+    emptied index would let every story in again. At open, a server that may evict any key
+    (``maxmemory-policy allkeys-*``) or does not persist is refused (``unsafe="refuse"``) or logged.
 ``<prefix>:{<ns>}:seq``
     Entry id counter (``INCR``): ids are never reused, so a decision cannot point at a newer entry.
 ``<prefix>:{<ns>}:e:<id>``
@@ -81,6 +86,7 @@ run it when no crawler is writing to that namespace, as with the SQLite index's 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import time
@@ -107,6 +113,7 @@ from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_m
 from .redis_client import Server, redacted
 
 SCHEMA_VERSION = 1
+logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
 TOKEN_TTL = 120
@@ -176,16 +183,22 @@ class RedisIndex(QueryChecks):
         redis_params: Mapping[str, Any] | None = None,
         retries: int = 2,
         retry_delay: float = 0.05,
+        unsafe: str = "refuse",
     ) -> RedisIndex:
         """Connect to the Redis index at ``url``, creating its record (``params`` or the defaults)
         if absent. ``busy_timeout`` is the socket timeout of a command; ``redis_params`` go to
         ``redis.Redis`` (``SIMHASH_REDIS_PARAMS``) and override it; connection failures are retried
-        ``retries`` times, ``retry_delay`` seconds apart, doubling."""
+        ``retries`` times, ``retry_delay`` seconds apart, doubling. A server that may forget entries
+        (evicts any key, or does not persist) is refused with ``unsafe="refuse"`` (an index opened
+        to write), logged with ``"warn"``."""
         if not isinstance(namespace, str) or not namespace:
             raise ValueError("namespace must be a non-empty string")
         if params is not None:
             check_params(params)
+        if unsafe not in ("refuse", "warn"):
+            raise ValueError(f"unsafe must be 'refuse' or 'warn', not {unsafe!r}")
         self = cls()
+        self._unsafe = unsafe
         self._server = Server(url, busy_timeout=busy_timeout, redis_params=redis_params, readonly=readonly,
                               retries=retries, retry_delay=retry_delay)
         self.location, self.prefix = self._server.location, self._server.prefix
@@ -233,7 +246,20 @@ class RedisIndex(QueryChecks):
         self._hex_width = stored.bits // 4
         self._layouts = layouts(stored)
         if not self._readonly:
+            forgetful = self._server.forgetful()
+            if forgetful and self._unsafe == "refuse":
+                raise IndexOpenError(
+                    f"index {self.location}: this Redis server may forget entries, and forgotten entries "
+                    f"let their stories in again: {'; '.join(forgetful)}. Fix the server, or set "
+                    "SIMHASH_REDIS_UNSAFE = 'warn' to use it anyway"
+                )
+            for problem in forgetful:
+                logger.warning("scrapy-simhash: Redis index %s may forget entries: %s", self.location, problem)
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
+            client.set(self._base + "meta", SCHEMA_VERSION, nx=True)
+        # The namespace's marker: every call fails once it is gone (the server was restarted without
+        # persistence or evicted keys), instead of answering from an emptied index.
+        self._marked = bool(client.exists(self._base + "meta"))
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -272,7 +298,7 @@ class RedisIndex(QueryChecks):
 
     def _args(self, op: str, **fields: Any) -> str:
         """The script's one argument: a JSON object (None values left out: absent, not null)."""
-        args = {"op": op, "base": self._base, "limits": _LIMITS, **fields}
+        args = {"op": op, "base": self._base, "limits": _LIMITS, "marked": self._marked or None, **fields}
         return json.dumps({k: v for k, v in args.items() if v is not None}, ensure_ascii=False)
 
     def _query(self, query: Query) -> dict[str, Any]:
@@ -486,6 +512,7 @@ class RedisIndex(QueryChecks):
                     batch = []
             if batch:
                 client.unlink(*batch)
+            client.set(self._base + "meta", SCHEMA_VERSION)  # emptied on purpose: still ours
             return n
 
         return int(self._server.retrying("reset", run, write=True))

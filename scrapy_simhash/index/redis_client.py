@@ -115,6 +115,29 @@ class Server:
 
         self._opening(steps)
 
+    def forgetful(self) -> list[str]:
+        """Why this server may forget entries (empty: no known reason): an eviction policy that may
+        remove any key, or neither AOF nor RDB snapshots. Read with ``CONFIG GET``; where a managed
+        server disables ``CONFIG``, ``INFO`` tells the eviction policy and AOF only."""
+        client = self.live()
+        config: dict[str, Any] = {}
+        try:
+            for name in ("maxmemory-policy", "appendonly", "save"):
+                config.update(client.config_get(name))
+        except self.errors.ResponseError:
+            info = client.info("memory") | client.info("persistence")
+            config = {"maxmemory-policy": info.get("maxmemory_policy"),
+                      "appendonly": "yes" if info.get("aof_enabled") else "no"}
+        problems = []
+        policy = str(config.get("maxmemory-policy") or "")
+        if policy.startswith("allkeys-"):
+            problems.append(f"maxmemory-policy is {policy}: when memory is full the server evicts any key, "
+                            "entries included (set it to noeviction, or a volatile-* policy)")
+        if config.get("appendonly") != "yes" and "save" in config and not str(config["save"]).strip():
+            problems.append("it does not persist (appendonly no, no RDB snapshots): a restart empties the index "
+                            "(turn on appendonly yes, or RDB snapshots)")
+        return problems
+
     def live(self) -> Any:
         client = self.client
         if client is None:

@@ -12,6 +12,7 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
   base    the namespace's key base, '<prefix>:{<ns>}:'
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored,
           sentence_body_distance, sentence_max_holders
+  marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct),
@@ -23,6 +24,12 @@ Fingerprints never become Lua numbers: distances are computed 32 bits at a time 
 
 local A = cjson.decode(ARGV[1])
 local B, L = A.base, A.limits or {}
+
+-- redis: the namespace's marker (set at open) is gone: the server lost the index's keys
+if A.marked and redis.call('EXISTS', B .. 'meta') == 0 then
+  return redis.error_reply('scrapy-simhash: the index lost its keys (the server was restarted without '
+    .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
+end
 
 -- store: helpers -------------------------------------------------------------------------------
 
