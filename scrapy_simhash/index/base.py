@@ -116,7 +116,9 @@ class Query:
     percentage; when > 0, the sentence tier is on. ``request_id``: the same id on a retry of the
     same item makes the retry idempotent where a batch can be applied in part (Redis: one script
     per query): an item that was added gets its entry back instead of finding itself as its own
-    duplicate. Random when None.
+    duplicate. Random when None. ``owner``: when set (:func:`.owners.new_owner`), the entry an
+    added item gets is *pending* until :meth:`BandIndex.deliver` (its item reached storage) or
+    :meth:`BandIndex.release` (it was dropped downstream); a pending entry matches like any other.
     """
 
     title_fp: int | None
@@ -132,6 +134,7 @@ class Query:
     sentences: tuple[str, ...] = ()
     sentences_shared: int = 0
     request_id: str | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,17 @@ class BandIndex(Protocol):
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now (the deciding match, None: new), without
         adding or recording anything; works on an index opened read-only."""
+
+    def deliver(self, entry_ids: Sequence[int]) -> None:
+        """These pending entries' items reached storage: they are references for good (durable)."""
+
+    def release(self, entry_ids: Sequence[int]) -> int:
+        """These pending entries' items were dropped or failed downstream: remove them, so that the
+        next copy of the story is admitted; returns how many went."""
+
+    def recover(self) -> int:
+        """Release the pending entries of owners that died before delivering them (never those of
+        a live process sharing the index); returns how many went."""
 
     def lookup(
         self, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,

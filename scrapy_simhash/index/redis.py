@@ -38,8 +38,8 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
     Hash per entry; ``<id>`` is zero-padded to 15 digits so that string order is id order. Fields
     ``s`` first seen (the float's ``repr``), ``t``/``b`` title/body fingerprint (fixed-width lower-case
     hex, absent when that text was too short), ``u`` URL and ``n`` title (absent when None), ``m``
-    number signature (:func:`~.base.numbers_agree`) and ``x`` sentence hashes (space-separated),
-    each absent when the entry was added without one.
+    number signature (:func:`~.rule.numbers_agree`), ``x`` sentence hashes (space-separated) and
+    ``o`` the owner of a pending entry, each absent when the entry was added without one.
 ``<prefix>:{<ns>}:seen``
     Sorted set of entry ids scored by first-seen time: expiry (``not_before``), purge, stats, export.
 ``<prefix>:{<ns>}:tf:<hex>`` / ``bf:<hex>``
@@ -53,6 +53,10 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
 ``<prefix>:{<ns>}:sh:<hash>``
     The opt-in sentence tier: sorted set of the entries holding this sentence hash, scored by
     first-seen time.
+``<prefix>:{<ns>}:pending:<owner>``, ``<prefix>:{<ns>}:owners``, ``<prefix>:{<ns>}:alive:<owner>``
+    Delivery tracking (:mod:`.owners`): the members of an owner's pending entries (whose hashes
+    carry ``o``, the owner), the owners with pending entries, and each owner's lease (a key that
+    expires :data:`LEASE` seconds after its last check-and-add or heartbeat).
 ``<prefix>:{<ns>}:r:<token>``
     The id an *added* outcome returned for a request token (expires after :data:`TOKEN_TTL`).
 ``<prefix>:{<ns>}:u:<url>``
@@ -110,6 +114,7 @@ from .base import (
     Tier,
 )
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
+from .owners import alive as owners_alive
 from .redis_client import Server, redacted
 
 SCHEMA_VERSION = 1
@@ -117,6 +122,9 @@ logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
 TOKEN_TTL = 120
+#: Seconds a process's pending entries stay its own without a check-and-add or heartbeat: past it,
+#: a process on another host may take it for dead and release them (:meth:`RedisIndex.recover`).
+LEASE = 120
 #: Entries per ``EVALSHA`` in :meth:`RedisIndex.add` and per purge batch.
 ADD_BATCH = 500
 _ID_WIDTH = 15  # zero-padded ids: string order is numeric order, and 10**15 < 2**53 (exact in Lua)
@@ -317,6 +325,7 @@ class RedisIndex(QueryChecks):
             "title_numbers": int(query.title_numbers),
             "sentences": sorted(set(query.sentences)),
             "sentences_shared": int(query.sentences_shared),
+            "owner": query.owner,
             "keys": self._keys(tfp, bfp),
         }
         return {k: v for k, v in fields.items() if v is not None}
@@ -337,7 +346,7 @@ class RedisIndex(QueryChecks):
         marks = {_TIER_CHAR[tier]: True for tier in flagged} or None
         calls = [
             self._args("check", q=self._query(query), flagged=marks, token=query.request_id or os.urandom(12).hex(),
-                       token_ttl=TOKEN_TTL)
+                       token_ttl=TOKEN_TTL, lease=LEASE)
             for query in queries
         ]
         replies = self._server.script("check-and-add", calls, per_call=True) if calls else []
@@ -420,14 +429,52 @@ class RedisIndex(QueryChecks):
 
     def _remove(self, doing: str, how: str, value: str, batch: int = ADD_BATCH) -> tuple[int, bool]:
         """Remove entries, then the band members of fingerprints no entry holds any more."""
-        n, emptied = self._script(doing, self._args("remove", how=how, value=value, batch=batch))
+        n = self._removing(doing, self._args("remove", how=how, value=value, batch=batch))
+        return n, n >= batch
+
+    def _removing(self, doing: str, args: str) -> int:
+        """A removing script call (``remove``, ``release``), then the band members of the fingerprints
+        it left without entries; returns how many entries went."""
+        n, emptied = self._script(doing, args)
         if emptied:
             fps = [
                 [emptied[i], emptied[i + 1], self._band_keys(_CHAR_TIER[emptied[i]], int(emptied[i + 1], 16))]
                 for i in range(0, len(emptied), 2)
             ]
             self._script(doing, self._args("dropbands", fps=fps))
-        return int(n), int(n) >= batch
+        return int(n)
+
+    # -- delivery -----------------------------------------------------------------------------------
+
+    def deliver(self, entry_ids: Sequence[int]) -> None:
+        """These pending entries' items reached storage: no longer pending."""
+        if entry_ids:
+            self._script("deliver", self._args("deliver", ids=[_member(int(i)) for i in entry_ids]))
+
+    def release(self, entry_ids: Sequence[int]) -> int:
+        """Remove these pending entries (their items were dropped downstream); returns how many."""
+        if not entry_ids:
+            return 0
+        return self._removing("release", self._args("release", ids=[_member(int(i)) for i in entry_ids]))
+
+    def recover(self) -> int:
+        """Release the pending entries of owners that died: on this host, a pid that is gone; on
+        another, a heartbeat (:data:`LEASE`) that ran out."""
+        owners = self._server.retrying("recover", lambda c: c.smembers(self._base + "owners"), write=True)
+        total = 0
+        for owner in owners:
+            alive = owners_alive(owner)
+            if alive is None:
+                alive = bool(self._server.retrying("recover", lambda c, o=owner: c.exists(self._base + "alive:" + o),
+                                                   write=True))
+            if not alive:
+                total += self._removing("recover", self._args("release", owner=owner))
+        return total
+
+    def heartbeat(self, owner: str) -> None:
+        """Keep ``owner``'s pending entries its own for another :data:`LEASE` seconds (every
+        check-and-add does too), so that no process on another host takes it for dead."""
+        self._script("heartbeat", self._args("heartbeat", owner=owner, lease=LEASE))
 
     def explain(self, url: str) -> Decision | None:
         """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""

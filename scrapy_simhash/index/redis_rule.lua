@@ -8,7 +8,8 @@ tokens, maintenance). Change rule.py first, then its port here.
 
 Called as EVALSHA <sha> 1 <prefix>:{<ns>}:seq <json>: KEYS[1] routes the call in a cluster (every
 key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded once:
-  op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'dropbands'
+  op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'dropbands' | 'deliver' | 'release' |
+          'heartbeat'
   base    the namespace's key base, '<prefix>:{<ns>}:'
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored,
           sentence_body_distance, sentence_max_holders
@@ -115,6 +116,11 @@ local function insert(e, seen_at, nstore)
   if e.url then redis.call('HSET', ek, 'u', e.url); redis.call('SADD', B .. 'u:' .. e.url, member) end
   if e.title then redis.call('HSET', ek, 'n', e.title) end
   if e.numbers then redis.call('HSET', ek, 'm', e.numbers) end
+  if e.owner then  -- pending until its item is delivered (or released)
+    redis.call('HSET', ek, 'o', e.owner)
+    redis.call('SADD', B .. 'pending:' .. e.owner, member)
+    redis.call('SADD', B .. 'owners', e.owner)
+  end
   local stored = {}
   for i = 1, math.min(#(e.sentences or {}), nstore) do stored[i] = e.sentences[i] end
   if #stored > 0 then
@@ -277,8 +283,9 @@ end
 
 local function remove(member, emptied)
   local ek = B .. 'e:' .. member
-  local f = redis.call('HMGET', ek, 't', 'b', 'u', 'x')
+  local f = redis.call('HMGET', ek, 't', 'b', 'u', 'x', 'o')
   if redis.call('DEL', ek) == 0 then return 0 end
+  if f[5] then redis.call('SREM', B .. 'pending:' .. f[5], member) end
   if f[4] then
     for _, h in ipairs(split(f[4])) do redis.call('ZREM', B .. 'sh:' .. h, member) end
   end
@@ -308,6 +315,7 @@ if op == 'check' then
     local prev = redis.call('GET', B .. 'r:' .. A.token)
     if prev then return {'added', tonumber(prev)} end
   end
+  if A.q.owner then redis.call('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
   local reply = check_and_add(A.q, A.flagged or {})
   if A.token and reply[1] == 'added' then redis.call('SET', B .. 'r:' .. A.token, reply[2], 'EX', A.token_ttl) end
   return reply
@@ -340,6 +348,36 @@ elseif op == 'remove' then
     forget_decision(A.value)
   end
   return {n, emptied}
+elseif op == 'deliver' then
+  -- ids: members whose items reached storage; no longer pending
+  local n = 0
+  for _, member in ipairs(A.ids) do
+    local ek = B .. 'e:' .. member
+    local owner = redis.call('HGET', ek, 'o')
+    if owner then
+      redis.call('HDEL', ek, 'o')
+      redis.call('SREM', B .. 'pending:' .. owner, member)
+      n = n + 1
+    end
+  end
+  return n
+elseif op == 'release' then
+  -- ids: pending members whose items were dropped downstream; or owner: every pending member of
+  -- a dead owner. {removed, emptied fingerprints} as 'remove'
+  local emptied, n = {}, 0
+  if A.owner then
+    for _, member in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(member, emptied) end
+    redis.call('DEL', B .. 'pending:' .. A.owner)
+    redis.call('SREM', B .. 'owners', A.owner)
+  else
+    for _, member in ipairs(A.ids) do
+      if redis.call('HEXISTS', B .. 'e:' .. member, 'o') == 1 then n = n + remove(member, emptied) end
+    end
+  end
+  return {n, emptied}
+elseif op == 'heartbeat' then
+  redis.call('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
+  return 1
 elseif op == 'dropbands' then
   -- fps {tier char, hex, band keys}: band members dropped only if no entry holds the fingerprint
   local dropped = 0

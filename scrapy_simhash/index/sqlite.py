@@ -46,6 +46,7 @@ from .base import (
     Tier,
 )
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
+from .owners import alive as owners_alive
 from .sqlite_file import (
     META_TABLE,
     SCHEMA_VERSION,
@@ -61,6 +62,7 @@ from .sqlite_tables import (
     ENTRY_COLS,
     ENTRY_COLS_E,
     NAMESPACE_BITS,
+    PENDING_SCHEMA,
     Rows,
     Tables,
     codec,
@@ -195,6 +197,8 @@ class SqliteIndex(QueryChecks):
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
                 probe_write(conn)
+                if "pending" not in tables:  # a file made before delivery tracking
+                    self._add_pending_table(conn)
             conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
             conn.execute("PRAGMA temp_store=MEMORY")
             self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
@@ -205,6 +209,18 @@ class SqliteIndex(QueryChecks):
                 ) from exc
             raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
         self._prepare()
+
+    @staticmethod
+    def _add_pending_table(conn: sqlite3.Connection) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in PENDING_SCHEMA:  # another process may be adding it too
+                conn.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS")
+                             .replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def _namespace_id(self, name: str, *, create: bool) -> int | None:
         conn = self._conn
@@ -402,18 +418,52 @@ class SqliteIndex(QueryChecks):
             raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
         column = "id" if isinstance(key, int) else "url"
         with self._write("forget") as conn:
-            removed = conn.execute(
-                f"SELECT title_fp, body_fp FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key)
-            ).fetchall()
-            conn.execute(
-                f"DELETE FROM sentence WHERE entry IN (SELECT id FROM entry WHERE ns = ? AND {column} = ?)",
-                (self._ns_id, key),
-            )
-            conn.execute(f"DELETE FROM entry WHERE ns = ? AND {column} = ?", (self._ns_id, key))
+            removed = self._remove(conn, f"ns = ? AND {column} = ?", (self._ns_id, key))
             if isinstance(key, str):
                 conn.execute("DELETE FROM decision WHERE ns = ? AND url = ?", (self._ns_id, key))
-            self._rows.drop_unused_bands(conn, removed)
-        return len(removed)
+        return removed
+
+    def _remove(self, conn: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
+        """Remove the entries ``where`` selects, with their sentence, pending and unused band rows."""
+        doomed = conn.execute(f"SELECT id, title_fp, body_fp FROM entry WHERE {where}", args).fetchall()
+        ids = [(r[0],) for r in doomed]
+        conn.executemany("DELETE FROM entry WHERE id = ?", ids)
+        conn.executemany("DELETE FROM sentence WHERE entry = ?", ids)
+        conn.executemany("DELETE FROM pending WHERE entry = ?", ids)
+        self._rows.drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
+        return len(doomed)
+
+    # -- delivery ---------------------------------------------------------------------------------
+
+    def deliver(self, entry_ids: Sequence[int]) -> None:
+        """These pending entries' items reached storage: no longer pending (one transaction)."""
+        if entry_ids:
+            with self._write("deliver") as conn:
+                conn.executemany("DELETE FROM pending WHERE entry = ?", [(int(i),) for i in entry_ids])
+
+    def release(self, entry_ids: Sequence[int]) -> int:
+        """Remove these pending entries (their items were dropped downstream); returns how many."""
+        if not entry_ids:
+            return 0
+        with self._write("release") as conn:
+            marks = ",".join("?" * len(entry_ids))
+            return self._remove(conn, f"ns = ? AND id IN (SELECT entry FROM pending WHERE entry IN ({marks}))",
+                                (self._ns_id, *map(int, entry_ids)))
+
+    def recover(self) -> int:
+        """Release the pending entries of this namespace whose owner died before delivering them."""
+        with self._lock:
+            owners = [o for (o,) in self._live().execute(
+                "SELECT DISTINCT p.owner FROM pending p JOIN entry e ON e.id = p.entry WHERE e.ns = ?",
+                (self._ns_id,))]
+        dead = [o for o in owners if owners_alive(o) is False]
+        total = 0
+        for owner in dead:
+            with self._write("recover") as conn:
+                total += self._remove(
+                    conn, "ns = ? AND id IN (SELECT entry FROM pending WHERE owner = ?)", (self._ns_id, owner)
+                )
+        return total
 
     def purge(self, older_than: float, *, batch: int = 5000) -> int:
         """Remove entries (and decisions) older than ``older_than`` (POSIX seconds); returns how many.
@@ -423,26 +473,21 @@ class SqliteIndex(QueryChecks):
         total = 0
         while True:
             with self._write("purge") as conn:
-                doomed = conn.execute(
-                    "SELECT id, title_fp, body_fp FROM entry WHERE ns = ? AND first_seen < ? "
-                    "ORDER BY first_seen LIMIT ?",
-                    (self._ns_id, older_than, batch),
-                ).fetchall()
-                conn.executemany("DELETE FROM entry WHERE id = ?", [(r[0],) for r in doomed])
-                conn.executemany("DELETE FROM sentence WHERE entry = ?", [(r[0],) for r in doomed])
-                self._rows.drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
-                if len(doomed) < batch:
+                n = self._remove(conn, "id IN (SELECT id FROM entry WHERE ns = ? AND first_seen < ? "
+                                 "ORDER BY first_seen LIMIT ?)", (self._ns_id, older_than, batch))
+                if n < batch:
                     conn.execute(
                         "DELETE FROM decision WHERE ns = ? AND decided_at < ?", (self._ns_id, older_than)
                     )
-            total += len(doomed)
-            if len(doomed) < batch:
+            total += n
+            if n < batch:
                 return total
 
     def reset(self) -> int:
         """Remove every entry, band row and decision of this namespace (others are untouched)."""
         lo, hi = self._rows.key_range
         with self._write("reset") as conn:
+            conn.execute("DELETE FROM pending WHERE entry IN (SELECT id FROM entry WHERE ns = ?)", (self._ns_id,))
             n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM sentence WHERE ns = ?", (self._ns_id,))

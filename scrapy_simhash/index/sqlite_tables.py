@@ -35,6 +35,11 @@ What is stored where, and why
     The opt-in sentence tier's lookup table: one row per stored sentence hash of an entry added
     with a sentence signature (its 16 smallest sentence hashes, 16 hex digits each). Rows go with
     their entry.
+``pending``
+    ``(entry, owner)``: an entry whose item was not yet delivered to storage, and the process that
+    added it (:mod:`.owners`). The row goes when the item is delivered; the entry goes with it when
+    the item is dropped downstream or its owner died first. Files made before this table get it
+    at their next writable open.
 ``decision``
     The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
     original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
@@ -109,6 +114,12 @@ CREATE TABLE sentence (
 ) WITHOUT ROWID;
 CREATE INDEX sentence_entry ON sentence(entry);
 """
+#: Delivery tracking: added to a file made before it at its next writable open.
+PENDING_SCHEMA = (
+    "CREATE TABLE pending (\n    entry INTEGER PRIMARY KEY,\n    owner TEXT NOT NULL\n)",
+    "CREATE INDEX pending_owner ON pending(owner)",
+)
+SCHEMA += "".join(f"{statement};\n" for statement in PENDING_SCHEMA)
 
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
@@ -267,6 +278,8 @@ class Tables:
         ).lastrowid
         assert entry_id is not None
         conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", rows.band_rows(tfp, bfp))
+        if query.owner is not None:
+            conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
         if query.sentences:
             conn.executemany(
                 "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",

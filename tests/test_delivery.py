@@ -1,0 +1,123 @@
+"""An entry becomes a reference for good only once its item was delivered (issue 17, item 2).
+
+Index level, on SQLite and Redis: a pending entry matches like any other (two copies in flight
+admit exactly one); releasing it (its item was dropped downstream) lets the next copy in;
+delivering it makes it permanent; at the next open, the pending entries of an owner that died are
+released, never those of a live process sharing the index.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scrapy_simhash.index import Query, open_index
+from scrapy_simhash.index.owners import _host, alive, new_owner
+from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
+
+
+def q(title_fp: int, owner: str | None, url: str = "u") -> Query:
+    return Query(title_fp=title_fp, body_fp=None, title_k=2, body_k=3, url=url, owner=owner)
+
+
+def dead_owner() -> str:
+    """The token of a process of this host that has exited."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    return f"{_host()}|{int(child.stdout)}||dead"
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield str(tmp_path / "index.sqlite3")
+    else:
+        yield with_prefix(redis_server_url(), f"delivery-{os.urandom(6).hex()}")
+
+
+def test_owner_tokens() -> None:
+    me = new_owner()
+    assert alive(me) is True and me != new_owner()
+    assert alive(dead_owner()) is False
+    assert alive("elsewhere|1|2|3") is None and alive("not a token") is None
+
+
+def test_a_pending_entry_matches_then_release_lets_the_next_copy_in(location: str) -> None:
+    owner = new_owner()
+    with open_index(location) as ix:
+        first = ix.check_and_add(q(0xABC, owner, "a"))
+        assert first.match is None
+        copy = ix.check_and_add(q(0xABC ^ 1, owner, "b"))  # in flight at once: exactly one admitted
+        assert copy.match is not None and copy.match.entry.id == first.entry_id
+        assert ix.release([first.entry_id]) == 1  # "a" was dropped by a later pipeline
+        again = ix.check_and_add(q(0xABC ^ 1, owner, "b"))
+        assert again.match is None and ix.count() == 1
+
+
+def test_a_delivered_entry_is_never_released(location: str) -> None:
+    owner = new_owner()
+    with open_index(location) as ix:
+        added = ix.check_and_add(q(0xDEF, owner)).entry_id
+        ix.deliver([added])
+        assert ix.release([added]) == 0 and ix.count() == 1
+        assert ix.check_and_add(q(0xDEF, owner)).match is not None
+
+
+def test_recover_releases_the_pending_entries_of_dead_owners_only(location: str) -> None:
+    dead, live = dead_owner(), new_owner()
+    with open_index(location) as ix:
+        lost = ix.check_and_add(q(0x111, dead, "lost")).entry_id
+        delivered = ix.check_and_add(q(0x22222, dead, "delivered")).entry_id
+        ix.deliver([delivered])
+        in_flight = ix.check_and_add(q(0x3333333, live, "in-flight")).entry_id  # another live process
+        plain = ix.check_and_add(q(0x44444444444, None, "plain")).entry_id  # added without tracking
+        assert None not in (lost, delivered, in_flight, plain)
+    with open_index(location) as ix:  # the next open
+        assert ix.recover() == 1
+        assert sorted(e.url for e in ix.entries()) == ["delivered", "in-flight", "plain"]
+        assert ix.check_and_add(q(0x111, None, "again")).match is None  # the lost item is admitted again
+        assert ix.recover() == 0
+
+
+def test_forget_purge_and_reset_take_pending_rows_along(location: str) -> None:
+    owner = new_owner()
+    with open_index(location) as ix:
+        a = ix.check_and_add(q(0x5, owner, "a")).entry_id
+        ix.forget(a)
+        assert ix.release([a]) == 0 and ix.count() == 0
+        ix.check_and_add(q(0x6, owner, "b"))
+        assert ix.reset() == 1 and ix.recover() == 0
+
+
+def test_redis_owner_on_another_host_is_dead_once_its_lease_is_gone() -> None:
+    url = with_prefix(redis_server_url(), f"delivery-{os.urandom(6).hex()}")
+    with open_index(url) as ix:
+        ix.check_and_add(q(0x7, "elsewhere|1|2|a", "leased"))  # its lease key is set by the call
+        ix.check_and_add(q(0x70000000, "elsewhere|1|2|b", "expired"))
+        raw_redis(url.split("?")[0]).delete(f"{ix._base}alive:elsewhere|1|2|b")
+        assert ix.recover() == 1
+        assert [e.url for e in ix.entries()] == ["leased"]
+        ix.heartbeat("elsewhere|1|2|a")
+
+
+def test_a_file_made_before_delivery_tracking_gets_its_table(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    with open_index(path) as ix:
+        ix.check_and_add(q(0x9, None))
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE pending")
+    conn.commit()
+    conn.close()
+    with open_index(path, readonly=True) as ix:  # read-only: nothing is added, reads work
+        assert ix.count() == 1
+    with open_index(path) as ix:
+        owner = new_owner()
+        added: Any = ix.check_and_add(q(0x90000, owner)).entry_id
+        assert ix.release([added]) == 1 and ix.count() == 1
