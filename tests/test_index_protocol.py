@@ -209,7 +209,7 @@ class RedisBackend(Backend):
         return sum(self.raw.scard(k) for k in keys)
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
-        return sum(self.raw.scard(index._base + key) for key in index._band_keys(tier, fp))
+        return sum(self.raw.scard(index._base + key) for key in index._k.band_keys(tier, fp))
 
     def raw_fps(self, index: Any, entry_id: int) -> tuple[Any, Any]:
         return tuple(self.raw.hmget(f"{index._base}e:{entry_id:015d}", "t", "b"))

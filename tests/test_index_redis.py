@@ -318,7 +318,7 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
                      lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
-        band = f"{base}{ix._band_keys('title', 0x99)[0]}"
+        band = f"{base}{ix._k.band_keys('title', 0x99)[0]}"
         client.sadd(band, "abc")  # a foreign band member of another length: never a candidate
         assert ix.lookup(0x99, None, title_k=2, body_k=0) == []
         client.sadd(band, "z" * 16)  # one that looks like ours but is not hex: the script fails
@@ -448,7 +448,7 @@ def test_a_batch_after_a_script_flush_and_an_error_inside_a_batch(private_server
         out = ix.check_and_add_many([q(rng.getrandbits(64), None, url=f"f{n}") for n in range(3)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 4
         bad = rng.getrandbits(64)
-        admin.sadd(f"{ix._base}{ix._band_keys('title', bad)[0]}", "z" * 16)  # makes the script fail
+        admin.sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)  # makes the script fail
         # the poisoned item alone fails; its neighbours are decided (and committed) as usual
         out = ix.check_and_add_many([q(rng.getrandbits(64), None), q(bad, None), q(rng.getrandbits(64), None)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 6

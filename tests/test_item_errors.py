@@ -57,7 +57,7 @@ def test_redis_batch_with_a_poisoned_band_key_decides_the_others() -> None:
     rng = random.Random(2)
     bad = rng.getrandbits(64)
     with open_index(url) as ix:
-        raw_redis(url.split("?")[0]).sadd(f"{ix._base}{ix._band_keys('title', bad)[0]}", "z" * 16)
+        raw_redis(url.split("?")[0]).sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)
         out = ix.check_and_add_many([_q(rng.getrandbits(64), "a"), _q(bad, "b"), _q(rng.getrandbits(64), "c")])
         assert [o.entry_id is not None for o in out] == [True, False, True]
         assert out[1].error is not None

@@ -15,55 +15,7 @@ pipeline keeps per item across its retries, else a random one); an *added* outco
 under it for two minutes, so a call retried after a lost reply, or a batch retried after it was
 applied in part, returns the same entry instead of finding itself as its own duplicate.
 
-Keys (plain strings and integers only, never pickle)
-----------------------------------------------------
-``<prefix>`` is ``simhash`` unless the URL says ``?prefix=…``; ``<ns>`` is the namespace,
-percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace lives in one slot).
-
-``<prefix>:meta``
-    JSON string describing the index: ``format``, ``schema_version``, :class:`~.base.IndexParams`,
-    band layouts, fingerprint storage, creation time and version. Written once with ``SET NX`` (of
-    several processes creating the index at once, one wins and all check against its record);
-    other parameters at open are a :class:`~.base.ParameterMismatch` naming the URL and fields.
-``<prefix>:namespaces``
-    Hash: namespace name → creation time (for ``stats``).
-``<prefix>:{<ns>}:meta``
-    The namespace's marker (the schema version), set at open. Every script call fails when it is
-    gone: the server lost the index's keys (restarted without persistence, evicted keys), and an
-    emptied index would let every story in again. At open, a server that may evict any key
-    (``maxmemory-policy allkeys-*``) or does not persist is refused (``unsafe="refuse"``) or logged.
-``<prefix>:{<ns>}:seq``
-    Entry id counter (``INCR``): ids are never reused, so a decision cannot point at a newer entry.
-``<prefix>:{<ns>}:e:<id>``
-    Hash per entry; ``<id>`` is zero-padded to 15 digits so that string order is id order. Fields
-    ``s`` first seen (the float's ``repr``), ``t``/``b`` title/body fingerprint (fixed-width lower-case
-    hex, absent when that text was too short), ``u`` URL and ``n`` title (absent when None), ``m``
-    number signature (:func:`~.rule.numbers_agree`), ``x`` sentence hashes (space-separated) and
-    ``o`` the owner of a pending entry, each absent when the entry was added without one.
-``<prefix>:{<ns>}:seen``
-    Sorted set of entry ids scored by first-seen time: expiry (``not_before``), purge, stats, export.
-``<prefix>:{<ns>}:tf:<hex>`` / ``bf:<hex>``
-    Sorted set of the entries holding this title/body fingerprint, scored by first-seen time: the
-    earliest non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1`` however many share it.
-``<prefix>:{<ns>}:tb:<band>:<value>`` / ``bb:…``
-    The pigeonhole bands (:func:`~scrapy_simhash.simhash.band_layout`): a set of the fingerprints
-    (hex) whose band ``<band>`` has this value (hex). A fingerprint is a member once however many
-    entries share it, so boilerplate does not grow buckets. It leaves the band sets when its last
-    entry goes (forget, purge, reset). ``<prefix>:{<ns>}:nbands`` counts band members for ``stats``.
-``<prefix>:{<ns>}:sh:<hash>``
-    The opt-in sentence tier: sorted set of the entries holding this sentence hash, scored by
-    first-seen time.
-``<prefix>:{<ns>}:pending:<owner>``, ``<prefix>:{<ns>}:owners``, ``<prefix>:{<ns>}:alive:<owner>``
-    Delivery tracking (:mod:`.owners`): the members of an owner's pending entries (whose hashes
-    carry ``o``, the owner), the owners with pending entries, and each owner's lease (a key that
-    expires :data:`LEASE` seconds after its last check-and-add or heartbeat).
-``<prefix>:{<ns>}:r:<token>``
-    The id an *added* outcome returned for a request token (expires after :data:`TOKEN_TTL`).
-``<prefix>:{<ns>}:u:<url>``
-    Set of the entry ids with this URL (``forget(url)``).
-``<prefix>:{<ns>}:d:<url>`` and ``<prefix>:{<ns>}:decided``
-    The latest decision about a non-new URL (hash: status, tier, distance, original id, time, title),
-    and the decided URLs scored by decision time (``decisions``, purge).
+Keys: see :mod:`.redis_keys`.
 
 Exactness in Lua
 ----------------
@@ -100,7 +52,6 @@ from typing import Any
 from urllib.parse import quote
 
 from ..signatures import NUMBERS_MAX
-from ..simhash import split_bands
 from . import rule
 from .base import (
     Decision,
@@ -116,6 +67,7 @@ from .base import (
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
 from .owners import alive as owners_alive
 from .redis_client import Server, redacted
+from .redis_keys import CHAR_TIER, ID_WIDTH, TIER_CHAR, Keys, as_score, member_of, pairs
 
 SCHEMA_VERSION = 1
 logger = logging.getLogger(__name__)
@@ -127,9 +79,6 @@ TOKEN_TTL = 120
 LEASE = 120
 #: Entries per ``EVALSHA`` in :meth:`RedisIndex.add` and per purge batch.
 ADD_BATCH = 500
-_ID_WIDTH = 15  # zero-padded ids: string order is numeric order, and 10**15 < 2**53 (exact in Lua)
-_TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
-_CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 #: The rule's constants, as the script reads them.
 _LIMITS = {
     "numbers_max": NUMBERS_MAX,
@@ -144,22 +93,6 @@ SCRIPT = resources.files(__package__).joinpath("redis_rule.lua").read_text(encod
 
 
 # -- the index -------------------------------------------------------------------------------------
-
-
-def _member(entry_id: int) -> str:
-    return f"{entry_id:0{_ID_WIDTH}d}"
-
-
-def _score(value: float) -> str:
-    """A float as Redis parses it back exactly (``repr`` is the shortest exact form)."""
-    value = float(value)
-    if math.isnan(value):
-        raise ValueError("time must be a number, not NaN")
-    return "-inf" if value == -math.inf else "+inf" if value == math.inf else repr(value)
-
-
-def _pairs(flat: list[Any]) -> dict[str, str]:
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
 
 
 class RedisIndex(QueryChecks):
@@ -251,8 +184,7 @@ class RedisIndex(QueryChecks):
         self.params = stored
         self._meta = meta
         self._bits = stored.bits
-        self._hex_width = stored.bits // 4
-        self._layouts = layouts(stored)
+        self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored))
         if not self._readonly:
             forgetful = self._server.forgetful()
             if forgetful and self._unsafe == "refuse":
@@ -271,64 +203,13 @@ class RedisIndex(QueryChecks):
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _hex(self, fp: int) -> str:
-        return format(fp, f"0{self._hex_width}x")
-
-    def _band_keys(self, tier: Tier, fp: int) -> list[str]:
-        c = _TIER_CHAR[tier]
-        return [f"{c}b:{n}:{v:x}" for n, v in enumerate(split_bands(fp, self._layouts[tier]))]
-
-    def _entry(self, member: str | int, fields: Mapping[str, str]) -> Entry:
-        """An entry from its hash; values not written by us are an :class:`IndexError_` naming it."""
-        t, b = fields.get("t"), fields.get("b")
-        try:
-            return Entry(
-                id=int(member),
-                namespace=self.namespace,
-                url=fields.get("u"),
-                title=fields.get("n"),
-                first_seen=float(fields["s"]),
-                title_fp=None if t is None else int(t, 16),
-                body_fp=None if b is None else int(b, 16),
-                numbers=fields.get("m"),
-            )
-        except (KeyError, ValueError, TypeError) as exc:
-            raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
-
     def _script(self, doing: str, args: str, *, write: bool = True, retry: bool = True) -> Any:
         return self._server.script(doing, [args], write=write, retry=retry)[0]
-
-    def _keys(self, tfp: int | None, bfp: int | None) -> dict[str, list[str]]:
-        return {
-            "t": [] if tfp is None else self._band_keys("title", tfp),
-            "b": [] if bfp is None else self._band_keys("body", bfp),
-        }
 
     def _args(self, op: str, **fields: Any) -> str:
         """The script's one argument: a JSON object (None values left out: absent, not null)."""
         args = {"op": op, "base": self._base, "limits": _LIMITS, "marked": self._marked or None, **fields}
         return json.dumps({k: v for k, v in args.items() if v is not None}, ensure_ascii=False)
-
-    def _query(self, query: Query) -> dict[str, Any]:
-        """A query as the script reads it (see the header of ``redis_rule.lua``)."""
-        tfp, bfp = query.title_fp, query.body_fp
-        fields = {
-            "title_fp": None if tfp is None else self._hex(tfp),
-            "body_fp": None if bfp is None else self._hex(bfp),
-            "title_k": query.title_k,
-            "body_k": query.body_k,
-            "not_before": None if query.not_before is None else _score(query.not_before),
-            "seen_at": _score(query.seen_at or time.time()),
-            "url": query.url,
-            "title": None if query.title is None else query.title[:TITLE_CHARS],
-            "numbers": query.numbers,
-            "title_numbers": int(query.title_numbers),
-            "sentences": sorted(set(query.sentences)),
-            "sentences_shared": int(query.sentences_shared),
-            "owner": query.owner,
-            "keys": self._keys(tfp, bfp),
-        }
-        return {k: v for k, v in fields.items() if v is not None}
 
     # -- the protocol --------------------------------------------------------------------------------
 
@@ -343,9 +224,9 @@ class RedisIndex(QueryChecks):
         same request tokens, so the part already applied returns what it added."""
         for query in queries:
             self._check_query(query)
-        marks = {_TIER_CHAR[tier]: True for tier in flagged} or None
+        marks = {TIER_CHAR[tier]: True for tier in flagged} or None
         calls = [
-            self._args("check", q=self._query(query), flagged=marks, token=query.request_id or os.urandom(12).hex(),
+            self._args("check", q=self._k.query(query), flagged=marks, token=query.request_id or os.urandom(12).hex(),
                        token_ttl=TOKEN_TTL, lease=LEASE)
             for query in queries
         ]
@@ -356,7 +237,7 @@ class RedisIndex(QueryChecks):
         """What :meth:`check_and_add` would answer now (the script's port of :func:`.rule.peek`);
         nothing is written."""
         self._check_query(query)
-        outcome = self._outcome(self._script("check", self._args("peek", q=self._query(query)), write=False))
+        outcome = self._outcome(self._script("check", self._args("peek", q=self._k.query(query)), write=False))
         if outcome.error is not None:
             raise IndexError_(outcome.error)
         return outcome.match
@@ -370,10 +251,10 @@ class RedisIndex(QueryChecks):
             return Outcome(match=None, entry_id=None)
         _, tc, distance, member, fields = reply
         try:
-            entry = self._entry(member, _pairs(fields))
+            entry = self._k.entry(member, pairs(fields))
         except IndexError_ as exc:
             return Outcome(match=None, entry_id=None, error=str(exc))
-        return Outcome(match=Match(_CHAR_TIER[tc], int(distance), entry), entry_id=None)
+        return Outcome(match=Match(CHAR_TIER[tc], int(distance), entry), entry_id=None)
 
     def lookup(
         self,
@@ -394,14 +275,14 @@ class RedisIndex(QueryChecks):
             return []
         args = self._args(
             "lookup",
-            title_fp=None if title_fp is None else self._hex(title_fp),
-            body_fp=None if body_fp is None else self._hex(body_fp),
+            title_fp=None if title_fp is None else self._k.hex(title_fp),
+            body_fp=None if body_fp is None else self._k.hex(body_fp),
             title_k=title_k, body_k=body_k, limit=int(limit),
-            not_before=None if not_before is None else _score(not_before),
-            keys=self._keys(title_fp, body_fp),
+            not_before=None if not_before is None else as_score(not_before),
+            keys=self._k.keys(title_fp, body_fp),
         )
         reply = self._script("lookup", args, write=False)
-        return [Match(_CHAR_TIER[tc], int(d), self._entry(member, _pairs(fields))) for tc, d, member, fields in reply]
+        return [Match(CHAR_TIER[tc], int(d), self._k.entry(member, pairs(fields))) for tc, d, member, fields in reply]
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` per call."""
@@ -413,12 +294,12 @@ class RedisIndex(QueryChecks):
             self._check_fp(tfp, "title_fp")
             self._check_fp(bfp, "body_fp")
             row = {
-                "title_fp": None if tfp is None else self._hex(tfp),
-                "body_fp": None if bfp is None else self._hex(bfp),
+                "title_fp": None if tfp is None else self._k.hex(tfp),
+                "body_fp": None if bfp is None else self._k.hex(bfp),
                 "url": url,
                 "title": None if title is None else title[:TITLE_CHARS],
-                "seen_at": _score(first_seen),
-                "keys": self._keys(tfp, bfp),
+                "seen_at": as_score(first_seen),
+                "keys": self._k.keys(tfp, bfp),
             }
             rows.append({k: v for k, v in row.items() if v is not None})
         total = 0
@@ -438,7 +319,7 @@ class RedisIndex(QueryChecks):
         n, emptied = self._script(doing, args)
         if emptied:
             fps = [
-                [emptied[i], emptied[i + 1], self._band_keys(_CHAR_TIER[emptied[i]], int(emptied[i + 1], 16))]
+                [emptied[i], emptied[i + 1], self._k.band_keys(CHAR_TIER[emptied[i]], int(emptied[i + 1], 16))]
                 for i in range(0, len(emptied), 2)
             ]
             self._script(doing, self._args("dropbands", fps=fps))
@@ -449,13 +330,13 @@ class RedisIndex(QueryChecks):
     def deliver(self, entry_ids: Sequence[int]) -> None:
         """These pending entries' items reached storage: no longer pending."""
         if entry_ids:
-            self._script("deliver", self._args("deliver", ids=[_member(int(i)) for i in entry_ids]))
+            self._script("deliver", self._args("deliver", ids=[member_of(int(i)) for i in entry_ids]))
 
     def release(self, entry_ids: Sequence[int]) -> int:
         """Remove these pending entries (their items were dropped downstream); returns how many."""
         if not entry_ids:
             return 0
-        return self._removing("release", self._args("release", ids=[_member(int(i)) for i in entry_ids]))
+        return self._removing("release", self._args("release", ids=[member_of(int(i)) for i in entry_ids]))
 
     def recover(self) -> int:
         """Release the pending entries of owners that died: on this host, a pid that is gone; on
@@ -509,9 +390,9 @@ class RedisIndex(QueryChecks):
                 Decision(
                     url=url,
                     status=d["status"],
-                    tier=_CHAR_TIER[d["tier"]],
+                    tier=CHAR_TIER[d["tier"]],
                     distance=int(d["distance"]),
-                    original=self._entry(d["original"], e) if e else None,
+                    original=self._k.entry(d["original"], e) if e else None,
                     decided_at=float(d["decided_at"]),
                     title=d.get("title"),
                 )
@@ -527,10 +408,10 @@ class RedisIndex(QueryChecks):
         if isinstance(key, bool) or not isinstance(key, int | str):
             raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
         if isinstance(key, int):
-            if not 0 < key < 10**_ID_WIDTH:
+            if not 0 < key < 10**ID_WIDTH:
                 self._server.writable()
                 return 0
-            return self._remove("forget", "id", _member(key))[0]
+            return self._remove("forget", "id", member_of(key))[0]
         return self._remove("forget", "url", key)[0]
 
     def purge(self, older_than: float, *, batch: int = 5000) -> int:
@@ -538,7 +419,7 @@ class RedisIndex(QueryChecks):
         entries per script call so crawlers sharing the server are never blocked long."""
         total = 0
         while True:
-            n, more = self._remove("purge", "older", _score(older_than), max(1, int(batch)))
+            n, more = self._remove("purge", "older", as_score(older_than), max(1, int(batch)))
             total += n
             if not more:
                 return total
@@ -609,7 +490,7 @@ class RedisIndex(QueryChecks):
         at_last = 0  # entries already yielded whose first-seen time equals ``last``
 
         def page(client: Any) -> tuple[list[tuple[str, float]], list[dict[str, str]]]:
-            rows = client.zrangebyscore(seen_key, _score(last), "+inf", start=at_last, num=1000, withscores=True)
+            rows = client.zrangebyscore(seen_key, as_score(last), "+inf", start=at_last, num=1000, withscores=True)
             pipe = client.pipeline(transaction=False)
             for member, _ in rows:
                 pipe.hgetall(base + "e:" + member)
@@ -619,7 +500,7 @@ class RedisIndex(QueryChecks):
             rows, hashes = self._server.retrying("export", page, write=False)
             for (member, _), fields in zip(rows, hashes, strict=True):
                 if fields:
-                    yield self._entry(member, fields)
+                    yield self._k.entry(member, fields)
             if len(rows) < 1000:
                 return
             for _, score in rows:
