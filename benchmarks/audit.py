@@ -11,7 +11,9 @@ the *containment* of the two bodies: character 5-grams of each body with HTML ta
 whitespace removed, shared 5-grams divided by the size of the smaller set. A drop whose
 containment is below 0.15 is a different text by any reading; each is printed with both titles,
 lines, URLs or ids, tier and distance so that a reader can judge it. A drop where one side has
-under 5 characters of body has no containment: counted and printed apart.
+under 5 characters of body has no containment: counted and printed apart. The table also counts
+the drops with containment ≥ 0.5, clearly the same text: a change that removes bad drops should
+keep those.
 
 ``--option key=value`` (repeatable, the value read as a Python literal as in ``accuracy.py``):
 an option the command line has a flag for becomes that flag (``sentences_shared=50`` →
@@ -58,6 +60,7 @@ CORPORA = {
     "bbc": "en/bbc-2225.jsonl.gz",
 }
 LOW = 0.15
+SAME = 0.5
 TIERS = ("title", "body", "sentence")
 #: The field through which each decision names its item and original: the line in the audited file.
 REF_FIELD = "_audit_line"
@@ -208,6 +211,7 @@ class Audit:
     drops: dict[str, int] = field(default_factory=dict)
     low: dict[str, int] = field(default_factory=dict)
     no_body: list[Drop] = field(default_factory=list)  # a side with < 5 characters of body: no containment
+    same_text: int = 0  # drops with containment ≥ SAME: clearly the same text (what a change must keep)
     seconds: float = 0.0
     summary: str = ""
     low_drops: list[Drop] = field(default_factory=list)
@@ -264,6 +268,8 @@ def audit(
         elif c < LOW:
             result.low[tier] = result.low.get(tier, 0) + 1
             result.low_drops.append(drop)
+        elif c >= SAME:
+            result.same_text += 1
     return result
 
 
@@ -281,13 +287,15 @@ def _drop_lines(d: Drop) -> str:
 def report(audits: Sequence[Audit]) -> str:
     out = [
         "| corpus | records | items with a body | items fed | drops (title / body / sentence) | "
-        "containment < 0.15 (title / body / sentence) | share of drops | drops, a side without body | s |",
-        "|---|---:|---:|---:|---|---|---:|---:|---:|",
+        "containment < 0.15 (title / body / sentence) | share of drops | containment ≥ 0.5 | "
+        "a side without body | s |",
+        "|---|---:|---:|---:|---|---|---:|---:|---:|---:|",
     ]
     for a in audits:
         share = f"{a.total_low / a.total:.1%}" if a.total else "–"
         out.append(f"| {a.corpus} | {a.records:,} | {a.with_body:,} | {a.fed:,} | {a.total:,} ({_by_tier(a.drops)}) | "
-                   f"{a.total_low:,} ({_by_tier(a.low)}) | {share} | {len(a.no_body):,} | {a.seconds:.0f} |")
+                   f"{a.total_low:,} ({_by_tier(a.low)}) | {share} | {a.same_text:,} | {len(a.no_body):,} | "
+                   f"{a.seconds:.0f} |")
     for a in audits:
         out.append(f"\n{a.corpus}: {len(a.low_drops)} drop(s) with containment < {LOW} (line in the file [url or id])")
         out += [_drop_lines(d) for d in a.low_drops]
