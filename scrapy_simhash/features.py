@@ -13,8 +13,9 @@ fingerprint; keeping the whole tied group makes the kept set depend on the weigh
 Term frequency counts linearly by default (``tf="linear"``), so a word repeated twenty times can
 carry a fifth of a body's weight and decide most bits alone: different stories on one topic (疫苗,
 "vr") then collide. Two options bound that, both off by default: ``tf="log"`` (``1 + ln n``) or
-``tf="sqrt"`` (``√n``) count repeats sublinearly, and ``max_share`` caps every body feature's weight
-at that share of the body's total weight (the cap that, applied, leaves no feature above it).
+``tf="sqrt"`` (``√n``) count repeats sublinearly, and ``max_share`` lowers the heaviest body
+features to one level so that, once lowered, none holds more than that share of the body's total
+weight (titles keep their weights: too few words to cap).
 
 jieba's dictionary is loaded once per process and shared by every extractor with the same user
 dictionary.
@@ -174,7 +175,7 @@ class FeatureExtractor:
         for word in self.words(text):
             counts[word] = counts.get(word, 0) + 1
         idf, median = self.idf, self.median_idf
-        if self.tf == "linear":
+        if self.tf == "linear":  # the default's fast path: no call per word
             weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
         else:
             tf = self._tf
