@@ -140,7 +140,7 @@ def command_args(options: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
         if action is None:
             extra[key] = value
             continue
-        flag = max(action.option_strings, key=len)
+        flag = max((o for o in action.option_strings if not o.startswith("--no-")), key=len)
         if isinstance(action, argparse.BooleanOptionalAction):
             flags.append(flag if value else "--no-" + flag[2:])
         elif isinstance(value, (list, tuple)):
@@ -173,14 +173,14 @@ def run_dedup(path: Path, flags: list[str], extra: dict[str, Any], tmp: Path, jo
             "--jobs", str(jobs), "--no-progress", "-q", *flags]
     err = io.StringIO()
     with extra_fingerprinter_options(extra), contextlib.redirect_stderr(err):
-        status = cli.main(argv)
+        try:
+            status = cli.main(argv)
+        except SystemExit as exc:  # argparse: a bad flag
+            status = exc.code
     if status != 0:
         raise SystemExit(f"scrapy-simhash dedup failed ({status}): {err.getvalue().strip()}")
     with decisions.open(encoding="utf-8") as f:
         out = [json.loads(line) for line in f]
-    index.unlink()
-    for suffix in ("-wal", "-shm"):
-        Path(str(index) + suffix).unlink(missing_ok=True)
     return out, err.getvalue().strip()
 
 
