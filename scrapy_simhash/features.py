@@ -10,6 +10,13 @@ the median IDF, so dozens of words share the cutoff weight, and breaking the tie
 (alphabetical, hash) lets one added or removed paragraph swap several of them in or out of the
 fingerprint; keeping the whole tied group makes the kept set depend on the weights only.
 
+Term frequency counts linearly by default (``tf="linear"``), so a word repeated twenty times can
+carry a fifth of a body's weight and decide most bits alone: different stories on one topic (疫苗,
+"vr") then collide. Two options bound that, both off by default: ``tf="log"`` (``1 + ln n``) or
+``tf="sqrt"`` (``√n``) count repeats sublinearly, and ``max_share`` lowers the heaviest body
+features to one level so that, once lowered, none holds more than that share of the body's total
+weight (titles keep their weights: too few words to cap).
+
 jieba's dictionary is loaded once per process and shared by every extractor with the same user
 dictionary.
 """
@@ -17,10 +24,11 @@ dictionary.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -34,6 +42,12 @@ from .tables import load_idf, load_prefix_dict
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = defaults.TOP_K
+#: How a word's count in the text becomes its term frequency.
+TF_MODES: dict[str, Callable[[int], float]] = {
+    "linear": float,
+    "log": lambda n: 1.0 + math.log(n),
+    "sqrt": math.sqrt,
+}
 
 # A token made only of these is no feature: punctuation, symbols, spaces.
 _NO_WORD = re.compile(r"^[\W_]+$", re.UNICODE)
@@ -112,10 +126,19 @@ class FeatureExtractor:
         top_k: int = DEFAULT_TOP_K,
         stop_words: str | os.PathLike[str] | Iterable[str] | None = None,
         user_dict: str | os.PathLike[str] | None = None,
+        tf: str = "linear",
+        max_share: float | None = None,
     ) -> None:
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, not {top_k!r}")
+        if tf not in TF_MODES:
+            raise ValueError(f"tf must be one of {sorted(TF_MODES)}, not {tf!r}")
+        if max_share is not None and not 0 < max_share <= 1:
+            raise ValueError(f"max_share must be in (0, 1] or None, not {max_share!r}")
         self.top_k = top_k
+        self.tf = tf
+        self._tf = TF_MODES[tf]
+        self.max_share = max_share
         self.stop_words = builtin_stop_words() | load_stop_words(stop_words)
         self.tokenizer = get_tokenizer(user_dict)
         self.segmenter = Segmenter(self.tokenizer)
@@ -152,7 +175,11 @@ class FeatureExtractor:
         for word in self.words(text):
             counts[word] = counts.get(word, 0) + 1
         idf, median = self.idf, self.median_idf
-        weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
+        if self.tf == "linear":  # the default's fast path: no call per word
+            weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
+        else:
+            tf = self._tf
+            weighted = {w: tf(n) * idf.get(w, median) for w, n in counts.items()}
         if top_k is not None and len(weighted) > top_k:
             cutoff = sorted(weighted.values(), reverse=True)[top_k - 1]
             weighted = {w: v for w, v in weighted.items() if v >= cutoff}
@@ -163,5 +190,26 @@ class FeatureExtractor:
         return self.weights(text)
 
     def body_features(self, text: str) -> dict[str, float]:
-        """The ``top_k`` heaviest words of a body (and those tied with the last of them)."""
-        return self.weights(text, self.top_k)
+        """The ``top_k`` heaviest words of a body (and those tied with the last of them), each
+        capped at ``max_share`` of their total weight when that is set."""
+        weighted = self.weights(text, self.top_k)
+        if self.max_share is not None:
+            weighted = cap_shares(weighted, self.max_share)
+        return weighted
+
+
+def cap_shares(weights: dict[str, float], max_share: float) -> dict[str, float]:
+    """``weights`` with every weight above a level ``c`` lowered to ``c``, ``c`` chosen so that a
+    capped weight is exactly ``max_share`` of the new total (water-filling from the top). With fewer
+    than ``1 / max_share`` features no such level exists, and all weigh the same."""
+    ordered = sorted(weights.values(), reverse=True)
+    rest = sum(ordered)
+    for k, w in enumerate(ordered):
+        if k * max_share >= 1:
+            break
+        # The k heaviest capped at c, the others summing to `rest`: c = share × (k·c + rest).
+        c = max_share * rest / (1 - k * max_share)
+        if w <= c:
+            return weights if k == 0 else {f: min(v, c) for f, v in weights.items()}
+        rest -= w
+    return dict.fromkeys(weights, ordered[-1]) if weights else weights

@@ -64,11 +64,14 @@ class Fingerprinter:
         min_body_chars: int = DEFAULT_MIN_BODY_CHARS,
         main_content: bool = False,
         sentences: bool = True,
+        tf: str = "linear",
+        max_share: float | None = None,
     ) -> None:
         if bits not in SUPPORTED_BITS:
             raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")
         self.bits = bits
-        self.features = FeatureExtractor(top_k=top_k, stop_words=stop_words, user_dict=user_dict)
+        self.features = FeatureExtractor(top_k=top_k, stop_words=stop_words, user_dict=user_dict, tf=tf,
+                                         max_share=max_share)
         self.title_patterns = tuple(re.compile(p) if isinstance(p, str) else p for p in title_patterns)
         self.min_title_chars = min_title_chars
         self.min_body_chars = min_body_chars
