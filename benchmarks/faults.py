@@ -27,6 +27,18 @@ Run::
 
     python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds
     python benchmarks/faults.py --kills 6 --race-rounds 2 --articles 120 --seed 7
+    python benchmarks/faults.py --kills 0 --race-rounds 0 --crafted-chars 65536   # crafted items only
+
+Crafted
+    Items whose title or body is built to make a pattern backtrack (a run of colons before a
+    hyphen, runs of spaces left by removed tags, a date followed by thousands of line breaks; the
+    regular expressions of ``normalize.py`` hold the GIL while they run, so one such item once
+    stopped the whole crawl for minutes) go, between real articles, through a real crawl that
+    ticks a reactor timer every 20 ms. Checked: the crawl finishes, every item is counted, the
+    longest gap between two ticks stays under a second; and, in a separate process, the time
+    ``Fingerprinter().fingerprint`` takes on each crafted item alone (a page whose one tag holds
+    tens of thousands of attributes is there for the record: libxml2 is quadratic in them, but
+    parses without the GIL).
 
 Exits 1 if any check fails. ``tests/test_reliability.py`` runs a smaller version in CI.
 """
@@ -415,12 +427,155 @@ def race_round(stories: Sequence[dict[str, Any]], copies: int, procs: int, rng: 
     return problems
 
 
+# ------------------------------------------------------------------------------------------------
+# Crafted items
+# ------------------------------------------------------------------------------------------------
+
+TICK_SPIDER = textwrap.dedent(
+    '''
+    """A crawl of the INPUT items with a reactor timer; the longest gap between ticks and the
+    simhash counters go to TICKS_PATH at the end."""
+    import json
+    import time
+
+    import scrapy
+    from scrapy import signals
+    from twisted.internet import task
+
+
+    class TickMonitor:
+        def __init__(self, crawler):
+            self.crawler, self.last, self.gap, self.ticks = crawler, None, 0.0, 0
+            self.loop = task.LoopingCall(self.tick)
+            crawler.signals.connect(self.opened, signals.spider_opened)
+            crawler.signals.connect(self.closed, signals.spider_closed)
+
+        @classmethod
+        def from_crawler(cls, crawler):
+            return cls(crawler)
+
+        def tick(self):
+            now = time.monotonic()
+            if self.last is not None:
+                self.gap = max(self.gap, now - self.last)
+            self.last, self.ticks = now, self.ticks + 1
+
+        def opened(self, spider):
+            self.loop.start(0.02)
+
+        def closed(self, spider, reason):
+            self.loop.stop()
+            stats = {k: v for k, v in self.crawler.stats.get_stats().items() if k.startswith("simhash/")}
+            with open(self.crawler.settings["TICKS_PATH"], "w", encoding="utf-8") as f:
+                json.dump({"gap": self.gap, "ticks": self.ticks, "reason": reason, "stats": stats}, f, default=str)
+
+
+    class TickSpider(scrapy.Spider):
+        name = "ticks"
+        start_urls = ["data:,"]
+        custom_settings = {
+            "ADDONS": {"scrapy_simhash.Addon": 300},
+            "EXTENSIONS": {TickMonitor: 0},
+            "LOG_LEVEL": "WARNING",
+            "TELNETCONSOLE_ENABLED": False,
+        }
+
+        def parse(self, response):
+            with open(self.input, encoding="utf-8") as f:
+                for line in f:
+                    yield json.loads(line)
+    '''
+)
+
+TIME_ITEMS = textwrap.dedent(
+    '''
+    import json, sys, time
+    from scrapy_simhash import Fingerprinter
+    fp = Fingerprinter()
+    fp.fingerprint("江城地铁十二号线今日开通", "江城地铁十二号线正式开通运营，全长38公里，共设车站25座。")
+    for line in open(sys.argv[1], encoding="utf-8"):
+        item = json.loads(line)
+        started = time.perf_counter()
+        fp.fingerprint(item["title"], item["body"])
+        print(json.dumps({"kind": item["kind"], "seconds": time.perf_counter() - started}), flush=True)
+    '''
+)
+
+
+def crafted_items(chars: int, articles: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One item per crafted input of about ``chars`` characters, each with a real text beside it."""
+    n = chars
+    titles = {
+        "title: colons before a hyphen": "x" + ":" * n + "-",
+        "title: spaces left by tags": "标题" + "(图)" * (n // 3) + "原创x",
+        "title: '::' then tag spaces": "a::b" + "(转)" * (n // 3) + "c",
+    }
+    bodies = {
+        "body: date, line breaks": "2023-01-01" + "\n" * n + "x",
+        "body: month date, line breaks": "Jan 1, 2023" + "\n" * n + "at",
+        # as many attributes as fit under MAX_INPUT_CHARS (a tag cut before its ">" parses fast)
+        "body: one tag, many attributes": "<div " + " ".join(f"a{i}=1" for i in range(min(n * 2, 100_000)))
+                                          + ">x</div>",
+    }
+    out = []
+    for k, (kind, title) in enumerate(titles.items()):
+        out.append({"url": f"https://crafted.example/t{k}", "kind": kind, "title": title,
+                    "body": articles[k]["body"]})
+    for k, (kind, body) in enumerate(bodies.items()):
+        out.append({"url": f"https://crafted.example/b{k}", "kind": kind, "title": articles[-1 - k]["title"],
+                    "body": body})
+    return out
+
+
+def crafted_scenario(chars: int, workdir: Path, log: Any = print) -> tuple[int, int, float, list[str]]:
+    """A crawl of crafted items between real articles, and the time of each crafted item alone;
+    returns (items tried, items decided, longest reactor gap in seconds, problems)."""
+    articles = load_articles(40)
+    crafted = crafted_items(chars, articles[:3] + articles[-3:])
+    items = [{k: v for k, v in a.items() if k != "story"} for a in articles[3:-3]]
+    for k, item in enumerate(crafted):
+        items.insert(k * 5, item)
+    path, alone = workdir / "crafted.jsonl", workdir / "crafted-alone.jsonl"
+    write_jsonl(path, items)
+    write_jsonl(alone, crafted)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    spider, ticks = workdir / "tick_spider.py", workdir / "ticks.json"
+    spider.write_text(TICK_SPIDER, encoding="utf-8")
+    problems = []
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"input={path}",
+                           "-s", f"SIMHASH_INDEX_URL=sqlite:///{workdir / 'crafted.sqlite3'}",
+                           "-s", f"TICKS_PATH={ticks}"], cwd=workdir, env=env, capture_output=True, timeout=3600)
+    took = time.monotonic() - started
+    if proc.returncode != 0 or not ticks.exists():
+        return len(items), 0, took, [f"crawl exited with {proc.returncode}: {proc.stderr.decode()[-500:]}"]
+    report = json.loads(ticks.read_text("utf-8"))
+    decided = sum(v for k, v in report["stats"].items()
+                  if k in ("simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/flagged")
+                  or k.startswith("simhash/skipped/"))
+    lost = len(items) - decided
+    log(f"crafted crawl: {len(items)} items ({len(crafted)} crafted, ~{chars} characters each) in {took:.1f} s, "
+        f"{decided} decided, {lost} lost; reactor: {report['ticks']} ticks, longest gap {report['gap']:.2f} s")
+    if lost:
+        problems.append(f"{lost} items not decided")
+    if report["gap"] > 1.0:
+        problems.append(f"the reactor stood still for {report['gap']:.1f} s")
+    timed = subprocess.run([sys.executable, "-c", TIME_ITEMS, str(alone)], env=env, capture_output=True,
+                           timeout=3600, check=True)
+    for line in timed.stdout.decode().splitlines():
+        row = json.loads(line)
+        log(f"  alone: {row['kind']:32s} {row['seconds']:8.3f} s")
+    return len(items), decided, report["gap"], problems
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=20, help="SIGKILLs in all, alternating dedup and crawl")
     ap.add_argument("--articles", type=int, default=400, help="real articles (plus 25%% reposts)")
     ap.add_argument("--race-rounds", type=int, default=10)
     ap.add_argument("--race-stories", type=int, default=40)
+    ap.add_argument("--crafted-chars", type=int, default=16384,
+                    help="length of the crafted titles and bodies (0: no crafted items)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     args = ap.parse_args(argv)
@@ -451,8 +606,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"copies): " + ("one admitted per story, none lost" if not problems else f"PROBLEMS {problems}"))
         print(f"RACE: {args.race_rounds - race_failed}/{args.race_rounds} rounds exact "
               f"({len(stories)} stories, 3 copies each, 4 processes)")
+        crafted_problems: list[str] = []
+        if args.crafted_chars:
+            tried, decided, gap, crafted_problems = crafted_scenario(args.crafted_chars, workdir)
+            print(f"CRAFTED: tried {tried} items (6 crafted), survived {decided}, lost {tried - decided}; "
+                  f"longest reactor gap {gap:.2f} s (limit 1 s)"
+                  + (f"  PROBLEMS: {crafted_problems}" if crafted_problems else ""))
         print(f"total {time.monotonic() - started:.0f} s")
-        return 1 if failed or race_failed else 0
+        return 1 if failed or race_failed or crafted_problems else 0
 
 
 if __name__ == "__main__":

@@ -508,7 +508,9 @@ _CRLF_RE = re.compile(r"\r\n?")
 _DASH_RUN_RE = re.compile(r"-{2,}")
 _ELLIPSIS_RE = re.compile(r"(?:…|\.{3,}|。{3,})+")
 _SPACE_RUN_RE = re.compile(r"[^\S\n]+")
-_SPACE_NL_RE = re.compile(r" *\n[\s]*")
+# "(?<! )": a match starts only where a run of spaces starts, so a long run without a line break is
+# scanned once, not once per space (the match is the same: it would take the whole run anyway).
+_SPACE_NL_RE = re.compile(r"(?<! ) *\n\s*")
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 # A short run of symbols stuffed between two CJK characters to dodge keyword filters.
@@ -530,8 +532,11 @@ _MONTH_RE = (
 )
 _AM_WORDS = {"上午", "早上", "早晨", "凌晨", "清晨"}
 _PM_WORDS = {"下午", "晚上", "傍晚", "中午", "晚间", "夜间"}
+# "\s*(?:,\s*)?" rather than "\s*,?\s*": the same texts in the same order of preference, but a long
+# run of whitespace after a date that no time follows is tried once per split point, not once per
+# pair of them (quadratic: a date and 16,000 line breaks took 12 s).
 _TIME_RE = (
-    r"(?:\s*,?\s*(?:at\s+)?|T|\s*)"
+    r"(?:\s*(?:,\s*)?(?:at\s+)?|T)"
     r"(?:(?P<cnap>上午|下午|早上|早晨|凌晨|清晨|晚上|傍晚|中午|晚间|夜间)\s*)?"
     r"(?:(?P<h>\d{1,2}):(?P<mi>\d{2})(?::(?P<s>\d{2}))?|(?P<ch>\d{1,2})[时點点](?P<cmi>\d{1,2})分(?:(?P<cs>\d{1,2})秒)?)"
     r"(?:\s*(?P<ap>[AaPp])\.?\s?[Mm]\.?(?![A-Za-z]))?"
@@ -671,22 +676,54 @@ _TAG_WORDS = (
     r"置顶|精|精华|新|最新|直播|专题|滚动|今日关注|评论|Photos?|Video|Watch|Update[sd]?|Breaking"
 )
 # Repost marks and bracketed tags anywhere in a title: （转载） 【转】 [原创] (组图) …
-_TITLE_TAG_RE = re.compile(rf"\s*[\[(]\s*(?:{_TAG_WORDS})\s*[\])]\s*", re.IGNORECASE)
+# Removing adjacent tags leaves runs of spaces. "(?!(?<=\s)\s)": no match starts inside such a run
+# (one from its start takes the same text), so it is scanned once, not once per space.
+_TITLE_TAG_RE = re.compile(rf"(?!(?<=\s)\s)\s*[\[(]\s*(?:{_TAG_WORDS})\s*[\])]\s*", re.IGNORECASE)
 # Any short bracketed tag at the very start: 【独家】 [快讯] [北京] …
 _LEADING_BRACKET_RE = re.compile(r"^\s*\[[^\[\]]{1,8}\]\s*")
 # "转：" / "转载：" / "原创：" prefixes and a bare trailing " 原创".
 _TITLE_PREFIX_RE = re.compile(r"^\s*(?:(?:转载|转帖|转|原创|独家)\s*[:：]|(?:转载|原创|独家)\s)\s*")
-_TITLE_TRAILING_MARK_RE = re.compile(r"\s+(?:原创|转载)\s*$")
+_TITLE_TRAILING_MARK_RE = re.compile(r"(?<!\s)\s+(?:原创|转载)\s*$")  # from the start of a run, as above
 _SITE_WORDS_RE = re.compile(
     r"网|新闻|报|频道|在线|日报|时报|晚报|客户端|门户|资讯|电视|广播|传媒|媒体|杂志|周刊|论坛|社区|"
     r"\.com|\.cn|\.net|\.org|"
     r"\b(?:News|Times|Post|Online|Daily|Herald|Journal|Tribune|Reuters|BBC|CNN|AP|AFP|Guardian)\b",
     re.IGNORECASE,
 )
-# A trailing segment after a separator: "_", "|", "»", "::", or a hyphen (spaced or bare).
-_SUFFIX_RE = re.compile(r"^(?P<head>.*\S)(?P<sep>\s*(?:-|_|\||::|»)\s*)(?P<seg>[^-_|»]+?)\s*$", re.S)
+_DIGIT_RE = re.compile(r"\d")
+_SEPARATOR_CHARS = "-_|»"  # a site suffix follows one of these or "::"
 _MAX_SUFFIX_CHARS = 12
 _MAX_SUFFIX_LATIN_CHARS = 30
+
+
+def _split_suffix(text: str) -> tuple[str, str, str] | None:
+    """``(head, sep, seg)``: the title cut before its last separator, or ``None``.
+
+    The same split as ``re.match(r"(?P<head>.*\\S)(?P<sep>\\s*(?:-|_|\\||::|»)\\s*)(?P<seg>[^-_|»]+?)\\s*$",
+    text, re.S)``, in linear time: that regex backtracks through every way of cutting a run of
+    colons before a hyphen (``"x" + ":" * 65536 + "-"`` took 104 s). The segment holds none of
+    ``-_|»``, so the separator is the last of them or a ``::`` after it; the one furthest right with
+    text after it wins, provided something other than whitespace precedes it.
+    """
+    last = max(text.rfind(c) for c in _SEPARATOR_CHARS)
+    end = len(text)
+    sep_at = text.rfind("::", last + 1)
+    if sep_at == end - 2:  # nothing after this "::": an earlier one (":::" at the end) may do
+        sep_at = text.rfind("::", last + 1, end - 1)
+    if sep_at >= 0:
+        after = sep_at + 2
+    elif last >= 0 and last < end - 1:
+        sep_at, after = last, last + 1
+    else:
+        return None
+    head_end = len(text[:sep_at].rstrip())  # \s is str.isspace(): the head ends with a non-space
+    if head_end == 0:
+        return None
+    seg_start = len(text) - len(text[after:].lstrip())
+    seg_end = len(text.rstrip())
+    if seg_start == end:  # only whitespace after the separator: the regex keeps its last character
+        seg_start, seg_end = end - 1, end
+    return text[:head_end], text[head_end:seg_start], text[seg_start:seg_end]
 
 
 def _is_site_suffix(head: str, sep: str, seg: str) -> bool:
@@ -705,7 +742,7 @@ def _is_site_suffix(head: str, sep: str, seg: str) -> bool:
     hyphen = sep.strip() == "-"
     # Figures after a hyphen are content ("LONDON GOLD 1500 FIX - OCT 20 - 464.30 DLRS"): two such
     # reports are different news and must keep their titles apart.
-    if hyphen and re.search(r"\d", seg):
+    if hyphen and _DIGIT_RE.search(seg):
         return False
     # Any other short segment after "_", "|" or a spaced " - " is a site or section name; after a
     # bare "-" only a segment that names a site is ("COVID-19", "Spider-Man" keep their hyphen).
@@ -733,9 +770,9 @@ def normalize_title(
         text = _LEADING_BRACKET_RE.sub("", text)
         text = _TITLE_PREFIX_RE.sub("", text)
         text = _TITLE_TRAILING_MARK_RE.sub("", text)
-        m = _SUFFIX_RE.match(text)
-        if m and _is_site_suffix(m.group("head"), m.group("sep"), m.group("seg")):
-            text = m.group("head").rstrip(" -_|")
+        split = _split_suffix(text)
+        if split and _is_site_suffix(*split):
+            text = split[0].rstrip(" -_|")
         if text == before:
             break
     return _strip_adversarial(_SPACE_RUN_RE.sub(" ", text).strip())
