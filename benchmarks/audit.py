@@ -49,8 +49,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from scrapy_simhash import batch, cli  # noqa: E402
+from scrapy_simhash import cli  # noqa: E402
 from scrapy_simhash import defaults as D  # noqa: E402
+from scrapy_simhash.cli import dedup as cli_dedup  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"
 CORPORA = {
@@ -157,12 +158,12 @@ def extra_fingerprinter_options(extra: dict[str, Any]) -> Iterator[None]:
     if not extra:
         yield
         return
-    original = batch._fingerprinter_options
-    batch._fingerprinter_options = lambda args: {**original(args), **extra}
+    original = cli_dedup.fingerprinter_options
+    cli_dedup.fingerprinter_options = lambda args: {**original(args), **extra}  # type: ignore[assignment]
     try:
         yield
     finally:
-        batch._fingerprinter_options = original
+        cli_dedup.fingerprinter_options = original
 
 
 def run_dedup(path: Path, flags: list[str], extra: dict[str, Any], tmp: Path, jobs: int) -> tuple[list[dict], str]:
