@@ -158,7 +158,7 @@ class Deduplicator:
         ``options`` go to the Deduplicator (``title_action``, ``body_action``, ``ttl_days``,
         ``title_numbers``, ``sentences_shared``) or,
         when no ``fingerprinter`` is given, to the :class:`Fingerprinter` (``top_k``, ``stop_words``,
-        ``user_dict``, ``title_patterns``, ``min_title_chars``, ``min_body_chars``, ``main_content``).
+        ``user_dict``, ``title_patterns``, ``max_share``, ``min_title_chars``, ``min_body_chars``, ``main_content``).
         """
         mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared")
         own = {k: options.pop(k) for k in mine if k in options}

@@ -21,6 +21,9 @@ TITLE_MAX_DISTANCE = 2
 BODY_MAX_DISTANCE = 3
 BITS = 64
 TOP_K = 64
+#: Cap of any one body feature's share of the body's weight (None: no cap): no single repeated word
+#: decides a fingerprint (benchmarks/README.md, "One heavy word").
+MAX_SHARE: float | None = 0.1
 TITLE_ACTION = "drop"
 BODY_ACTION = "drop"
 FLAG_FIELD = "simhash"

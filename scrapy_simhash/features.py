@@ -12,10 +12,11 @@ fingerprint; keeping the whole tied group makes the kept set depend on the weigh
 
 Term frequency counts linearly by default (``tf="linear"``), so a word repeated twenty times can
 carry a fifth of a body's weight and decide most bits alone: different stories on one topic (疫苗,
-"vr") then collide. Two options bound that, both off by default: ``tf="log"`` (``1 + ln n``) or
-``tf="sqrt"`` (``√n``) count repeats sublinearly, and ``max_share`` lowers the heaviest body
+"vr") then collide. ``max_share`` (0.1 by default) bounds that: it lowers the heaviest body
 features to one level so that, once lowered, none holds more than that share of the body's total
-weight (titles keep their weights: too few words to cap).
+weight (titles keep their weights: too few words to cap). ``tf="log"`` (``1 + ln n``) or
+``tf="sqrt"`` (``√n``) count repeats sublinearly instead (measured, costlier in recall: see
+``benchmarks/README.md``).
 
 jieba's dictionary is loaded once per process and shared by every extractor with the same user
 dictionary.
@@ -127,7 +128,7 @@ class FeatureExtractor:
         stop_words: str | os.PathLike[str] | Iterable[str] | None = None,
         user_dict: str | os.PathLike[str] | None = None,
         tf: str = "linear",
-        max_share: float | None = None,
+        max_share: float | None = defaults.MAX_SHARE,
     ) -> None:
         if top_k < 1:
             raise ValueError(f"top_k must be at least 1, not {top_k!r}")

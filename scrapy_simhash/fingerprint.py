@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import defaults
 from .features import DEFAULT_TOP_K, FeatureExtractor
 from .normalize import main_text, normalize_body, normalize_text, normalize_title
 from .signatures import number_signature, sentence_signature
@@ -65,7 +66,7 @@ class Fingerprinter:
         main_content: bool = False,
         sentences: bool = True,
         tf: str = "linear",
-        max_share: float | None = None,
+        max_share: float | None = defaults.MAX_SHARE,
     ) -> None:
         if bits not in SUPPORTED_BITS:
             raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")

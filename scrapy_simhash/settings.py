@@ -69,6 +69,14 @@ def _optional_float(settings: BaseSettings, name: str) -> float | None:
     return float(value)
 
 
+def _share(settings: BaseSettings, name: str) -> float | None:
+    """A share in (0, 1], or None for "no cap" (empty, 0 or "none")."""
+    value = settings.get(name)
+    if value in (None, "", "0", 0, "none", "None"):
+        return None
+    return float(value)
+
+
 def _index_url(settings: BaseSettings, name: str) -> str:
     return index_url_from_settings(settings) or default_index_url()
 
@@ -104,6 +112,7 @@ SETTINGS: tuple[Setting, ...] = (
             flag="body_max_distance"),
     Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits"),
     Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k"),
+    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _share, engine="max_share", flag="max_share"),
     Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True),
     Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True),
     Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD),

@@ -696,6 +696,15 @@ def test_more_bands_than_requested_answer_smaller_distances(backend: Backend) ->
         backend.open(params=IndexParams(bits=128, title_bands=2))
 
 
+def test_an_index_of_other_features_says_what_to_do(backend: Backend) -> None:
+    """Fingerprints of another features version (an upgrade changed the weighting) are refused with
+    the remedy: a reset keeps the recorded parameters, so only a new index (or deleting it) helps."""
+    backend.open(params=IndexParams(features_version="2")).close()
+    with pytest.raises(ParameterMismatch, match="features_version: index '2'") as raised:
+        backend.open(params=IndexParams())
+    assert "delete it or use a new index" in str(raised.value) and "SIMHASH_RESET" in str(raised.value)
+
+
 def test_params_none_reads_what_the_index_records(backend: Backend) -> None:
     params = IndexParams(bits=64, title_bands=2, body_bands=5, tokenizer="jieba-test", features_version="9")
     backend.open(params=params).close()

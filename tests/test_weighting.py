@@ -1,4 +1,4 @@
-"""No single word may decide a fingerprint: sublinear tf and the share cap (options, default unchanged).
+"""No single word may decide a fingerprint: the share cap (on by default, 0.1) and sublinear tf (an option).
 
 With linear term frequency a word repeated twenty times carries a fifth of an article's weight
 (issue 15): 疫苗 in three different vaccine-scandal articles of the NewsSpider crawl, "vr" in a
@@ -55,17 +55,17 @@ def _top_share(fp: Fingerprinter, doc: dict) -> float:
     return max(weights.values()) / sum(weights.values())
 
 
-def test_default_weights_let_one_word_decide(newsspider):
-    """Today's weights (the default until the lead flips it): one word holds ≥ 15 % of each body and
-    the different stories land within the body threshold (except one vaccine pair at 4 bits)."""
-    fp = Fingerprinter()
+def test_uncapped_weights_let_one_word_decide(newsspider):
+    """The previous default (linear tf, no cap): one word holds ≥ 15 % of each body and the
+    different stories land within the body threshold (except one vaccine pair at 4 bits)."""
+    fp = Fingerprinter(max_share=None)
     assert all(_top_share(fp, doc) >= 0.15 for doc in newsspider.values())
     distances = [_distance(fp, a, b) for a, b in _pairs(newsspider)]
     assert sum(d <= DEFAULT_BODY_MAX_DISTANCE for d in distances) >= 3, distances
     assert min(distances) <= DEFAULT_BODY_MAX_DISTANCE
 
 
-@pytest.mark.parametrize("options", [RECOMMENDED, {"tf": "log"}, {"tf": "sqrt"}], ids=str)
+@pytest.mark.parametrize("options", [{}, RECOMMENDED, {"tf": "log"}, {"tf": "sqrt"}], ids=str)
 def test_bounded_weights_keep_the_stories_apart(newsspider, options):
     fp = Fingerprinter(**options)
     for a, b in _pairs(newsspider):
@@ -74,20 +74,20 @@ def test_bounded_weights_keep_the_stories_apart(newsspider, options):
 
 def test_the_option_reaches_the_rule(newsspider, tmp_path):
     """Through ``Deduplicator.open`` (as the pipeline, the command line and the benchmarks open
-    it): the vaccine articles, in crawl order, are one story by default and three with the cap."""
+    it): the vaccine articles, in crawl order, are one story without the cap and three by default."""
     docs = sorted((newsspider[p] for p in VACCINE), key=lambda d: d["id"])  # file order
     verdicts = {}
-    for name, options in (("default", {}), ("capped", RECOMMENDED)):
+    for name, options in (("uncapped", {"max_share": None}), ("default", {})):
         with Deduplicator.open(f"sqlite:///{tmp_path / name}.sqlite3", **options) as dedup:
             verdicts[name] = [dedup.check_and_add(d["title"], d["body"], url=d["url"]) for d in docs]
-    assert [v.status for v in verdicts["default"]].count("duplicate") >= 1
-    assert any(v.tier == "body" for v in verdicts["default"])
-    assert [v.status for v in verdicts["capped"]] == ["new"] * 3
+    assert [v.status for v in verdicts["uncapped"]].count("duplicate") >= 1
+    assert any(v.tier == "body" for v in verdicts["uncapped"])
+    assert [v.status for v in verdicts["default"]] == ["new"] * 3
 
 
-def test_default_is_linear_tf_without_cap():
-    fx = FeatureExtractor()
-    assert fx.tf == "linear" and fx.max_share is None
+def test_default_is_linear_tf_with_the_recommended_cap():
+    assert FeatureExtractor().tf == "linear" and FeatureExtractor().max_share == RECOMMENDED["max_share"]
+    fx = FeatureExtractor(max_share=None)
     text = "疫苗 " * 20 + "山东 问题 案件 嫌疑人 失联 警方 调查"
     once = fx.weights("疫苗")["疫苗"]
     assert fx.body_features(text)["疫苗"] == pytest.approx(20 * once)

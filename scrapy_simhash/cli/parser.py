@@ -44,6 +44,13 @@ def _non_negative_int(value: str) -> int:
     return n
 
 
+def _share(value: str) -> float | None:
+    share = float(value)
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 (no cap) and 1, not {value}")
+    return share or None
+
+
 def _positive_int(value: str) -> int:
     n = int(value)
     if n < 1:
@@ -130,6 +137,8 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         g.add_argument("--bits", type=int, choices=(32, 64, 128), default=d["bits"], help="fingerprint size")
         g.add_argument("--top-k", type=_positive_int, default=d["top_k"], metavar="K",
                        help="features kept per body")
+        g.add_argument("--max-share", type=_share, default=d["max_share"], metavar="SHARE",
+                       help="cap of any one body word's share of the weight (0: no cap)")
         g.add_argument("--stop-words", default=d["stop_words"], metavar="FILE",
                        help="extra stop words, one per line")
         g.add_argument("--user-dict", default=d["user_dict"], metavar="FILE", help="jieba user dictionary")

@@ -82,9 +82,14 @@ def verify_meta(
         raise IndexOpenError(f"index {location} records unreadable parameters: {exc}") from exc
     problems = [] if requested is None else stored.incompatibilities(requested)
     if problems:
+        hint = f"open it with compatible parameters, or use a new index {remedy}"
+        if requested is not None and stored.features_version != requested.features_version:
+            hint = (f"its fingerprints were made by another scrapy-simhash version and can never be compared "
+                    f"with ours: delete it or use a new index {remedy} (SIMHASH_RESET / --reset does not help: "
+                    "an index keeps the parameters it was created with)")
         raise ParameterMismatch(
             f"index {location} was built with other parameters ({'; '.join(problems)}); it cannot answer "
-            f"these queries: open it with compatible parameters, or use a new index {remedy}"
+            f"these queries: {hint}"
         )
     return stored
 
