@@ -163,8 +163,7 @@ class Deduplicator:
         mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared")
         own = {k: options.pop(k) for k in mine if k in options}
         if fingerprinter is None:
-            sentences = bool(own.get("sentences_shared", DEFAULT_SENTENCES_SHARED))
-            fingerprinter = Fingerprinter(bits=bits, sentences=sentences, **options)
+            fingerprinter = Fingerprinter(bits=bits, **options)
         elif options:
             raise TypeError(f"unexpected options with an explicit fingerprinter: {sorted(options)}")
         params = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)
@@ -246,8 +245,10 @@ class Deduplicator:
             not_before=None if self.ttl_days is None else now - self.ttl_days * 86400,
             numbers=fps.numbers,
             title_numbers=self.title_numbers,
-            sentences=fps.sentences if self.sentences_shared else (),
+            sentences=fps.sentences,
             sentences_shared=self.sentences_shared,
+            short_body=fps.short_body,
+            figures=fps.figures,
             request_id=request_id,
         )
 

@@ -26,7 +26,7 @@ from typing import Any
 from . import defaults
 from .features import DEFAULT_TOP_K, FeatureExtractor
 from .normalize import main_text, normalize_body, normalize_text, normalize_title
-from .signatures import number_signature, sentence_signature
+from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS, simhash
 
 DEFAULT_MIN_TITLE_CHARS = 5
@@ -45,6 +45,8 @@ class Fingerprints:
     body_chars: int
     numbers: str | None = None  # number signature of the body (None: not computed)
     sentences: tuple[str, ...] = ()  # sentence signature of the body (empty: none)
+    figures: bool = False  # the body is figure-heavy (signatures.FIGURE_HEAVY_SHARE): body matches need its numbers
+    short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
 
     @property
     def usable(self) -> bool:
@@ -77,7 +79,7 @@ class Fingerprinter:
         self.min_title_chars = min_title_chars
         self.min_body_chars = min_body_chars
         self.main_content = main_content
-        self.sentences = sentences  # sentence signatures serve only the opt-in tier: skip them without it
+        self.sentences = sentences  # sentence signatures: the sentence tier, and the title tier's body check
 
     def clean_title(self, raw: Any) -> str:
         """The normalized title (site suffixes and repost marks removed)."""
@@ -101,9 +103,14 @@ class Fingerprinter:
         """Both fingerprints of an item."""
         title_text = self.clean_title(title)
         body_text = self.clean_body(body)
+        body_fp = self._body_fp(body_text)
+        short = short_body_digest(body_text) if body_fp is None else None
         return Fingerprints(
-            self._title_fp(title_text), self._body_fp(body_text), title_text, len(body_text),
-            number_signature(body_text), sentence_signature(body_text) if self.sentences else (),
+            self._title_fp(title_text), body_fp, title_text, len(body_text),
+            # no body to speak of: no numbers to compare either (a title-only copy matches its title)
+            number_signature(body_text) if body_fp is not None or short is not None else None,
+            sentence_signature(body_text) if self.sentences else (),
+            figure_share(body_text) >= FIGURE_HEAVY_SHARE, short,
         )
 
     def _title_fp(self, text: str) -> int | None:

@@ -29,6 +29,12 @@ _SENTENCE_END = re.compile(r"[。!?;\n]+|\.(?=\s|$)")
 _SPACE = re.compile(r"\s+")
 #: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story.
 MIN_SENTENCE_CHARS = 20
+#: A body at least this share of whose characters are figures is a table of figures (an earnings
+#: report "Shr 17 cts vs 15 cts, Net …"): its words are a template, only the figures tell it apart.
+FIGURE_HEAVY_SHARE = 0.15
+#: A body too short for a fingerprint still tells two answers under one question title apart (a
+#: digest of its text, :func:`short_body_digest`) from this many characters on; below, it counts as none.
+MIN_SHORT_BODY_CHARS = 5
 
 
 def sentence_signature(text: str) -> tuple[str, ...]:
@@ -46,6 +52,21 @@ def sentence_signature(text: str) -> tuple[str, ...]:
     hashes = sorted(blake2b(x.encode("utf-8"), digest_size=8).hexdigest()
                     for x in found if len(x) >= MIN_SENTENCE_CHARS)
     return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
+
+
+def figure_share(text: str) -> float:
+    """The share of a normalized text's characters (whitespace, dates and clock times left out)
+    that are figures; bodies at or above :data:`FIGURE_HEAVY_SHARE` are figure-heavy."""
+    text = _DATE_TIME.sub(" ", text)
+    chars = len(_SPACE.sub("", text))
+    return sum(len(n) for n in _NUMBER.findall(text)) / chars if chars else 0.0
+
+
+def short_body_digest(text: str) -> str | None:
+    """A body too short to fingerprint, as 16 hex digits (BLAKE2b of its text lower-cased without
+    whitespace), or None under :data:`MIN_SHORT_BODY_CHARS` characters (no body to speak of)."""
+    key = _SPACE.sub("", text).lower()
+    return blake2b(key.encode("utf-8"), digest_size=8).hexdigest() if len(key) >= MIN_SHORT_BODY_CHARS else None
 
 
 def number_signature(text: str) -> str:

@@ -124,8 +124,8 @@ def test_title_match_needs_agreeing_numbers_in_the_index(tmp_path: Path) -> None
         # Same headline, other figures, unrelated body: new.
         second = ix.check_and_add(Query(body_fp=(1 << 64) - 1, numbers=report2, url="b", **q))  # type: ignore[arg-type]
         assert second.match is None
-        # Same headline, same figures as the second: the second (not the first) is the original.
-        third = ix.check_and_add(Query(body_fp=(1 << 63) + 5, numbers=report2, url="c", **q))  # type: ignore[arg-type]
+        # Same headline, same figures as the second, a body 10 bits from it: the second (not the first) is the original.
+        third = ix.check_and_add(Query(body_fp=((1 << 64) - 1) ^ 0x3FF, numbers=report2, url="c", **q))  # type: ignore[arg-type]
         assert third.match is not None and third.match.tier == "title"
         assert third.match.entry.url == "b" and third.match.entry.numbers == report2
         # Without the guard, the earliest holder of the headline matches, whatever the figures.
@@ -257,10 +257,11 @@ def test_sentence_tier_catches_an_edited_repost_of_a_real_page(tmp_path: Path) -
         assert off.is_new  # the body fingerprints are too far apart
 
 
-def test_sentence_signatures_are_made_only_for_the_sentence_tier(tmp_path: Path) -> None:
+def test_sentence_signatures_are_made_with_the_sentence_tier_off_too(tmp_path: Path) -> None:
+    """They also serve the title tier's body check (rule.bodies_agree)."""
     body = "The navy said forty bodies had been recovered from the sea. Relatives broke down in tears at the airport."
-    with Deduplicator.open(f"sqlite:///{tmp_path / 'off.sqlite3'}") as dd:
-        assert dd.fingerprint("Plane search continues", body).sentences == ()
+    with Deduplicator.open(f"sqlite:///{tmp_path / 'off.sqlite3'}", sentences_shared=0) as dd:
+        assert len(dd.fingerprint("Plane search continues", body).sentences) == 2
     with Deduplicator.open(f"sqlite:///{tmp_path / 'on.sqlite3'}", sentences_shared=50) as dd:
         assert len(dd.fingerprint("Plane search continues", body).sentences) == 2
     with pytest.raises(ValueError, match="sentences=True"):

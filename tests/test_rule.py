@@ -57,9 +57,10 @@ class MemoryStore:
         return sorted(((e, n, k) for e, n, k in out if n), key=lambda t: (t[0].first_seen, t[0].id))
 
     def insert(self, query: Query, seen_at: float) -> int:
+        stored = tuple(sorted(set(query.sentences))[: rule.SENTENCES_STORED])
         entry = Entry(len(self.entries) + 1, "default", query.url, query.title, seen_at, query.title_fp,
-                      query.body_fp, query.numbers)
-        self.entries.append((entry, tuple(sorted(set(query.sentences))[: rule.SENTENCES_STORED])))
+                      query.body_fp, query.numbers, stored, query.short_body)
+        self.entries.append((entry, stored))
         return entry.id
 
     def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
@@ -93,6 +94,8 @@ T, B = 0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210  # a title and a body finger
 N1 = "0000000a 0000000b 0000000c"  # number signatures: N1 and N2 share nothing
 N2 = "0000001a 0000001b 0000001c"
 S = tuple(f"{n:016x}" for n in range(1, 9))  # sentence hashes
+H1, H2 = "00000000000000a1", "00000000000000a2"  # digests of two different short bodies
+FAR = rule.TITLE_BODY_DISTANCE
 
 
 @dataclass(frozen=True)
@@ -105,15 +108,38 @@ class Case:
 
 CASES = [
     Case("empty index: new", (), {"title_fp": T, "body_fp": B}, None),
-    Case("title within 2", ({"title_fp": T, "body_fp": B},), {"title_fp": flip(T, 1, 9), "body_fp": ~B & M64},
-         ("title", 2, 0)),
+    Case("title within 2", ({"title_fp": T, "body_fp": B},),
+         {"title_fp": flip(T, 1, 9), "body_fp": flip(B, *range(FAR))}, ("title", 2, 0)),
+    Case("title within 2 over a body further than TITLE_BODY_DISTANCE: new", ({"title_fp": T, "body_fp": B},),
+         {"title_fp": flip(T, 1, 9), "body_fp": flip(B, *range(FAR + 1))}, None),
+    Case("far bodies: the title tier skips to a holder whose body agrees",
+         ({"title_fp": T, "body_fp": ~B & M64}, {"title_fp": flip(T, 2), "body_fp": flip(B, 30)}),
+         {"title_fp": T, "body_fp": B}, ("title", 1, 1)),
+    Case("far bodies sharing a stored sampled sentence agree (a truncated copy)",
+         ({"title_fp": T, "body_fp": B, "sentences": S[:4]},),
+         {"title_fp": T, "body_fp": ~B & M64, "sentences": (S[3], S[6])}, ("title", 0, 0)),
+    Case("a sentence the entry did not store does not count",
+         ({"title_fp": T, "body_fp": B, "sentences": S[:4]},),
+         {"title_fp": T, "body_fp": ~B & M64, "sentences": (S[4], S[6])}, None),
+    Case("a title-only item matches a title with a body", ({"title_fp": T, "body_fp": B},), {"title_fp": T},
+         ("title", 0, 0)),
+    Case("a title-only entry matches an item with a body", ({"title_fp": T},), {"title_fp": T, "body_fp": B},
+         ("title", 0, 0)),
+    Case("two short bodies: equal digests agree", ({"title_fp": T, "short_body": H1},),
+         {"title_fp": T, "short_body": H1}, ("title", 0, 0)),
+    Case("two short bodies: other digests contradict", ({"title_fp": T, "short_body": H1},),
+         {"title_fp": T, "short_body": H2}, None),
+    Case("a short body against a fingerprinted one contradicts", ({"title_fp": T, "body_fp": B},),
+         {"title_fp": T, "short_body": H1}, None),
+    Case("a fingerprinted body against a short one contradicts", ({"title_fp": T, "short_body": H1},),
+         {"title_fp": T, "body_fp": B}, None),
     Case("title at 3 misses, body within 3", ({"title_fp": T, "body_fp": B},),
          {"title_fp": flip(T, 1, 2, 3), "body_fp": flip(B, 4, 5, 6)}, ("body", 3, 0)),
     Case("body at 4 misses: new", ({"title_fp": T, "body_fp": B},),
          {"title_fp": flip(T, 1, 2, 3), "body_fp": flip(B, 4, 5, 6, 7)}, None),
     Case("the title tier comes first, even with a nearer body",
-         ({"title_fp": T, "body_fp": 1}, {"title_fp": 2, "body_fp": B}), {"title_fp": flip(T, 60, 61), "body_fp": B},
-         ("title", 2, 0)),
+         ({"title_fp": T, "body_fp": flip(B, *range(10))}, {"title_fp": 2, "body_fp": B}),
+         {"title_fp": flip(T, 60, 61), "body_fp": B}, ("title", 2, 0)),
     Case("nearest wins over earliest", ({"title_fp": flip(T, 0, 1)}, {"title_fp": flip(T, 0)}), {"title_fp": T},
          ("title", 1, 1)),
     Case("equal distance: earliest first seen", ({"title_fp": flip(T, 5)}, {"title_fp": flip(T, 7)}),
@@ -134,6 +160,15 @@ CASES = [
          {"title_fp": T, "numbers": N1, "title_numbers": 70}, ("title", 0, 0)),
     Case("expired entries never match", ({"title_fp": T, "seen_at": 5.0}, {"title_fp": flip(T, 1), "seen_at": 20.0}),
          {"title_fp": T, "not_before": 10.0}, ("title", 1, 1)),
+    Case("figure-heavy body: the body tier needs agreeing numbers", ({"body_fp": B, "numbers": N2},),
+         {"body_fp": flip(B, 3), "numbers": N1, "title_numbers": 70, "figures": True}, None),
+    Case("figure-heavy body: a disagreeing body is skipped for an agreeing one further away",
+         ({"body_fp": B, "numbers": N2}, {"body_fp": flip(B, 3, 4), "numbers": N1}),
+         {"body_fp": B, "numbers": N1, "title_numbers": 70, "figures": True}, ("body", 2, 1)),
+    Case("not figure-heavy: the body tier ignores numbers", ({"body_fp": B, "numbers": N2},),
+         {"body_fp": flip(B, 3), "numbers": N1, "title_numbers": 70}, ("body", 1, 0)),
+    Case("figure-heavy with the guard off: numbers ignored", ({"body_fp": B, "numbers": N2},),
+         {"body_fp": flip(B, 3), "numbers": N1, "title_numbers": 0, "figures": True}, ("body", 1, 0)),
     Case("sentence tier off: new", ({"body_fp": B, "sentences": S[:4]},), {"body_fp": ~B & M64, "sentences": S[:4]},
          None),
     Case("sentence tier: more than the share, distance = stored hashes missing",
@@ -215,11 +250,13 @@ def test_a_random_stream_decides_alike_everywhere(tmp_path: Path) -> None:
         def near() -> int:
             return flip(rng.choice(centres), *rng.sample(range(64), rng.randint(0, 5)))
 
+        title_fp = near() if rng.random() < 0.8 else None
         queries.append(Query(
-            title_fp=near() if rng.random() < 0.8 else None, body_fp=near(), title_k=2, body_k=3,
+            title_fp=title_fp, body_fp=near() if title_fp is None or rng.random() < 0.85 else None, title_k=2, body_k=3,
             url=f"s{n}", seen_at=float(n), not_before=float(n - 150) if rng.random() < 0.3 else None,
             numbers=rng.choice(numbers), title_numbers=rng.choice([0, 70]),
             sentences=tuple(sorted(rng.sample(S, rng.randint(0, 5)))), sentences_shared=rng.choice([0, 50]),
+            short_body=rng.choice([H1, H2, None]), figures=rng.random() < 0.3,
         ))
     backends = [Memory(), open_index(tmp_path / "s.sqlite3"),
                 open_index(with_prefix(redis_server_url(), f"rule-{os.urandom(6).hex()}"))]

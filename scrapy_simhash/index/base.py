@@ -92,6 +92,8 @@ class Entry:
     title_fp: int | None
     body_fp: int | None
     numbers: str | None = None  # number signature (see numbers_agree); None: stored without one
+    sentences: tuple[str, ...] = ()  # its stored sample of sentence hashes (rule.SENTENCES_STORED smallest)
+    short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,11 @@ class Query:
     percentage, see :func:`.rule.numbers_agree`). ``sentences``: the item's sentence signature (up
     to :data:`~scrapy_simhash.signatures.SENTENCES_CHECKED` distinct 16-hex-digit hashes; the
     :data:`~.rule.SENTENCES_STORED` smallest are stored with its entry). ``sentences_shared``: a
-    percentage; when > 0, the sentence tier is on. ``request_id``: the same id on a retry of the
+    percentage; when > 0, the sentence tier is on (the sentences also serve the title tier's body
+    check, :func:`.rule.bodies_agree`). ``short_body``: the digest of a body too short to
+    fingerprint (stored with the entry; the title tier's body check). ``figures``: the body is
+    figure-heavy, so the body tier takes only entries whose numbers agree (``title_numbers``
+    percent, when > 0). ``request_id``: the same id on a retry of the
     same item makes the retry idempotent where a batch can be applied in part (Redis: one script
     per query): an item that was added gets its entry back instead of finding itself as its own
     duplicate. Random when None. ``owner``: when set (:func:`.owners.new_owner`), the entry an
@@ -133,6 +139,8 @@ class Query:
     title_numbers: int = 0
     sentences: tuple[str, ...] = ()
     sentences_shared: int = 0
+    short_body: str | None = None
+    figures: bool = False
     request_id: str | None = None
     owner: str | None = None
 

@@ -73,7 +73,9 @@ def verify_meta(
         newer = isinstance(version, int) and not isinstance(version, bool) and version > schema_version
         raise IndexOpenError(
             f"index {location} has schema version {version!r}; this scrapy-simhash reads version "
-            f"{schema_version}" + (" (upgrade scrapy-simhash)" if newer else "")
+            f"{schema_version}" + (" (upgrade scrapy-simhash)" if newer else
+                                   f": it was made by an older scrapy-simhash and cannot be converted; delete it or "
+                                   f"use a new index {remedy} (SIMHASH_RESET / --reset does not help)")
         )
     try:
         stored = IndexParams(**meta["params"])

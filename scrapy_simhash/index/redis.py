@@ -84,6 +84,7 @@ _LIMITS = {
     "numbers_max": NUMBERS_MAX,
     "sentences_stored": rule.SENTENCES_STORED,
     "sentence_body_distance": rule.SENTENCE_BODY_DISTANCE,
+    "title_body_distance": rule.TITLE_BODY_DISTANCE,
     "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
 }
 

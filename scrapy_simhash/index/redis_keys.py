@@ -23,8 +23,9 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
     Hash per entry; ``<id>`` is zero-padded to 15 digits so that string order is id order. Fields
     ``s`` first seen (the float's ``repr``), ``t``/``b`` title/body fingerprint (fixed-width lower-case
     hex, absent when that text was too short), ``u`` URL and ``n`` title (absent when None), ``m``
-    number signature (:func:`~.rule.numbers_agree`), ``x`` sentence hashes (space-separated) and
-    ``o`` the owner of a pending entry, each absent when the entry was added without one.
+    number signature (:func:`~.rule.numbers_agree`), ``x`` sentence hashes (space-separated), ``h``
+    the digest of a body too short to fingerprint and ``o`` the owner of a pending entry, each
+    absent when the entry was added without one.
 ``<prefix>:{<ns>}:seen``
     Sorted set of entry ids scored by first-seen time: expiry (``not_before``), purge, stats, export.
 ``<prefix>:{<ns>}:tf:<hex>`` / ``bf:<hex>``
@@ -118,6 +119,8 @@ class Keys:
                 title_fp=None if t is None else int(t, 16),
                 body_fp=None if b is None else int(b, 16),
                 numbers=fields.get("m"),
+                sentences=tuple(fields.get("x", "").split()),
+                short_body=fields.get("h"),
             )
         except (KeyError, ValueError, TypeError) as exc:
             raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
@@ -138,6 +141,8 @@ class Keys:
             "title_numbers": int(query.title_numbers),
             "sentences": sorted(set(query.sentences)),
             "sentences_shared": int(query.sentences_shared),
+            "short_body": query.short_body,
+            "figures": bool(query.figures),
             "owner": query.owner,
             "keys": self.keys(tfp, bfp),
         }

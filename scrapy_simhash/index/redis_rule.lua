@@ -12,12 +12,13 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
           'heartbeat'
   base    the namespace's key base, '<prefix>:{<ns>}:'
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored,
-          sentence_body_distance, sentence_max_holders
+          sentence_body_distance, sentence_max_holders, title_body_distance
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct),
-          sentences_shared, keys = {t = {band keys}, b = {band keys}} (computed in Python)
+          sentences_shared, short_body (absent when None), figures (boolean),
+          keys = {t = {band keys}, b = {band keys}} (computed in Python)
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
 Fingerprints never become Lua numbers: distances are computed 32 bits at a time from hex.
@@ -116,6 +117,7 @@ local function insert(e, seen_at, nstore)
   if e.url then redis.call('HSET', ek, 'u', e.url); redis.call('SADD', B .. 'u:' .. e.url, member) end
   if e.title then redis.call('HSET', ek, 'n', e.title) end
   if e.numbers then redis.call('HSET', ek, 'm', e.numbers) end
+  if e.short_body then redis.call('HSET', ek, 'h', e.short_body) end
   if e.owner then  -- pending until its item is delivered (or released)
     redis.call('HSET', ek, 'o', e.owner)
     redis.call('SADD', B .. 'pending:' .. e.owner, member)
@@ -170,6 +172,23 @@ local function numbers_agree(a, b, pct, empty_agrees)
   end
   if nx == 0 or ny == 0 then return nx == 0 and ny == 0 end
   return 100 * shared >= pct * math.min(nx, ny)
+end
+
+-- rule.py: bodies_agree ------------------------------------------------------------------------
+
+local function bodies_agree(q, id)
+  local f = redis.call('HMGET', B .. 'e:' .. id, 'b', 'x', 'h')
+  local eb, ex, eh = f[1] or nil, f[2] or nil, f[3] or nil
+  if q.body_fp and eb then
+    if dist(q.body_fp, eb, L.title_body_distance) <= L.title_body_distance then return true end
+    if not ex then return false end
+    local mine = {}
+    for _, h in ipairs(q.sentences) do mine[h] = true end
+    for _, h in ipairs(split(ex)) do if mine[h] then return true end end
+    return false
+  end
+  if (not q.body_fp and not q.short_body) or (not eb and not eh) then return true end
+  return q.short_body ~= nil and q.short_body == eh
 end
 
 -- rule.py: sentences_match ---------------------------------------------------------------------
@@ -231,18 +250,21 @@ end
 local function peek(q)
   -- the tier ('t', 'b', 's') and match {d, id} that decide q, or nil: new
   local nb = q.not_before or '-inf'
+  local guarded = q.title_numbers > 0 and q.numbers ~= nil
+  local function numbers_of(id)
+    return numbers_agree(q.numbers, redis.call('HGET', B .. 'e:' .. id, 'm') or nil, q.title_numbers, false)
+  end
   if q.title_fp then
-    local accept = nil
-    if q.title_numbers > 0 and q.numbers then
-      accept = function(id)
-        return numbers_agree(q.numbers, redis.call('HGET', B .. 'e:' .. id, 'm') or nil, q.title_numbers, false)
-      end
+    local accept = function(id)
+      return bodies_agree(q, id) and (not guarded or numbers_of(id))
     end
     local found = nearest('t', q.title_fp, q.title_k, nb, 1, q.keys.t, accept)
     if #found > 0 then return 't', found[1] end
   end
   if q.body_fp then
-    local found = nearest('b', q.body_fp, q.body_k, nb, 1, q.keys.b, nil)
+    local accept = nil
+    if guarded and q.figures then accept = numbers_of end
+    local found = nearest('b', q.body_fp, q.body_k, nb, 1, q.keys.b, accept)
     if #found > 0 then return 'b', found[1] end
   end
   if q.sentences_shared > 0 and #q.sentences > 0 then

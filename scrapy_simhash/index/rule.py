@@ -4,11 +4,15 @@ For one item (a :class:`~.base.Query`), earlier entries that have not expired (f
 after ``not_before``) are searched tier by tier, and the first tier that finds one decides:
 
 1. **Title tier.** The entry whose title fingerprint is nearest (Hamming distance ≤ ``title_k``;
-   ties: earliest first seen, then lowest id). With the number guard on (``title_numbers`` > 0 and
-   the item has a number signature), only entries whose body numbers agree with the item's
-   (:func:`numbers_agree`) count: a recurring headline over a report with other figures is news,
-   and the body tier decides it.
-2. **Body tier.** The entry whose body fingerprint is nearest (≤ ``body_k``), same ties.
+   ties: earliest first seen, then lowest id) among those whose body does not contradict the
+   item's (:func:`bodies_agree`): a question title over many answers, a recurring wire headline
+   over other texts, is a title match over different stories. With the number guard on
+   (``title_numbers`` > 0 and the item has a number signature), only entries whose body numbers
+   agree with the item's (:func:`numbers_agree`) count: a recurring headline over a report with
+   other figures is news, and the body tier decides it.
+2. **Body tier.** The entry whose body fingerprint is nearest (≤ ``body_k``), same ties. When the
+   item's body is figure-heavy (``figures``: templated earnings reports sit within a few bits of
+   each other) and the number guard is on, only entries whose numbers agree count.
 3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
    entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
    :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and whose numbers
@@ -40,6 +44,11 @@ from .base import Entry, Match, Outcome, Query, Tier
 SENTENCES_STORED = 16
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close.
 SENTENCE_BODY_DISTANCE = 8
+#: Title tier: two body fingerprints further apart than this contradict a title match unless the
+#: bodies share a sampled sentence. Unrelated texts sit ~32 ± 4 bits apart (P(≤ 20) ≈ 0.2 %); of the
+#: reposts of the tune split whose titles match, 0.1 % (zh) / 1.3 % (en) have bodies further apart,
+#: most of them sharing a sampled sentence (benchmarks/README.md, "A title match is evidence").
+TITLE_BODY_DISTANCE = 20
 #: A sentence stored by this many entries is boilerplate (site chrome, a disclaimer, a byline):
 #: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls.
 SENTENCE_MAX_HOLDERS = 32
@@ -100,6 +109,24 @@ def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: 
     return 100 * shared >= min_percent * min(len(xs), len(ys))
 
 
+def bodies_agree(query: Query, entry: Entry) -> bool:
+    """Do the two bodies leave a title match standing?
+
+    Both fingerprinted: yes when within :data:`TITLE_BODY_DISTANCE` bits, or when the entry's
+    stored sentence sample shares a sentence with the item's (a truncated copy, a repost inside a
+    portal page). Both too short to fingerprint: yes when their digests are equal. One
+    fingerprinted, the other short: no (two answers under one question). A side without any body
+    (a title-only item, a body of a few characters): yes, the title decides.
+    """
+    if query.body_fp is not None and entry.body_fp is not None:
+        if (query.body_fp ^ entry.body_fp).bit_count() <= TITLE_BODY_DISTANCE:
+            return True
+        return not set(entry.sentences).isdisjoint(query.sentences)
+    if (query.body_fp is None and query.short_body is None) or (entry.body_fp is None and entry.short_body is None):
+        return True
+    return query.short_body is not None and query.short_body == entry.short_body
+
+
 def sentences_match(shared: int, stored: int, percent: int, body_distance: int | None) -> bool:
     """The sentence tier's test for one earlier entry.
 
@@ -157,16 +184,19 @@ def sentence_tier(store: Store, query: Query, not_before: float) -> Match | None
 def peek(store: Store, query: Query) -> Match | None:
     """The match that decides ``query`` (title tier, else body, else sentence), or None: new."""
     not_before = -math.inf if query.not_before is None else query.not_before
+    guarded = query.title_numbers > 0 and query.numbers is not None
     if query.title_fp is not None:
-        accept = None
-        if query.title_numbers > 0 and query.numbers is not None:
-            mine, pct = query.numbers, query.title_numbers
-            accept = lambda e: numbers_agree(mine, e.numbers, pct)  # noqa: E731
-        found = nearest(store, "title", query.title_fp, query.title_k, not_before, accept=accept)
+        def title_accept(e: Entry) -> bool:
+            return bodies_agree(query, e) and (not guarded or numbers_agree(query.numbers, e.numbers, query.title_numbers))
+
+        found = nearest(store, "title", query.title_fp, query.title_k, not_before, accept=title_accept)
         if found:
             return found[0]
     if query.body_fp is not None:
-        found = nearest(store, "body", query.body_fp, query.body_k, not_before)
+        accept = None
+        if guarded and query.figures:
+            accept = lambda e: numbers_agree(query.numbers, e.numbers, query.title_numbers)  # noqa: E731
+        found = nearest(store, "body", query.body_fp, query.body_k, not_before, accept=accept)
         if found:
             return found[0]
     if query.sentences_shared > 0 and query.sentences:

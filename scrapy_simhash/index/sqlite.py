@@ -66,6 +66,8 @@ from .sqlite_tables import (
     Rows,
     Tables,
     codec,
+    hash_int,
+    unpack_hashes,
     value_bits,
 )
 
@@ -425,10 +427,13 @@ class SqliteIndex(QueryChecks):
 
     def _remove(self, conn: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
         """Remove the entries ``where`` selects, with their sentence, pending and unused band rows."""
-        doomed = conn.execute(f"SELECT id, title_fp, body_fp FROM entry WHERE {where}", args).fetchall()
+        doomed = conn.execute(f"SELECT id, title_fp, body_fp, sentences FROM entry WHERE {where}", args).fetchall()
         ids = [(r[0],) for r in doomed]
         conn.executemany("DELETE FROM entry WHERE id = ?", ids)
-        conn.executemany("DELETE FROM sentence WHERE entry = ?", ids)
+        conn.executemany(
+            "DELETE FROM sentence WHERE ns = ? AND hash = ? AND entry = ?",
+            [(self._ns_id, hash_int(h), r[0]) for r in doomed for h in unpack_hashes(r[3])],
+        )
         conn.executemany("DELETE FROM pending WHERE entry = ?", ids)
         self._rows.drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
         return len(doomed)

@@ -21,7 +21,9 @@ from sqlitedict import SqliteDict
 from .base import IndexError_, IndexOpenError, IndexWriteError
 from .sqlite_tables import SCHEMA
 
-SCHEMA_VERSION = 2  # 2: entry.numbers (title tier's number guard), sentence table (opt-in tier)
+#: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
+#: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies).
+SCHEMA_VERSION = 3
 META_TABLE = "simhash_meta"
 TABLES = ("namespace", "entry", "band", "decision", "sentence")
 _SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -21,7 +21,11 @@ What is stored where, and why
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
     that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
     characters), ``numbers`` (the body's number signature, a short text, see
-    :func:`~.rule.numbers_agree`; checked by the title tier when a query asks). Indexes
+    :func:`~.rule.numbers_agree`; checked by the title tier when a query asks), ``sentences`` (its
+    stored sample of sentence hashes, each 8 bytes big-endian, concatenated in ascending order: the
+    title tier's body check reads it with the entry, and removing the entry finds its ``sentence``
+    rows from it) and ``short`` (the digest of a body too short to fingerprint, a signed 64-bit
+    integer). Indexes
     ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
     earliest non-expired entry holding a fingerprint in O(log n), however many share it;
     ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
@@ -32,9 +36,10 @@ What is stored where, and why
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
 ``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
-    The opt-in sentence tier's lookup table: one row per stored sentence hash of an entry added
-    with a sentence signature (its 16 smallest sentence hashes, 16 hex digits each). Rows go with
-    their entry.
+    The sentence tier's lookup table: one row per stored sentence hash of an entry (its
+    :data:`~.rule.SENTENCES_STORED` smallest, each as a signed 64-bit integer, 8 bytes where the
+    16 hex digits of schema 2 took 17). Rows go with their entry (found from ``entry.sentences``,
+    so no second index on ``entry``).
 ``pending``
     ``(entry, owner)``: an entry whose item was not yet delivered to storage, and the process that
     added it (:mod:`.owners`). The row goes when the item is delivered; the entry goes with it when
@@ -83,7 +88,9 @@ CREATE TABLE entry (
     first_seen REAL NOT NULL,
     url TEXT,
     title TEXT,
-    numbers TEXT  -- number signature (base.numbers_agree); NULL: added without one
+    numbers TEXT,  -- number signature (base.numbers_agree); NULL: added without one
+    sentences BLOB,  -- stored sentence hashes, 8 bytes each; NULL: none
+    short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
 CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
 CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
@@ -108,11 +115,10 @@ CREATE TABLE decision (
 CREATE INDEX decision_recent ON decision(ns, decided_at);
 CREATE TABLE sentence (
     ns INTEGER NOT NULL,
-    hash TEXT NOT NULL,
+    hash INTEGER NOT NULL,
     entry INTEGER NOT NULL,
     PRIMARY KEY (ns, hash, entry)
 ) WITHOUT ROWID;
-CREATE INDEX sentence_entry ON sentence(entry);
 """
 #: Delivery tracking: added to a file made before it at its next writable open.
 PENDING_SCHEMA = (
@@ -128,7 +134,7 @@ NAMESPACE_BITS = 20
 BAND_NUMBER_BITS = 6  # up to 64 bands per tier
 _KIND = {"title": 0, "body": 1}
 
-ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers"
+ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers, sentences, short"
 ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
 
 
@@ -158,6 +164,24 @@ def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
         return int.from_bytes(raw, "big")
 
     return enc, dec
+
+
+def hash_int(digest: str) -> int:
+    """A 16-hex-digit hash (sentence, short body) as the signed 64-bit integer stored."""
+    return to_signed64(int(digest, 16))
+
+
+def hash_hex(value: int) -> str:
+    return f"{from_signed64(value):016x}"
+
+
+def pack_hashes(digests: Sequence[str]) -> bytes | None:
+    """Hashes as one BLOB, 8 bytes big-endian each (None: no hashes)."""
+    return b"".join(bytes.fromhex(h) for h in digests) or None
+
+
+def unpack_hashes(blob: bytes | None) -> tuple[str, ...]:
+    return () if not blob else tuple(blob[i : i + 8].hex() for i in range(0, len(blob), 8))
 
 
 class Rows:
@@ -210,11 +234,12 @@ class Rows:
 
     def entry(self, row: tuple[Any, ...]) -> Entry:
         """An :class:`~.base.Entry` from an ``ENTRY_COLS`` row."""
-        ident, tfp, bfp, first_seen, url, title, numbers = row
+        ident, tfp, bfp, first_seen, url, title, numbers, sentences, short = row
         dec = self.dec
         return Entry(
             id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen,
             title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp), numbers=numbers,
+            sentences=unpack_hashes(sentences), short_body=None if short is None else hash_hex(short),
         )
 
     def drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
@@ -245,27 +270,29 @@ class Tables:
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
         ns, conn, cap = self.rows.ns_id, self.conn, rule.SENTENCE_MAX_HOLDERS
-        hashes = [
-            h for h in hashes
+        keys = [
+            k for k in map(hash_int, hashes)
             if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
-                            (ns, h, cap)).fetchone()[0] < cap
+                            (ns, k, cap)).fetchone()[0] < cap
         ]
-        if not hashes:
+        if not keys:
             return []
         found = conn.execute(
-            f"SELECT {ENTRY_COLS_E}, count(*), (SELECT count(*) FROM sentence x WHERE x.entry = e.id)"
-            f" FROM sentence s JOIN entry e ON e.id = s.entry"
-            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(hashes))}) AND e.first_seen >= ?"
+            f"SELECT {ENTRY_COLS_E}, count(*) FROM sentence s JOIN entry e ON e.id = s.entry"
+            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(keys))}) AND e.first_seen >= ?"
             " GROUP BY e.id ORDER BY e.first_seen, e.id",
-            (ns, *hashes, not_before),
+            (ns, *keys, not_before),
         ).fetchall()
-        return [(self.rows.entry(tuple(row)), shared, stored) for *row, shared, stored in found]
+        entries = [(self.rows.entry(tuple(row)), shared) for *row, shared in found]
+        return [(e, shared, len(e.sentences)) for e, shared in entries]
 
     def insert(self, query: Query, seen_at: float) -> int:
         rows, conn = self.rows, self.conn
         tfp, bfp = query.title_fp, query.body_fp
+        stored = sorted(set(query.sentences))[: rule.SENTENCES_STORED]
         entry_id = conn.execute(
-            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers, sentences, short)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rows.ns_id,
                 None if tfp is None else rows.enc(tfp),
@@ -274,16 +301,18 @@ class Tables:
                 query.url,
                 None if query.title is None else query.title[:TITLE_CHARS],
                 query.numbers,
+                pack_hashes(stored),
+                None if query.short_body is None else hash_int(query.short_body),
             ),
         ).lastrowid
         assert entry_id is not None
         conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", rows.band_rows(tfp, bfp))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
-        if query.sentences:
+        if stored:
             conn.executemany(
                 "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
-                [(rows.ns_id, h, entry_id) for h in sorted(set(query.sentences))[: rule.SENTENCES_STORED]],
+                [(rows.ns_id, hash_int(h), entry_id) for h in stored],
             )
         return entry_id
 
