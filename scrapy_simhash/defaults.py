@@ -34,7 +34,9 @@ USER_DICT: str | None = None
 STOP_WORDS: str | list[str] | None = None
 DYNAMIC_THRESHOLD = False
 TITLE_PATTERNS: list[str] = []
-MAIN_CONTENT = False
+#: Bodies reduced to their main text: True every HTML body, False none, None those that look like a
+#: whole page or a link-dense block.
+MAIN_CONTENT: bool | None = None
 SKIP_FIELD = "simhash_skip"
 #: What a check-and-add that cannot be committed (disk full, lock held past the busy timeout, file
 #: gone read-only) does to the item once the retries are spent: "drop" it (never passed on as new

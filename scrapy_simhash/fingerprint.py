@@ -25,7 +25,7 @@ from typing import Any
 
 from . import defaults
 from .features import DEFAULT_TOP_K, FeatureExtractor
-from .normalize import main_text, normalize_body, normalize_text, normalize_title
+from .normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS, simhash
 
@@ -47,6 +47,7 @@ class Fingerprints:
     sentences: tuple[str, ...] = ()  # sentence signature of the body (empty: none)
     figures: bool = False  # the body is figure-heavy (signatures.FIGURE_HEAVY_SHARE): body matches need its numbers
     short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
+    main_text: bool = False  # the body was a page, reduced to its main text (stat simhash/main_text)
 
     @property
     def usable(self) -> bool:
@@ -65,7 +66,7 @@ class Fingerprinter:
         title_patterns: Iterable[str | re.Pattern[str]] = (),
         min_title_chars: int = DEFAULT_MIN_TITLE_CHARS,
         min_body_chars: int = DEFAULT_MIN_BODY_CHARS,
-        main_content: bool = False,
+        main_content: bool | None = None,
         sentences: bool = True,
         tf: str = "linear",
         max_share: float | None = defaults.MAX_SHARE,
@@ -86,10 +87,18 @@ class Fingerprinter:
         return normalize_title(raw, self.title_patterns)
 
     def clean_body(self, raw: Any) -> str:
-        """The normalized body text (HTML parsed; boilerplate removed when ``main_content``)."""
-        if self.main_content and isinstance(raw, (str, bytes)):
+        """The normalized body text (HTML parsed; a page reduced to its main text, see :meth:`is_page`)."""
+        if self.is_page(raw):
             return normalize_text(main_text(raw))
         return normalize_body(raw)
+
+    def is_page(self, raw: Any) -> bool:
+        """Is this body reduced to its main text? ``main_content`` True: every HTML body; False:
+        none; None (default): bodies that look like a whole page or a link-dense block
+        (:func:`~.normalize.looks_like_page`), so ``response.css("body").get()`` still works."""
+        if not isinstance(raw, (str, bytes)) or self.main_content is False:
+            return False
+        return self.main_content is True or looks_like_page(raw)
 
     def title(self, raw: Any) -> int | None:
         """Fingerprint of a title, or None when it is too short to be trusted."""
@@ -102,7 +111,8 @@ class Fingerprinter:
     def fingerprint(self, title: Any, body: Any) -> Fingerprints:
         """Both fingerprints of an item."""
         title_text = self.clean_title(title)
-        body_text = self.clean_body(body)
+        page = self.is_page(body)
+        body_text = normalize_text(main_text(body)) if page else normalize_body(body)
         body_fp = self._body_fp(body_text)
         short = short_body_digest(body_text) if body_fp is None else None
         return Fingerprints(
@@ -110,7 +120,7 @@ class Fingerprinter:
             # no body to speak of: no numbers to compare either (a title-only copy matches its title)
             number_signature(body_text) if body_fp is not None or short is not None else None,
             sentence_signature(body_text) if self.sentences else (),
-            figure_share(body_text) >= FIGURE_HEAVY_SHARE, short,
+            figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page,
         )
 
     def _title_fp(self, text: str) -> int | None:

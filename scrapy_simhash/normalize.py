@@ -87,6 +87,23 @@ def looks_like_html(text: str) -> bool:
     return next(bare, None) is not None and next(bare, None) is not None
 
 
+_PAGE_RE = re.compile(r"<(?:!doctype|html|body|nav|header|footer)\b", re.IGNORECASE)
+_LINK_RE = re.compile(r"<a\s", re.IGNORECASE)
+#: A body with this many links is link-dense (a related-links box, a menu): a page, not an article.
+PAGE_LINKS = 20
+
+
+def looks_like_page(raw: str | bytes) -> bool:
+    """Whether a body is a whole page rather than an extracted article: a document (``<html>``,
+    ``<body>``, a doctype), page chrome (``<nav>``, ``<header>``, ``<footer>``) or at least
+    :data:`PAGE_LINKS` links. Cheap: two linear scans, no parse."""
+    text = raw.decode("latin-1") if isinstance(raw, bytes) else raw
+    if _PAGE_RE.search(text):
+        return True
+    links = _LINK_RE.finditer(text)
+    return sum(1 for _ in zip(range(PAGE_LINKS), links)) >= PAGE_LINKS
+
+
 def _is_utf8(data: bytes) -> bool:
     """Whether ``data`` is valid UTF-8.
 

@@ -218,6 +218,8 @@ class SimhashPipeline:
             logger.warning("scrapy-simhash skipped an item it cannot read (%s: %s); passed on unchecked",
                            type(exc).__name__, exc)
             return item
+        if fps.main_text:
+            self.stats.inc_value("simhash/main_text")
         try:
             assert self._index is not None, "the pipeline is not open"
             verdict: Verdict = await _wait(self._index.submit((fps, url, os.urandom(12).hex())))

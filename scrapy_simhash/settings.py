@@ -77,6 +77,14 @@ def _share(settings: BaseSettings, name: str) -> float | None:
     return float(value)
 
 
+def _auto_bool(settings: BaseSettings, name: str) -> bool | None:
+    """True, False, or None for "decide per item" (unset, empty or "auto")."""
+    value = settings.get(name)
+    if value in (None, "", "auto", "None", "none"):
+        return None
+    return settings.getbool(name)
+
+
 def _index_url(settings: BaseSettings, name: str) -> str:
     return index_url_from_settings(settings) or default_index_url()
 
@@ -124,7 +132,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_DYNAMIC_THRESHOLD", D.DYNAMIC_THRESHOLD, _bool, engine="dynamic_threshold",
             flag="dynamic_threshold"),
     Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern"),
-    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _bool, engine="main_content", flag="main_content"),
+    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _auto_bool, engine="main_content", flag="main_content"),
     Setting("SIMHASH_SKIP_FIELD", D.SKIP_FIELD),
     Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR),
     Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int),

@@ -45,10 +45,12 @@ def test_same_article_on_two_ifeng_templates_is_within_both_tiers():
     assert hamming_distance(fp.title(page_title(a)), fp.title(page_title(c))) > 3 * TITLE_K
 
 
-def test_whole_pages_without_main_content_differ(fp):
-    # Why SIMHASH_MAIN_CONTENT exists: the two templates' boilerplate pulls the bodies apart.
+def test_whole_pages_without_main_content_differ():
+    # Why pages are reduced to their main text: the two templates' boilerplate pulls the bodies apart.
+    fp = Fingerprinter(main_content=False)
     a, b = page("ifeng_news1.html.gz"), page("ifeng_news1_detail_20220630.html.gz")
     assert hamming_distance(fp.body(a), fp.body(b)) > BODY_K
+    assert Fingerprinter().body(a) == Fingerprinter(main_content=True).body(a)  # by default: the main text
 
 
 @pytest.mark.parametrize("story", [STORY_ZH, STORY_ZH_2, STORY_EN], ids=["zh", "zh2", "en"])

@@ -50,9 +50,8 @@ def fingerprinter_options(args: argparse.Namespace) -> dict[str, Any]:
         "stop_words": args.stop_words,
         "user_dict": args.user_dict,
         "title_patterns": tuple(args.title_pattern or ()),
-        "main_content": bool(args.main_content),
+        "main_content": args.main_content,
         "max_share": args.max_share,
-        "sentences": bool(getattr(args, "sentences_shared", 0)),
     }
 
 

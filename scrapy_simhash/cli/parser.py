@@ -144,8 +144,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         g.add_argument("--user-dict", default=d["user_dict"], metavar="FILE", help="jieba user dictionary")
         g.add_argument("--title-pattern", action="append", default=list(d["title_pattern"] or []),
                        metavar="REGEX", help="extra title suffix to remove (repeatable)")
-        g.add_argument("--main-content", action=argparse.BooleanOptionalAction, default=bool(d["main_content"]),
-                       help="drop page boilerplate from HTML bodies before fingerprinting")
+        g.add_argument("--main-content", action=argparse.BooleanOptionalAction, default=d["main_content"],
+                       help="reduce every HTML body to its main text (--no-main-content: none; default: "
+                            "bodies that look like whole pages)")
         g.add_argument("--title-numbers", type=_non_negative_int, default=d["title_numbers"], metavar="PCT",
                        help="a title match counts only if the bodies' numbers overlap this much (0: off)")
         g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="PCT",
