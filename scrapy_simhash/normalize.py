@@ -101,7 +101,7 @@ def looks_like_page(raw: str | bytes) -> bool:
     if _PAGE_RE.search(text):
         return True
     links = _LINK_RE.finditer(text)
-    return sum(1 for _ in zip(range(PAGE_LINKS), links)) >= PAGE_LINKS
+    return sum(1 for _ in zip(range(PAGE_LINKS), links, strict=False)) >= PAGE_LINKS
 
 
 def _is_utf8(data: bytes) -> bool:

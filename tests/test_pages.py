@@ -21,7 +21,8 @@ def body_of(name: str) -> tuple[str, str]:
     path = CORPUS / "html" / "gne" / "tests" / name
     if not path.exists():
         pytest.skip(f"needs the shared corpus file {path}")
-    root = lxml.html.fromstring(gzip.open(path).read())
+    with gzip.open(path) as f:
+        root = lxml.html.fromstring(f.read())
     return root.findtext(".//title"), lxml.html.tostring(root.find(".//body"), encoding="unicode")
 
 

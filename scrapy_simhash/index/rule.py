@@ -187,7 +187,9 @@ def peek(store: Store, query: Query) -> Match | None:
     guarded = query.title_numbers > 0 and query.numbers is not None
     if query.title_fp is not None:
         def title_accept(e: Entry) -> bool:
-            return bodies_agree(query, e) and (not guarded or numbers_agree(query.numbers, e.numbers, query.title_numbers))
+            if not bodies_agree(query, e):
+                return False
+            return not guarded or numbers_agree(query.numbers, e.numbers, query.title_numbers)
 
         found = nearest(store, "title", query.title_fp, query.title_k, not_before, accept=title_accept)
         if found:
