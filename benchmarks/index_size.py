@@ -1,8 +1,8 @@
-"""Bytes per stored entry: SQLite on disk and Redis in memory, default tiers and the sentence tier.
+"""Bytes per stored entry: SQLite on disk and Redis in memory, with and without sentence samples.
 
 Synthetic entries as the engine stores them (random 64-bit title and body fingerprints, a URL, a
-20-character title, a number signature; with the opt-in sentence tier, 30 sentence hashes per item
-of which the index keeps its sample of 16) are added through ``check_and_add_many`` in batches of
+20-character title, a number signature; by default 30 sentence hashes per item of which the index
+keeps its sample of ``rule.SENTENCES_STORED``; without, items too short for a sentence signature) are added through ``check_and_add_many`` in batches of
 100, as the pipeline does. SQLite: main file + WAL after close, divided by the entries. Redis:
 ``used_memory`` growth of a scratch database (flushed before and after; request tokens of the last
 two minutes included, as in a running crawl).
@@ -60,7 +60,7 @@ def main() -> int:
     print("| index | tiers | bytes per entry |")
     print("|---|---|---:|")
     for sentences in (False, True):
-        tiers = "title + body + sentence (opt-in)" if sentences else "title + body (default)"
+        tiers = "default (title + body + sentence sample)" if sentences else "no sentence signatures"
         with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
             path = Path(tmp) / "index.sqlite3"
             fill(f"sqlite:///{path}", args.entries, sentences)

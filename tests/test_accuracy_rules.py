@@ -251,7 +251,7 @@ def test_sentence_tier_catches_an_edited_repost_of_a_real_page(tmp_path: Path) -
         v = dd.check_and_add("Rescuers find victims of Indonesia air crash", repost_body, url="repost")
         assert v.status == "duplicate" and v.original is not None and v.original.url == "orig"
         assert v.tier == "sentence"
-    with Deduplicator.open(f"sqlite:///{tmp_path / 'off.sqlite3'}") as dd:
+    with Deduplicator.open(f"sqlite:///{tmp_path / 'off.sqlite3'}", sentences_shared=0) as dd:
         dd.check_and_add(title, body, url="orig")
         off = dd.check_and_add("Rescuers find victims of Indonesia air crash", repost_body, url="repost")
         assert off.is_new  # the body fingerprints are too far apart

@@ -897,8 +897,9 @@ def test_sentence_tier_after_title_and_body(index: Any) -> None:
 
 
 def test_an_entry_keeps_its_smallest_sentence_hashes_only(index: Any) -> None:
-    many = tuple(f"{n:016x}" for n in range(100, 124))  # 24 hashes: the 16 smallest are kept
-    assert index_rule.SENTENCES_STORED == 16
+    k = index_rule.SENTENCES_STORED
+    assert k == 12
+    many = tuple(f"{n:016x}" for n in range(100, 124))  # 24 hashes: the k smallest are kept
     rng = random.Random(9)
     index.check_and_add(q(rng.getrandbits(64), None, url="a", sentences=tuple(reversed(many)), seen_at=1.0))
 
@@ -908,10 +909,10 @@ def test_an_entry_keeps_its_smallest_sentence_hashes_only(index: Any) -> None:
             index.forget(out.entry_id)
         return out.match
 
-    assert probe(many[16:]) is None  # the hashes beyond the 16 smallest were not stored
-    assert probe(many[16:] + many[:3]) is None  # 3 of the 16 stored (19 %)
-    m = probe(many[:4] + many[18:])
-    assert m is not None and (m.tier, m.distance, m.entry.url) == ("sentence", 12, "a")  # 16 stored, 4 found
+    assert probe(many[k:]) is None  # the hashes beyond the k smallest were not stored
+    assert probe(many[k:] + many[:1]) is None  # 1 of the k stored (at least 2 needed)
+    m = probe(many[:3] + many[k + 2 :])
+    assert m is not None and (m.tier, m.distance, m.entry.url) == ("sentence", k - 3, "a")  # k stored, 3 found
 
 
 def test_one_stored_sentence_with_a_close_body_is_a_sentence_match(index: Any) -> None:

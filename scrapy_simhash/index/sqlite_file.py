@@ -22,7 +22,8 @@ from .base import IndexError_, IndexOpenError, IndexWriteError
 from .sqlite_tables import SCHEMA
 
 #: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
-#: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies).
+#: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies),
+#: entry.numbers as a BLOB.
 SCHEMA_VERSION = 3
 META_TABLE = "simhash_meta"
 TABLES = ("namespace", "entry", "band", "decision", "sentence")

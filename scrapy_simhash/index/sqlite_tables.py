@@ -20,8 +20,8 @@ What is stored where, and why
     One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
     that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
-    characters), ``numbers`` (the body's number signature, a short text, see
-    :func:`~.rule.numbers_agree`; checked by the title tier when a query asks), ``sentences`` (its
+    characters), ``numbers`` (the body's number signature, see :func:`~.rule.numbers_agree`, as a
+    BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (its
     stored sample of sentence hashes, each 8 bytes big-endian, concatenated in ascending order: the
     title tier's body check reads it with the entry, and removing the entry finds its ``sentence``
     rows from it) and ``short`` (the digest of a body too short to fingerprint, a signed 64-bit
@@ -88,7 +88,7 @@ CREATE TABLE entry (
     first_seen REAL NOT NULL,
     url TEXT,
     title TEXT,
-    numbers TEXT,  -- number signature (base.numbers_agree); NULL: added without one
+    numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
     sentences BLOB,  -- stored sentence hashes, 8 bytes each; NULL: none
     short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
@@ -180,8 +180,17 @@ def pack_hashes(digests: Sequence[str]) -> bytes | None:
     return b"".join(bytes.fromhex(h) for h in digests) or None
 
 
-def unpack_hashes(blob: bytes | None) -> tuple[str, ...]:
-    return () if not blob else tuple(blob[i : i + 8].hex() for i in range(0, len(blob), 8))
+def unpack_hashes(blob: bytes | None, size: int = 8) -> tuple[str, ...]:
+    return () if not blob else tuple(blob[i : i + size].hex() for i in range(0, len(blob), size))
+
+
+def pack_numbers(signature: str | None) -> bytes | None:
+    """A number signature (8-hex-digit hashes, space-separated) as a BLOB of 4-byte hashes."""
+    return None if signature is None else b"".join(bytes.fromhex(h) for h in signature.split())
+
+
+def unpack_numbers(blob: bytes | None) -> str | None:
+    return None if blob is None else " ".join(unpack_hashes(blob, 4))
 
 
 class Rows:
@@ -238,7 +247,7 @@ class Rows:
         dec = self.dec
         return Entry(
             id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen,
-            title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp), numbers=numbers,
+            title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp), numbers=unpack_numbers(numbers),
             sentences=unpack_hashes(sentences), short_body=None if short is None else hash_hex(short),
         )
 
@@ -300,7 +309,7 @@ class Tables:
                 seen_at,
                 query.url,
                 None if query.title is None else query.title[:TITLE_CHARS],
-                query.numbers,
+                pack_numbers(query.numbers),
                 pack_hashes(stored),
                 None if query.short_body is None else hash_int(query.short_body),
             ),
