@@ -2,7 +2,8 @@
 
 Synthetic entries as the engine stores them (random 64-bit title and body fingerprints, a URL, a
 20-character title, a number signature; by default 30 sentence hashes per item of which the index
-keeps its sample of ``rule.SENTENCES_STORED``; without, items too short for a sentence signature) are added through ``check_and_add_many`` in batches of
+keeps its sample of ``rule.SENTENCES_STORED``; without, items too short for a sentence signature)
+are added through ``check_and_add_many`` in batches of
 100, as the pipeline does. SQLite: main file + WAL after close, divided by the entries. Redis:
 ``used_memory`` growth of a scratch database (flushed before and after; request tokens of the last
 two minutes included, as in a running crawl).

@@ -247,8 +247,9 @@ class Rows:
         dec = self.dec
         return Entry(
             id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen,
-            title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp), numbers=unpack_numbers(numbers),
-            sentences=unpack_hashes(sentences), short_body=None if short is None else hash_hex(short),
+            title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp),
+            numbers=unpack_numbers(numbers), sentences=unpack_hashes(sentences),
+            short_body=None if short is None else hash_hex(short),
         )
 
     def drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
