@@ -1,10 +1,10 @@
 """The Deduplicator: an item's fingerprints, the settings' thresholds and the index's one rule.
 
-The tiered rule itself (title tier with its number guard, then body, then the opt-in sentence tier,
+The tiered rule itself (title tier with its body and number checks, then body, then the sentence tier,
 else new) is stated once, in :mod:`scrapy_simhash.index.rule`, and every index runs it; this
 module turns settings (thresholds, expiry, the dynamic body threshold, drop or flag per tier) into
-the index's queries and its answers into :class:`Verdict` objects. Entries carry sentence hashes
-only when added with the sentence tier on (``sentences_shared``): enable it on a new index.
+the index's queries and its answers into :class:`Verdict` objects. Entries carry their sentence
+sample whatever ``sentences_shared`` (the title tier's body check reads it too).
 
 The :class:`Deduplicator` knows nothing of Scrapy: the pipeline, the command line and the
 benchmarks all use it. Fingerprinting (CPU-heavy) and the check-and-add (one short index

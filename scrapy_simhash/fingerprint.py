@@ -6,8 +6,9 @@ the benchmarks compute fingerprints the same way.
 Besides the two fingerprints, an item gets a *number signature* of its body
 (:func:`number_signature`): the title tier uses it so that a recurring templated headline over a
 report with other figures is not taken for a repost. And it gets a *sentence signature*
-(:func:`sentence_signature`, the hashes of its sentences, smallest first) for the opt-in sentence
-tier, which catches edited reposts whose body fingerprints drifted past the body threshold.
+(:func:`sentence_signature`, the hashes of its sentences, smallest first) for the sentence
+tier, which catches edited reposts whose body fingerprints drifted past the body threshold, and
+for the title tier's body check. A body that is a whole page is first reduced to its main text.
 
 Too little text makes no fingerprint (``None``): a few words hash to a few bits that collide with
 other short texts, so they must not create matches by themselves. A title needs
