@@ -35,6 +35,7 @@ from scrapy_simhash.features import FeatureExtractor, get_tokenizer
 from scrapy_simhash.normalize import (
     html_to_text,
     looks_like_html,
+    looks_like_page,
     main_text,
     normalize_body,
     normalize_text,
@@ -89,6 +90,9 @@ CASES = [
     Case(("normalize._LOWER_TAG_RE",), looks_like_html, lambda n: "<b /" * n),
     Case(("normalize._ENTITY_RE",), normalize_body, lambda n: "&" + "a" * (4 * n)),
     Case(("normalize._ENTITY_RE",), normalize_body, lambda n: "&#x" * n),
+    Case(("normalize._PAGE_RE",), looks_like_page, lambda n: "<htm <bod <nav" * n + "x"),
+    Case(("normalize._PAGE_RE",), looks_like_page, lambda n: "<" * (4 * n) + "x"),
+    Case(("normalize._LINK_RE",), looks_like_page, lambda n: "<a" * (2 * n) + "x"),
     Case(("normalize._HTML_SPACE_RE",), html_to_text, lambda n: "<p>" + " \t\r" * n + "x</p><p>y</p>"),
     Case(("normalize._PUNCT_RE", "normalize._NON_SPACE_RE", "normalize._FOOTER_RE"), main_text,
          lambda n: "<div><p>" + "，copyrigh ICP" * (n // 4) + "</p></div><div><a href=x>y</a></div>"),
