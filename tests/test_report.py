@@ -52,8 +52,9 @@ def index_path(tmp_path: Path) -> Path:
     add(flip(BASE_T, 9, 1), flip(BASE_B, 4, 2), "http://a.example/2", "相近但不同的新闻二")  # 9 / 4 bits
     add(flip(BASE_T, 5, 3), flip(BASE_B, 30, 7), "http://a.example/3", "新闻三")  # title 5 from #1
     add(flip(BASE_T, 3, 4), flip(BASE_B, 6, 3), "http://a.example/4", "新闻四")  # title 3 from #1
-    dup(flip(BASE_T, 1), 0x5555, "http://dup.example/1")  # title tier, 1 bit
-    dup(flip(BASE_T, 2, 10), 0x6666, "http://dup.example/2")  # title tier, 2 bits
+    # title tier, 1 and 2 bits (bodies 10 bits from #1's: within the title tier's body check)
+    dup(flip(BASE_T, 1), flip(BASE_B, 10, 1), "http://dup.example/1")
+    dup(flip(BASE_T, 2, 10), flip(BASE_B, 10, 2), "http://dup.example/2")
     dup(flip(BASE_T, 40, 2) ^ 0xFFFF_0000_0000, flip(BASE_B, 3, 11), "http://dup.example/3")  # body, 3 bits
     idx.close()
     return path
