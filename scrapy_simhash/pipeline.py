@@ -66,19 +66,21 @@ import asyncio
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
-from scrapy import Field, Item
+from scrapy import Field, Item, signals
 from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
 from twisted.internet.defer import Deferred
 
 from .dedup import Deduplicator, Verdict
 from .groupcommit import GroupCommit
 from .index import IndexError_
+from .index.owners import new_owner
 from .settings import effective_settings, engine_options, value
 
 if TYPE_CHECKING:
@@ -130,12 +132,22 @@ class SimhashPipeline:
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
+        # Delivery tracking: new items' pending entries by item (id, and url/title when a later
+        # component hands on another object), and their fates, applied by the index thread.
+        self._tracked: dict[int, tuple[Any, int]] = {}
+        self._tracked_by_key: dict[tuple[str, str], int] = {}
+        self._fates: list[tuple[str, int]] = []
+        self._fates_lock = threading.Lock()
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
         if not value(effective_settings(crawler.settings, None), "SIMHASH_ENABLED"):
             raise NotConfigured("scrapy-simhash is disabled (SIMHASH_ENABLED is False)")
-        return cls(crawler)
+        pipeline = cls(crawler)
+        crawler.signals.connect(pipeline._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(pipeline._item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(pipeline._item_error, signal=signals.item_error)
+        return pipeline
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -162,8 +174,9 @@ class SimhashPipeline:
         self._index_errors = 0
         index_url = value(s, "SIMHASH_INDEX_URL")
         try:
-            self.dedup = Deduplicator.open(index_url, **engine_options(s))
+            self.dedup = Deduplicator.open(index_url, owner=new_owner(), **engine_options(s))
             expired = self.dedup.purge_expired()
+            recovered = self.dedup.index.recover()  # entries of crawls that died before delivering them
             initial = self.dedup.index.count()
         except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
@@ -174,6 +187,10 @@ class SimhashPipeline:
         index = self.dedup.index
         self.stats.set_value("simhash/initial", initial)
         self.stats.set_value("simhash/expired", expired)
+        self.stats.set_value("simhash/recovered", recovered)
+        if recovered:
+            logger.info("scrapy-simhash: released %d entries of a crawl that died before its items were stored",
+                        recovered)
         self.stats.set_value("simhash/index", index.location)
         d = self.dedup
         logger.info(
@@ -194,6 +211,17 @@ class SimhashPipeline:
                 pool.shutdown()  # finishes the work in progress
         self._fingerprint_pool = self._index = None
         if self.dedup is not None:
+            # Items whose fate no signal told (another object handed on downstream) went somewhere:
+            # their entries stay references.
+            with self._fates_lock:
+                self._fates += [("deliver", entry_id) for _, entry_id in self._tracked.values()]
+                self._tracked.clear()
+                self._tracked_by_key.clear()
+            try:
+                self._apply_fates()
+            except (IndexError_, sqlite3.Error) as exc:
+                logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
+                             "crawl releases their entries and may pass them on again", exc)
             self.stats.set_value("simhash/final", self.dedup.index.count())
             self.dedup.close()
             self.dedup = None
@@ -234,6 +262,8 @@ class SimhashPipeline:
             return item
         if verdict.status == "new":
             self.stats.inc_value("simhash/new")
+            if verdict.entry_id is not None:
+                self._track(item, adapter, verdict.entry_id)
             return item
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
@@ -247,6 +277,7 @@ class SimhashPipeline:
         with a doubling delay (runs on the index thread). Each item keeps its request id across the
         retries: on Redis, an item added before the error gets its entry back, not itself as a duplicate."""
         assert self.dedup is not None
+        self._apply_fates()  # a copy dropped downstream meanwhile no longer blocks these items
         items = [(fps, url) for fps, url, _ in batch]
         request_ids = [request_id for *_, request_id in batch]
         delay = self.index_retry_delay
@@ -262,6 +293,67 @@ class SimhashPipeline:
                 time.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- delivery ---------------------------------------------------------------------------------
+
+    def _key(self, adapter: ItemAdapter) -> tuple[str, str] | None:
+        url, title = _first_field(adapter, self.url_fields), _first_field(adapter, self.title_fields)
+        return None if url is None and title is None else (str(url), str(title))
+
+    def _track(self, item: Any, adapter: ItemAdapter, entry_id: int) -> None:
+        """Remember the pending entry of a new item until a signal tells its fate."""
+        with self._fates_lock:
+            self._tracked[id(item)] = (item, entry_id)
+            key = self._key(adapter)
+            if key is not None:
+                self._tracked_by_key[key] = entry_id
+
+    def _fate(self, item: Any, fate: str) -> None:
+        """Queue what became of a tracked item for the index thread (never the reactor's work)."""
+        if not self._tracked:
+            return
+        try:
+            key = self._key(ItemAdapter(item))
+        except TypeError:  # not an item ItemAdapter knows
+            key = None
+        with self._fates_lock:
+            found = self._tracked.pop(id(item), None)
+            entry_id = found[1] if found is not None else self._tracked_by_key.get(key) if key else None
+            if entry_id is None:
+                return
+            if key is not None and self._tracked_by_key.get(key) == entry_id:
+                del self._tracked_by_key[key]
+            if found is None:
+                self._tracked = {k: v for k, v in self._tracked.items() if v[1] != entry_id}
+            self._fates.append((fate, entry_id))
+
+    def _item_scraped(self, item: Any, **kwargs: Any) -> None:
+        self._fate(item, "deliver")
+
+    def _item_dropped(self, item: Any, exception: BaseException | None = None, **kwargs: Any) -> None:
+        if not isinstance(exception, (NearDuplicate, IndexUnavailable)):  # ours carry no pending entry
+            self._fate(item, "release")
+
+    def _item_error(self, item: Any, **kwargs: Any) -> None:
+        self._fate(item, "release")
+
+    def _apply_fates(self) -> None:
+        """Deliver or release the entries whose items' fates arrived (index thread, or at close)."""
+        with self._fates_lock:
+            fates, self._fates = self._fates, []
+        if not fates or self.dedup is None:
+            return
+        try:
+            self.dedup.index.deliver([e for fate, e in fates if fate == "deliver"])
+            released = self.dedup.index.release([e for fate, e in fates if fate == "release"])
+        except BaseException:
+            with self._fates_lock:
+                self._fates[:0] = fates  # tried again with the next batch
+            raise
+        if released:
+            self.stats.inc_value("simhash/released", released)
+            logger.info("scrapy-simhash: %d item(s) dropped after this pipeline: their entries were released, "
+                        "the next copy of their story is admitted", released)
 
     def _index_failed(self, item: Any, exc: BaseException) -> Any:
         """Apply ``SIMHASH_ON_INDEX_ERROR`` to an item whose check-and-add could not be committed."""

@@ -4,10 +4,13 @@ picking fields of an item, and printing dates, fingerprints and entries."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import io
 import json
 import os
 import sys
+import zlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
@@ -63,7 +66,8 @@ def make_fingerprinter(options: Mapping[str, Any]) -> Fingerprinter:
 
 
 def open_dedup(
-    args: argparse.Namespace, fingerprinter: Fingerprinter, *, reset: bool = False, readonly: bool = False
+    args: argparse.Namespace, fingerprinter: Fingerprinter, *, reset: bool = False, readonly: bool = False,
+    owner: str | None = None,
 ) -> Deduplicator:
     """The Deduplicator the options describe. Writable: opened like the pipeline opens it (the index
     must have been built for these thresholds). Read-only (``check``): the index as recorded, and any
@@ -71,7 +75,7 @@ def open_dedup(
     from ..dedup import Deduplicator
 
     options: dict[str, Any] = {"ttl_days": args.ttl_days, "title_numbers": args.title_numbers,
-                               "sentences_shared": args.sentences_shared}
+                               "sentences_shared": args.sentences_shared, "owner": owner}
     if hasattr(args, "title_action"):
         options.update(title_action=args.title_action, body_action=args.body_action)
     thresholds = {"title_max_distance": args.title_max_distance, "body_max_distance": args.body_max_distance,
@@ -138,6 +142,18 @@ def open_output(name: str) -> IO[str]:
         return open(name, "w", encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot write {name}: {exc.strerror or exc}") from exc
+
+
+def sync_output(stream: IO[str]) -> None:
+    """Make what was written to ``stream`` so far survive a kill: flush it (a gzip output ends a
+    deflate block, so the file read so far decompresses) and fsync its file (not a pipe)."""
+    stream.flush()
+    target: Any = getattr(stream, "buffer", stream)
+    if isinstance(target, gzip.GzipFile):
+        target.flush(zlib.Z_SYNC_FLUSH)
+        target = target.fileobj
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        os.fsync(target.fileno())
 
 
 class closing_output:

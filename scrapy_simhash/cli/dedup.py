@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
+from ..index.owners import new_owner
 from .common import (
     GZIP_MAGIC,
     CliError,
@@ -37,6 +38,7 @@ from .common import (
     open_output,
     pick,
     silence_stdout,
+    sync_output,
 )
 
 if TYPE_CHECKING:
@@ -198,6 +200,7 @@ class RunStats:
     duplicate: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     errors: int = 0
+    released: int = 0  # pending entries of an earlier run that died before writing their lines out
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -327,8 +330,15 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             pool = multiprocessing.Pool(args.jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
             stack.callback(pool.join)
             stack.callback(pool.terminate)
-        dedup = open_dedup(args, fingerprinter, reset=args.reset)
+        # With outputs, an entry stays pending until its lines are written out and synced: a run killed
+        # in between leaves entries that the next run releases (recover), so it writes those items again.
+        owner = new_owner() if output_name or decisions_name else None
+        dedup = open_dedup(args, fingerprinter, reset=args.reset, owner=owner)
         stack.callback(dedup.close)
+        try:
+            stats.released = dedup.index.recover()
+        except Exception as exc:
+            raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
         out = stack.enter_context(closing_output(open_output(output_name))) if output_name else None
         dec = stack.enter_context(closing_output(open_output(decisions_name))) if decisions_name else None
         show = args.progress if args.progress is not None else sys.stderr.isatty()
@@ -353,8 +363,12 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                     write_error = (f"index write failed at line {usable[0].line} "
                                    f"(lines {usable[0].line}-{usable[-1].line} not decided): {describe(exc)}")
                     break
+                added = []
                 for result in batch:
-                    record = decision_record(result, next(decided) if result.fps is not None else None)
+                    verdict = next(decided) if result.fps is not None else None
+                    if verdict is not None and verdict.entry_id is not None:
+                        added.append(verdict.entry_id)
+                    record = decision_record(result, verdict)
                     _count(stats, record)
                     if record["status"] == "error" and not args.quiet:
                         _report_bad_line(stats.errors, record)
@@ -362,6 +376,11 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                         out.write(result.kept + "\n")
                     if dec is not None:
                         dec.write(_json_line(record) + "\n")
+                if owner is not None and added:  # the lines are on disk before their entries count
+                    for stream in (out, dec):
+                        if stream is not None:
+                            sync_output(stream)
+                    dedup.index.deliver(added)
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True
@@ -438,4 +457,7 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
         f"  index      {dedup.index.location} (namespace {dedup.index.namespace!r}): "
         + (f"{entries:,} entries" if entries is not None else "entry count unavailable"),
     ]
+    if stats.released:
+        lines.append(f"  released   {stats.released:>9,}  (entries of an earlier run that died before writing "
+                     "its items out: decided again)")
     print("\n".join(lines), file=sys.stderr)
