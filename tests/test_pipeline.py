@@ -91,7 +91,7 @@ async def test_body_flag_passes_item_with_verdict(tmp_path):
     assert verdict["original"]["url"] == "http://a.example/zh1"
     assert 0 <= verdict["distance"] <= 3
     assert stat(crawler, "simhash/flagged") == 1
-    assert stat(crawler, "simhash/dropped/body") is None
+    assert stat(crawler, "simhash/dropped/body") == 0
     # Flagged items are not added: the index still holds only the original.
     assert stat(crawler, "simhash/final") == 1
 
