@@ -15,8 +15,16 @@ against one index shared by every spider of the project (``.scrapy/simhash/index
   (``simhash/dropped/sentence``) or flagged as the body tier says;
 * else the item is new: it is committed to the index before it is passed on.
 
-Items without usable text (and items whose fields cannot be read) are passed on untouched and
-counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item with a true
+Each drop is one log line at ``SIMHASH_DROP_LOG_LEVEL`` (this item's URL, tier, distance, original
+URL; :class:`_ShortDropLine` keeps Scrapy from appending the whole item), and so is each flag.
+
+Settings are checked when the crawler is built (:meth:`SimhashPipeline.from_crawler`): a bad value
+raises :class:`~scrapy_simhash.settings.SettingError` and ``scrapy crawl`` exits with status 1
+before any request; an unknown ``SIMHASH_*`` name, and field settings an item has none of, are
+warnings.
+
+Items without usable text (and items whose fields cannot be read, whatever reading them raises)
+are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item with a true
 ``SIMHASH_SKIP_FIELD`` (``simhash_skip``) is passed on unchecked (``simhash/skipped/opt_out``).
 
 Fingerprinting (jieba, the costly part) runs on a worker thread so downloads keep flowing; the
@@ -42,6 +50,9 @@ type, i.e. a tampered file, is handled the same way, without retries):
 * ``"pass"``: the item is passed on *unchecked*, with ``{"status": "unchecked", "reason": …}`` in
   ``SIMHASH_FLAG_FIELD`` and counted in ``simhash/unchecked``: nothing is lost, but a repost may
   get through and the item is not in the index.
+* ``"close"``: the item is dropped as with ``"drop"`` and the spider is closed (finish reason
+  ``simhash_index_error: …``), so an outage does not drop the rest of the crawl unchecked. The
+  exit status stays 0: Scrapy gives every finish reason the same.
 
 Bounds on hostile items
 -----------------------
@@ -210,7 +221,11 @@ class SimhashPipeline:
         if not self.enabled:
             logger.info("scrapy-simhash disabled for spider %s (simhash_enabled)", getattr(spider, "name", "?"))
             return
-        check_settings(s)  # the spider's own overrides (checked with the crawler's at build time)
+        try:  # checked in from_crawler, where the spider exists (Scrapy >= 2.13); not so a hand-built one
+            check_settings(s)
+        except SettingError as exc:
+            logger.error("scrapy-simhash: bad setting: %s", exc)
+            raise CloseSpider(f"simhash_bad_setting: {exc}") from exc
         self.title_fields = value(s, "SIMHASH_TITLE_FIELD")
         self.body_fields = value(s, "SIMHASH_BODY_FIELD")
         self.url_fields = value(s, "SIMHASH_URL_FIELD")
@@ -275,7 +290,7 @@ class SimhashPipeline:
                 return item
             fields = {part: _first_field(adapter, names) for part, names in (
                 ("title", self.title_fields), ("body", self.body_fields), ("url", self.url_fields))}
-            if len(self._warned_fields) < len(fields):
+            if len(self._warned_fields) < 3:
                 self._warn_missing_fields(adapter)
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)

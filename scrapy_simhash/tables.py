@@ -17,6 +17,7 @@ sources every time (correct, just slower).
 from __future__ import annotations
 
 import array
+import contextlib
 import hashlib
 import json
 import logging
@@ -113,10 +114,8 @@ def _cached(
         return build()
     loaded = _read(path, typecode)
     if loaded is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.utime(path)  # used: not stale
-        except OSError:
-            pass
         return loaded
     table, extra = build()
     _write(path, table, typecode, extra)
