@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ class UnreadableField(ValueError):
         self.part = part
 
 
-def _read(part: str, clean: Any, raw: Any) -> str:
+def _read(part: str, clean: Callable[[Any], str], raw: Any) -> str:
     try:
         return clean(raw)
     except Exception as exc:  # whatever reading an item's value raises, it is this field's fault

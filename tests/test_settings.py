@@ -16,6 +16,7 @@ from scrapy_simhash.index import open_index
 from scrapy_simhash.settings import (
     DEFAULTS,
     SETTINGS,
+    check_settings,
     cli_defaults,
     effective_settings,
     engine_options,
@@ -122,9 +123,5 @@ def test_settings_select_the_url_and_params(url: str) -> None:
 
 
 def test_every_setting_says_what_is_allowed_and_its_default_is_allowed() -> None:
-    from scrapy.settings import Settings
-
-    from scrapy_simhash.settings import check_settings, effective_settings
-
     assert [s.name for s in SETTINGS if not s.allowed] == []
     check_settings(effective_settings(Settings(), None))  # the defaults themselves pass
