@@ -290,7 +290,7 @@ class SimhashPipeline:
                 return item
             fields = {part: _first_field(adapter, names) for part, names in (
                 ("title", self.title_fields), ("body", self.body_fields), ("url", self.url_fields))}
-            if len(self._warned_fields) < 3:
+            if len(self._warned_fields) < 3:  # title, body and URL not all warned about yet
                 self._warn_missing_fields(adapter)
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
