@@ -12,8 +12,9 @@ import os
 import sys
 import zlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
+
+from ..timefmt import iso
 
 if TYPE_CHECKING:
     from ..dedup import Deduplicator
@@ -180,13 +181,6 @@ def silence_stdout() -> None:
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-
-
-def iso(ts: float | None) -> str | None:
-    """POSIX seconds as ISO 8601 UTC, to the second."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def hex_fp(fp: int | None) -> str | None:
