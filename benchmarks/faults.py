@@ -23,10 +23,20 @@ Race
     (several URLs per story, real texts) through ``scrapy-simhash dedup``: exactly one copy per
     story is passed on in total, and the index holds one entry per story.
 
+Files
+    Real index files of 200 committed entries (a child process, one fsynced check-and-add each,
+    SIGKILLed to leave its WAL pending or closed cleanly; random fingerprints, no corpus needed),
+    damaged or tampered with as an attacker or a failing disk would: the WAL replaced by random
+    bytes, 64 random bytes in its middle, truncated to its header, the main file truncated with a
+    WAL pending, the meta record's band key, bands and layouts changed, namespace ids changed,
+    planted triggers, a FIFO at the index path; and SIGKILLs mid-write, which must still open.
+    Per scenario: tried (committed entries at stake), survived, lost (admitted again or missing).
+
 Run::
 
-    python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds
+    python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds + files
     python benchmarks/faults.py --kills 6 --race-rounds 2 --articles 120 --seed 7
+    python benchmarks/faults.py --files-only      # only the damaged and tampered files
 
 Exits 1 if any check fails. ``tests/test_reliability.py`` runs a smaller version in CI.
 """

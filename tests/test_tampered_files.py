@@ -346,3 +346,22 @@ def test_readme_metadata_reader_keeps_wal_mode(sources: dict[str, Path], tmp_pat
     conn.close()
     with open_index(path) as ix:
         assert ix.count() == len(FPS)
+
+
+def test_opening_again_in_the_same_process_keeps_its_locks(tmp_path: Path) -> None:
+    """Closing any descriptor of a file drops every POSIX lock this process holds on it, SQLite's
+    included: the checks at open must not do that, or another process closing the file would take
+    it for the last user and delete the WAL under the live connection."""
+    path = tmp_path / "i.sqlite3"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    with open_index(path) as live:
+        live.check_and_add(Query(*FPS[0][:2], 2, 3, url=FPS[0][2]))
+        assert Path(f"{path}-wal").stat().st_size > 0
+        open_index(path).close()  # header and WAL checks in this process
+        open_index(path, readonly=True).close()
+        subprocess.run([sys.executable, "-c", "import sys; from scrapy_simhash.index import open_index\n"
+                        "open_index(sys.argv[1]).close()", str(path)], check=True, env=env)
+        assert Path(f"{path}-wal").exists(), "another process deleted the WAL of a live connection"
+        live.check_and_add(Query(*FPS[1][:2], 2, 3, url=FPS[1][2]))
+    with open_index(path) as ix:
+        assert {e.url for e in ix.entries()} == {FPS[0][2], FPS[1][2]}

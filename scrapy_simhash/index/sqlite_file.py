@@ -24,6 +24,7 @@ from typing import Any
 from sqlitedict import SqliteDict
 
 from .base import IndexError_, IndexOpenError, IndexWriteError
+from .sqlite_fd import descriptor
 from .sqlite_tables import SCHEMA
 from .sqlite_wal import check_wal
 
@@ -123,8 +124,8 @@ def check_header(file: Path) -> None:
     check_file_types(file)
     try:
         size = file.stat().st_size
-        with open(file, "rb") as fh:
-            header = fh.read(100)
+        with descriptor(file) as fd:  # not open(): closing it could drop this process's SQLite locks
+            header = os.pread(fd, 100, 0)
     except OSError as exc:
         raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
     if size == 0:
@@ -155,7 +156,8 @@ def check_header(file: Path) -> None:
 
 def connect(file: Path, readonly: bool, timeout: float) -> sqlite3.Connection:
     """A connection that runs nothing the file's schema asks for (``trusted_schema=OFF``: no
-    function with side effects in a view, trigger or index of the file)."""
+    function with side effects in a view, trigger or index of the file; SQLite 3.31+, older
+    versions ignore the pragma and only :func:`check_schema` stands guard)."""
     target = f"{file.as_uri()}?mode=ro" if readonly else str(file)
     try:
         conn = sqlite3.connect(target, uri=readonly, isolation_level=None, timeout=timeout, check_same_thread=False)

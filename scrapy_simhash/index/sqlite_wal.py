@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .base import IndexOpenError
+from .sqlite_fd import descriptor
 
 _MAGIC = (0x377F0682, 0x377F0683)
 _VERSION = 3007000
@@ -76,40 +77,38 @@ def _alone(shm: Path) -> Iterator[bool]:
     if setlk is None:
         yield False
         return
-    lock = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, _DMS_BYTE, 1, 0)
-    try:
-        fd = os.open(shm, os.O_RDWR)
-    except FileNotFoundError:
-        yield True
-        return
-    except OSError:  # a read-only -shm: ask whether anyone holds the byte, without holding it
+    lock, unlock = (struct.pack("@hhqqi4x", kind, os.SEEK_SET, _DMS_BYTE, 1, 0)
+                    for kind in (fcntl.F_WRLCK, fcntl.F_UNLCK))
+    with contextlib.ExitStack() as stack:
         try:
-            fd = os.open(shm, os.O_RDONLY)
-        except OSError:
-            yield False
+            fd = stack.enter_context(descriptor(shm, os.O_RDWR))
+        except FileNotFoundError:
+            yield True
             return
-        try:
-            held = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, lock)
-        finally:
-            os.close(fd)
-        yield struct.unpack("@h", held[:2])[0] == fcntl.F_UNLCK
-        return
-    try:
+        except OSError:  # a -shm this user cannot write: ask whether anyone holds the byte
+            try:
+                fd = stack.enter_context(descriptor(shm))
+                free = struct.unpack("@h", fcntl.fcntl(fd, fcntl.F_OFD_GETLK, lock)[:2])[0] == fcntl.F_UNLCK
+            except OSError:
+                free = False
+            yield free
+            return
         try:
             fcntl.fcntl(fd, setlk, lock)
         except OSError:
             yield False  # held by a live connection (possibly of this process)
             return
-        yield True  # closing the descriptor releases the lock
-    finally:
-        os.close(fd)
+        try:
+            yield True
+        finally:  # the descriptor may be kept open (see sqlite_fd): release the lock explicitly
+            fcntl.fcntl(fd, setlk, unlock)
 
 
 def _shm_record(shm: Path) -> tuple[bytes, int] | None:
     """(salts, committed frames) from an intact wal-index header left in ``-shm``, else None."""
     try:
-        with open(shm, "rb") as fh:
-            head = fh.read(2 * _SHM_HEADER)
+        with descriptor(shm) as fd:
+            head = os.pread(fd, 2 * _SHM_HEADER, 0)
     except OSError:
         return None
     if len(head) < 2 * _SHM_HEADER or head[:_SHM_HEADER] != head[_SHM_HEADER:]:
