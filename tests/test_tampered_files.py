@@ -97,6 +97,12 @@ def test_planted_schema_objects_are_refused_untouched(sources: dict[str, Path], 
     assert_refused(path, f"tampered with: .*'{'loot' if name == 'leak' else name}'")
 
 
+def test_a_dropped_table_or_index_is_refused(sources: dict[str, Path], tmp_path: Path) -> None:
+    path = copy_of(sources, "clean", tmp_path)
+    faults._sql(path, "DROP TABLE sentence; DROP INDEX entry_seen;")
+    assert_refused(path, "damaged: schema objects \\['entry_seen', 'sentence', 'sentence_entry'\\] are missing")
+
+
 def test_trigger_sink_no_longer_admits_everything(tmp_path: Path) -> None:
     """The scenario of the issue: with the trigger, every item was new and nothing was stored."""
     path = tmp_path / "i.sqlite3"

@@ -49,7 +49,6 @@ from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_m
 from .sqlite_file import (
     META_TABLE,
     SCHEMA_VERSION,
-    TABLES,
     check_header,
     check_schema,
     connect,
@@ -149,12 +148,8 @@ class SqliteIndex(QueryChecks):
                 f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
             )
         meta = read_meta(conn, file)
-        if meta.get("format") == FORMAT and meta.get("schema_version") == SCHEMA_VERSION:
-            missing = [t for t in TABLES if t not in tables]
-            if missing:
-                raise IndexOpenError(f"index {file} is damaged: tables {missing} are missing")
         stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file")
-        check_schema(conn, file)
+        check_schema(conn, file)  # also: none of our tables and indexes is missing
         check_storage_meta(meta, stored, str(file))
         self.params = stored
         self._meta = meta

@@ -30,7 +30,6 @@ from .sqlite_wal import check_wal
 
 SCHEMA_VERSION = 2  # 2: entry.numbers (title tier's number guard), sentence table (opt-in tier)
 META_TABLE = "simhash_meta"
-TABLES = ("namespace", "entry", "band", "decision", "sentence")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The table sqlitedict creates for the meta record (``SqliteDict(tablename=META_TABLE)``).
 _META_TABLE_SQL = f'CREATE TABLE "{META_TABLE}" (key TEXT PRIMARY KEY, value BLOB)'

@@ -168,15 +168,11 @@ def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout
     band rows under the keys the layout gives them. A changed namespace id, band count or layout
     would otherwise make every stored entry invisible."""
     ids = {int(r[0]) for r in conn.execute("SELECT id FROM namespace")}
-    used, last = [], None
-    while len(used) <= len(ids):
-        row = conn.execute(
-            "SELECT ns FROM entry WHERE ns > ? ORDER BY ns LIMIT 1" if used else
-            "SELECT ns FROM entry ORDER BY ns LIMIT 1", (last,) if used else ()).fetchone()
-        if row is None:
-            break
-        last = row[0]
-        used.append(last)
+    used: list[Any] = []  # the distinct entry.ns values, one index lookup each (up to one unknown)
+    (ns,) = conn.execute("SELECT min(ns) FROM entry").fetchone()
+    while ns is not None and len(used) <= len(ids):
+        used.append(ns)
+        (ns,) = conn.execute("SELECT min(ns) FROM entry WHERE ns > ?", (ns,)).fetchone()
     unknown = [ns for ns in used if ns not in ids]
     if unknown:
         raise IndexOpenError(
@@ -184,8 +180,8 @@ def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout
             f"(ids {sorted(ids)[:10]}) does not have: the file was altered or damaged, refusing it"
         )
     sizes = {_KIND[tier]: len(tiers[tier]) for tier in TIERS}
-    for (key,) in (conn.execute(f"SELECT {f}(key) FROM band").fetchone() for f in ("min", "max")):  # one
-        # aggregate per query: SQLite answers each from the primary key in O(log n), both at once by a scan
+    # one aggregate per query: SQLite answers each from the primary key in O(log n), both at once by a scan
+    for (key,) in (conn.execute(f"SELECT {f}(key) FROM band").fetchone() for f in ("min", "max")):
         if key is None:
             continue
         if not isinstance(key, int):
