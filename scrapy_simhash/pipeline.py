@@ -77,7 +77,6 @@ import asyncio
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -91,6 +90,7 @@ from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from .dedup import Deduplicator, Verdict
+from .delivery import DeliveryTracker
 from .fingerprint import UnreadableField
 from .groupcommit import GroupCommit
 from .index import IndexError_, sqlite_path
@@ -193,12 +193,7 @@ class SimhashPipeline:
         self._warned_flag_field = False
         self._warned_fields: set[str] = set()
         self._closing = False
-        # Delivery tracking: new items' pending entries by item (id, and url/title when a later
-        # component hands on another object), and their fates, applied by the index thread.
-        self._tracked: dict[int, tuple[Any, int]] = {}
-        self._tracked_by_key: dict[tuple[str, str], int] = {}
-        self._fates: list[tuple[str, int]] = []
-        self._fates_lock = threading.Lock()
+        self._delivery = DeliveryTracker(self._key)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
@@ -295,12 +290,7 @@ class SimhashPipeline:
                 pool.shutdown()  # finishes the work in progress
         self._fingerprint_pool = self._index = None
         if self.dedup is not None:
-            # Items whose fate no signal told (another object handed on downstream) went somewhere:
-            # their entries stay references.
-            with self._fates_lock:
-                self._fates += [("deliver", entry_id) for _, entry_id in self._tracked.values()]
-                self._tracked.clear()
-                self._tracked_by_key.clear()
+            self._delivery.untold()
             try:
                 self._apply_fates()
             except (IndexError_, sqlite3.Error) as exc:
@@ -348,7 +338,7 @@ class SimhashPipeline:
         if verdict.status == "new":
             self.stats.inc_value("simhash/new")
             if verdict.entry_id is not None:
-                self._track(item, adapter, verdict.entry_id)
+                self._delivery.track(item, verdict.entry_id)
             return item
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
@@ -398,62 +388,31 @@ class SimhashPipeline:
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
-    # -- delivery ---------------------------------------------------------------------------------
+    # -- delivery (scrapy_simhash.delivery) --------------------------------------------------------
 
-    def _key(self, adapter: ItemAdapter) -> tuple[str, str] | None:
+    def _key(self, item: Any) -> tuple[str, str] | None:
+        try:
+            adapter = ItemAdapter(item)
+        except TypeError:  # not an item ItemAdapter knows
+            return None
         url, title = _first_field(adapter, self.url_fields), _first_field(adapter, self.title_fields)
         return None if url is None and title is None else (str(url), str(title))
 
-    def _track(self, item: Any, adapter: ItemAdapter, entry_id: int) -> None:
-        """Remember the pending entry of a new item until a signal tells its fate."""
-        with self._fates_lock:
-            self._tracked[id(item)] = (item, entry_id)
-            key = self._key(adapter)
-            if key is not None:
-                self._tracked_by_key[key] = entry_id
-
-    def _fate(self, item: Any, fate: str) -> None:
-        """Queue what became of a tracked item for the index thread (never the reactor's work)."""
-        if not self._tracked:
-            return
-        try:
-            key = self._key(ItemAdapter(item))
-        except TypeError:  # not an item ItemAdapter knows
-            key = None
-        with self._fates_lock:
-            found = self._tracked.pop(id(item), None)
-            entry_id = found[1] if found is not None else self._tracked_by_key.get(key) if key else None
-            if entry_id is None:
-                return
-            if key is not None and self._tracked_by_key.get(key) == entry_id:
-                del self._tracked_by_key[key]
-            if found is None:
-                self._tracked = {k: v for k, v in self._tracked.items() if v[1] != entry_id}
-            self._fates.append((fate, entry_id))
-
     def _item_scraped(self, item: Any, **kwargs: Any) -> None:
-        self._fate(item, "deliver")
+        self._delivery.fate(item, "deliver")
 
     def _item_dropped(self, item: Any, exception: BaseException | None = None, **kwargs: Any) -> None:
         if not isinstance(exception, SimhashDrop):  # our own drops carry no pending entry
-            self._fate(item, "release")
+            self._delivery.fate(item, "release")
 
     def _item_error(self, item: Any, **kwargs: Any) -> None:
-        self._fate(item, "release")
+        self._delivery.fate(item, "release")
 
     def _apply_fates(self) -> None:
         """Deliver or release the entries whose items' fates arrived (index thread, or at close)."""
-        with self._fates_lock:
-            fates, self._fates = self._fates, []
-        if not fates or self.dedup is None:
+        if self.dedup is None:
             return
-        try:
-            self.dedup.index.deliver([e for fate, e in fates if fate == "deliver"])
-            released = self.dedup.index.release([e for fate, e in fates if fate == "release"])
-        except BaseException:
-            with self._fates_lock:
-                self._fates[:0] = fates  # tried again with the next batch
-            raise
+        released = self._delivery.apply(self.dedup.index)
         if released:
             self.stats.inc_value("simhash/released", released)
             logger.info("scrapy-simhash: %d item(s) dropped after this pipeline: their entries were released, "

@@ -9,27 +9,19 @@ reported with their number, counted and skipped.
 from __future__ import annotations
 
 import argparse
-import codecs
-import gzip
-import io
 import itertools
 import json
 import multiprocessing
-import re
 import sys
-import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..index.owners import new_owner
 from .common import (
-    GZIP_MAGIC,
     CliError,
     closing_output,
     describe,
@@ -42,6 +34,7 @@ from .common import (
     silence_stdout,
     sync_output,
 )
+from .input import Input, Reader
 
 if TYPE_CHECKING:
     from ..dedup import Deduplicator, Verdict
@@ -49,71 +42,10 @@ if TYPE_CHECKING:
 
 #: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
 MAX_REPORTED_BAD_LINES = 20
-#: Bytes of the input looked at to tell a JSON array from JSON lines (and buffered while reading).
-PEEK = 1 << 20
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
-#: Bytes read at a time from a JSON array.
-CHUNK = 1 << 16
-BOM = b"\xef\xbb\xbf"
-_SPACE = re.compile(r"[ \t\n\r]*")
 #: The tiers a match can come from, counted in the summary (the sentence tier is opt-in).
 TIERS = ("title", "body", "sentence")
-
-
-class _Input:
-    """A JSON-lines source: a file or stdin, gzip-compressed or not (detected by its magic bytes).
-
-    ``position``/``size`` give progress for regular files (compressed bytes read / file size).
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.size: int | None = None
-        self._raw: Any = None
-        try:
-            if name == "-":
-                raw: Any = sys.stdin.buffer
-                raw = io.BufferedReader(raw.raw, buffer_size=PEEK) if hasattr(raw, "raw") else raw
-            else:
-                path = Path(name)
-                if path.is_dir():
-                    raise CliError(f"cannot read {name}: is a directory")
-                raw = open(path, "rb", buffering=PEEK)  # noqa: SIM115 (closed by close())
-                if path.is_file():
-                    self.size = path.stat().st_size
-            buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw, buffer_size=PEEK)
-            magic = buffered.peek(3)[:3]
-        except CliError:
-            raise
-        except OSError as exc:
-            raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
-        self._raw = raw
-        # gzip: its magic and deflate, the one compression method gzip has (a JSON-lines file whose
-        # first bytes happen to be the magic is read as lines, its bad lines counted).
-        self.compressed = magic == GZIP_MAGIC + b"\x08" or (magic[:2] == GZIP_MAGIC and name.endswith(".gz"))
-        if self.compressed:
-            # (not buffered further: a read past the cut of a truncated file loses what it had read)
-            self.stream: IO[bytes] = gzip.GzipFile(fileobj=buffered, mode="rb")
-            try:
-                self.stream.peek(1)  # a broken header fails here, before any line is read
-            except (OSError, EOFError, zlib.error) as exc:
-                raise CliError(f"cannot read {name}: not valid gzip data ({exc})") from exc
-        elif name.endswith(".gz") and magic:
-            raise CliError(f"cannot read {name}: the name ends in .gz but the data is not gzip-compressed")
-        else:
-            self.stream = buffered
-
-    @property
-    def position(self) -> int:
-        try:
-            return int(self._raw.tell()) if self.size is not None else 0
-        except (OSError, ValueError):
-            return 0
-
-    def close(self) -> None:
-        if self._raw is not None and self._raw is not sys.stdin.buffer:
-            self._raw.close()
 
 
 class LineResult(NamedTuple):
@@ -223,149 +155,10 @@ class RunStats:
         return self.new + sum(self.flagged.values())
 
 
-class _Reader:
-    """Numbered raw items of the input, read ahead by at most ``window`` items of what was consumed.
-
-    The input is JSON lines (what ``scrapy crawl -o items.jl`` writes) or, when its first character
-    is ``[``, one JSON array (``-o items.json``), whose elements are streamed: neither is read into
-    memory whole. ``format`` says which. A UTF-8 BOM at the start is ignored.
-
-    A line longer than ``max_bytes`` is never held whole: it is read past in 1 MiB pieces and
-    yields a message (a ``str``) instead of its bytes, so it is counted and skipped with its number.
-    An array element longer than that ends the reading (the array's end cannot be found without
-    parsing the element): memory stays within about ``max_bytes`` characters either way.
-
-    Read errors in the middle of the input (a truncated gzip, a broken array) end the iteration and
-    are kept in ``error``: they must not surface in a pool's feeder thread.
-    """
-
-    def __init__(self, source: _Input, window: int | None, max_bytes: int) -> None:
-        self.source = source
-        self.max_bytes = max_bytes
-        self.error: str | None = None
-        self.read = 0
-        self.format = "JSON lines"
-        self._slots = threading.Semaphore(window) if window else None
-
-    def __iter__(self) -> Iterator[tuple[int, bytes | str]]:
-        stream = self.source.stream
-        try:
-            head = stream.peek(PEEK).removeprefix(BOM).lstrip()  # type: ignore[attr-defined]
-        except (OSError, EOFError, zlib.error) as exc:
-            self.error = f"input broke off before the first item: {describe(exc)}"
-            return
-        first, _, rest = head.partition(b"\n")
-        array = head[:1] == b"[" and (not rest.strip() or not _whole_json(first))
-        items = self._array(stream) if array else self._lines(stream)
-        for n, raw in enumerate(items, 1):
-            if self._slots is not None:
-                self._slots.acquire()
-            self.read = n
-            yield n, raw
-
-    def _lines(self, stream: IO[bytes]) -> Iterator[bytes | str]:
-        n = 0
-        while True:
-            try:
-                raw = stream.readline(self.max_bytes + 1)
-                if len(raw) > self.max_bytes and not raw.endswith(b"\n"):
-                    size = len(raw)
-                    while raw and not raw.endswith(b"\n"):
-                        raw = stream.readline(1 << 20)
-                        size += len(raw)
-                    n += 1
-                    yield f"{size:,} bytes, longer than --max-line-bytes ({self.max_bytes:,})"
-                    continue
-            except (OSError, EOFError, zlib.error) as exc:
-                self.error = f"input broke off after line {n}: {describe(exc)}"
-                return
-            if not raw:
-                return
-            n += 1
-            yield raw.removeprefix(BOM) if n == 1 else raw
-
-    def _array(self, stream: IO[bytes]) -> Iterator[bytes]:
-        """The elements of a JSON array, each as its JSON text, found with ``raw_decode`` over a
-        buffer that grows only as much as the current element needs."""
-        self.format = "a JSON array"
-        decoder = codecs.getincrementaldecoder("utf-8-sig")()
-        scanner = json.JSONDecoder()
-        buf, pos, eof, n = "", 0, False, 0
-
-        def more(size: int) -> None:
-            nonlocal buf, pos, eof
-            buf, pos = buf[pos:], 0
-            data = stream.read(size)
-            eof = not data
-            buf += decoder.decode(data, final=eof)
-
-        def skip_space() -> str:
-            nonlocal pos
-            while True:
-                pos = _SPACE.match(buf, pos).end()  # type: ignore[union-attr]
-                if pos < len(buf) or eof:
-                    return buf[pos:pos + 1]
-                more(CHUNK)
-
-        try:
-            skip_space()
-            pos += 1  # the "["
-            while (char := skip_space()) != "]":
-                if n:
-                    if char != ",":
-                        self.error = f"broken JSON array after item {n}: ',' or ']' expected"
-                        return
-                    pos += 1
-                    skip_space()
-                while True:  # the element: read until it parses and is followed by something
-                    try:
-                        _, end = scanner.raw_decode(buf, pos)
-                        if end < len(buf) or eof:
-                            break
-                    except json.JSONDecodeError as exc:
-                        if eof:
-                            self.error = f"broken JSON array at item {n + 1}: {exc.msg}"
-                            return
-                    if len(buf) - pos > self.max_bytes:
-                        self.error = (f"item {n + 1} of the JSON array is longer than --max-line-bytes "
-                                      f"({self.max_bytes:,}): the rest of the array is not read")
-                        return
-                    more(max(CHUNK, len(buf) - pos))  # doubling: each element is parsed O(1) times
-                n += 1
-                yield buf[pos:end].encode("utf-8", "surrogatepass")
-                pos = end
-            pos += 1  # the "]"
-            if skip_space():
-                self.error = f"unexpected data after the JSON array's {n} items"
-        except UnicodeDecodeError as exc:
-            self.error = f"not UTF-8 after item {n} ({exc.reason})"
-        except RecursionError:
-            self.error = f"item {n + 1} of the JSON array is nested too deeply to read"
-        except (OSError, EOFError, zlib.error) as exc:
-            self.error = f"input broke off after item {n}: {describe(exc)}"
-
-    def consumed(self) -> None:
-        if self._slots is not None:
-            self._slots.release()
-
-
-def _whole_json(line: bytes) -> bool:
-    """Whether ``line`` is one whole JSON value (or too deep to tell): then an input starting with it
-    is JSON lines whose first item happens to be an array, not one JSON array over several lines
-    (Scrapy writes "[" alone on the first line)."""
-    try:
-        json.loads(line)
-    except RecursionError:
-        return True
-    except ValueError:
-        return False
-    return True
-
-
 class _Progress:
     """A one-line progress bar on stderr (items/s, and % and ETA when the input size is known)."""
 
-    def __init__(self, source: _Input, enabled: bool) -> None:
+    def __init__(self, source: Input, enabled: bool) -> None:
         self.source = source
         self.enabled = enabled
         self.started = time.monotonic()
@@ -436,7 +229,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         raise CliError("-o and --decisions cannot both be '-' (stdout)")
     stats = RunStats()
     with ExitStack() as stack:
-        source = _Input(args.input)
+        source = Input(args.input)
         stack.callback(source.close)
         try:
             fingerprinter = make_fingerprinter(fp_options)
@@ -463,7 +256,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         progress = _Progress(source, bool(show))
         chunksize = 16
-        reader = _Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None,
+        reader = Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None,
                          max_bytes=args.max_line_bytes)
         if pool is not None:
             results: Iterator[LineResult] = pool.imap(_work, reader, chunksize=chunksize)
@@ -556,7 +349,7 @@ def _safe(func: Callable[[], Any]) -> Any:
 
 
 def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicator, entries: int | None,
-                   source: _Input, reader: _Reader) -> None:
+                   source: Input, reader: Reader) -> None:
     elapsed = time.monotonic() - stats.started
     rate = stats.lines / elapsed if elapsed > 0 else 0.0
     dup = sum(stats.duplicate.values())
