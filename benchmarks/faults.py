@@ -56,6 +56,7 @@ Exits 1 if any check fails. ``tests/test_reliability.py`` runs a smaller version
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -837,6 +838,106 @@ def print_file_results(results: Sequence[FileResult]) -> None:
         print(f"       {r.scenario:<{width}}  {r.tried:5d}  {r.survived:8d}  {r.lost:4d}  {r.outcome}")
 
 
+# ------------------------------------------------------------------------------------------------
+# Redis that forgets, a poisoned batch, items that fail after the pipeline
+# ------------------------------------------------------------------------------------------------
+
+
+class _RedisServer:
+    """A private redis-server on 127.0.0.1 (a free port, or ``port``) with ``args``; :meth:`stop` ends it."""
+
+    def __init__(self, workdir: Path, *args: str, port: int | None = None) -> None:
+        import shutil
+        import socket
+
+        import redis
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError("redis-server is not installed")
+        if port is None:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+        self.port, self.url = port, f"redis://127.0.0.1:{port}/0"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                      "--dir", str(workdir), *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(250):
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileResult]:
+    """Redis servers that may forget (allkeys-lru eviction; a restart without persistence under a
+    running index), a batch of ``n`` with one poisoned band key: tried / survived / lost (lost: a
+    story admitted again, or an item dropped with its neighbours)."""
+    from scrapy_simhash.index import IndexError_, IndexOpenError, Query, open_index
+
+    rng = random.Random(seed)
+    fps = [rng.getrandbits(64) for _ in range(n)]
+
+    def q(fp: int, url: str) -> Any:
+        return Query(title_fp=fp, body_fp=None, title_k=2, body_k=3, url=url)
+
+    results = []
+    try:
+        server = _RedisServer(workdir / "lru", "--maxmemory-policy", "allkeys-lru", "--appendonly", "yes")
+    except (FileNotFoundError, RuntimeError) as exc:
+        return [FileResult("redis scenarios", 0, 0, 0, f"skipped: {exc}")]
+    try:
+        open_index(server.url).close()
+        results.append(FileResult("redis: maxmemory-policy allkeys-lru", n, 0, n, "opened: entries may be evicted"))
+    except IndexOpenError as exc:
+        results.append(FileResult("redis: maxmemory-policy allkeys-lru", n, n, 0, f"refused at open: {exc}"[:150]))
+    finally:
+        server.stop()
+    server = _RedisServer(workdir / "restart", "--appendonly", "no")
+    try:
+        try:
+            open_index(server.url).close()
+            refused = "opened"
+        except IndexOpenError:
+            refused = "refused at open (default)"
+        with open_index(server.url, redis_unsafe="warn") as ix:  # a user who chose to run it anyway
+            for k, fp in enumerate(fps):
+                ix.check_and_add(q(fp, f"u{k}"))
+            server.stop()
+            server = _RedisServer(workdir / "restart", "--appendonly", "no", port=server.port)  # empty now
+            again = 0
+            for k, fp in enumerate(fps):
+                with contextlib.suppress(IndexError_):  # "lost its keys": never an answer
+                    again += ix.check_and_add(q(fp, f"again{k}")).match is None
+        results.append(FileResult("redis: restarted without persistence", n, n - again, again,
+                                  f"{refused}; with 'warn', every call after the restart failed "
+                                  f"('lost its keys'): {again} stories admitted again"))
+    finally:
+        server.stop()
+    server = _RedisServer(workdir / "poison", "--appendonly", "yes")
+    try:
+        import redis
+
+        with open_index(server.url) as ix:
+            bad = fps[0] ^ (1 << 63)
+            redis.Redis.from_url(server.url).sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)
+            out = ix.check_and_add_many([q(fp, f"b{k}") for k, fp in enumerate(fps[1:])] + [q(bad, "poisoned")])
+            decided, stored = sum(o.error is None for o in out), ix.count()
+        results.append(FileResult(f"redis: batch of {n}, one poisoned band key", n, decided, n - 1 - stored,
+                                  f"{n - decided} item failed alone, {stored} neighbours decided and committed"))
+    finally:
+        server.stop()
+    return results
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=20,
@@ -852,7 +953,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.files_only:
         with tempfile.TemporaryDirectory(prefix="simhash-files-") as tmp:
-            files = file_damage_campaign(Path(args.workdir or tmp))
+            where = Path(args.workdir or tmp)
+            files = file_damage_campaign(where) + item_fault_campaign(where / "items")
         print_file_results(files)
         return 1 if any(r.lost for r in files) else 0
     if not corpus_available():
@@ -891,7 +993,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"longest reactor gap {gap:.2f} s (limit 1 s)"
                   + (f"  PROBLEMS: {crafted_problems}" if crafted_problems else ""))
         (workdir / "files").mkdir(exist_ok=True)
-        files = file_damage_campaign(workdir / "files")
+        files = file_damage_campaign(workdir / "files") + item_fault_campaign(workdir / "items")
         print_file_results(files)
         print(f"total {time.monotonic() - started:.0f} s")
         return 1 if failed or race_failed or crafted_problems or any(r.lost for r in files) else 0
