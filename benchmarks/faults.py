@@ -23,11 +23,21 @@ Race
     (several URLs per story, real texts) through ``scrapy-simhash dedup``: exactly one copy per
     story is passed on in total, and the index holds one entry per story.
 
+Files
+    Real index files of 200 committed entries (a child process, one fsynced check-and-add each,
+    SIGKILLed to leave its WAL pending or closed cleanly; random fingerprints, no corpus needed),
+    damaged or tampered with as an attacker or a failing disk would: the WAL replaced by random
+    bytes, 64 random bytes in its middle, truncated to its header, the main file truncated with a
+    WAL pending, the meta record's band key, bands and layouts changed, namespace ids changed,
+    planted triggers, a FIFO at the index path; and SIGKILLs mid-write, which must still open.
+    Per scenario: tried (committed entries at stake), survived, lost (admitted again or missing).
+
 Run::
 
-    python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds
+    python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds + files
     python benchmarks/faults.py --kills 6 --race-rounds 2 --articles 120 --seed 7
     python benchmarks/faults.py --kills 0 --race-rounds 0 --crafted-chars 65536   # crafted items only
+    python benchmarks/faults.py --files-only      # only the damaged and tampered files
 
 Crafted
     Items whose title or body is built to make a pattern backtrack (a run of colons before a
@@ -46,10 +56,12 @@ Exits 1 if any check fails. ``tests/test_reliability.py`` runs a smaller version
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
 import random
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -57,6 +69,7 @@ import sys
 import tempfile
 import textwrap
 import time
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,11 +141,15 @@ def write_jsonl(path: Path, items: Sequence[dict[str, Any]]) -> None:
 
 
 def read_urls(path: Path) -> list[str]:
-    """URLs of the complete lines of a kept file (a line cut by the kill is not an item passed on)."""
+    """URLs of the complete lines of a kept file (a line cut by the kill is not an item passed on);
+    a gzip file is read as far as it decompresses (a kill leaves it without its end)."""
     if not path.exists():
         return []
+    data = path.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = zlib.decompressobj(wbits=31).decompress(data)
     urls = []
-    for line in path.read_bytes().split(b"\n"):
+    for line in data.split(b"\n"):
         try:
             urls.append(json.loads(line)["url"])
         except (ValueError, KeyError, TypeError):
@@ -146,6 +163,18 @@ def index_urls(index: Path) -> list[str]:
 
     with open_index(index, create=False) as ix:
         return [e.url for e in ix.entries() if e.url is not None]
+
+
+def pending_urls(index: Path) -> set[str]:
+    """URLs of the entries whose items were not yet delivered (released at the next open)."""
+    conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+    try:
+        return {url for (url,) in conn.execute(
+            "SELECT e.url FROM pending p JOIN entry e ON e.id = p.entry WHERE e.url IS NOT NULL")}
+    except sqlite3.OperationalError:  # a file without the table: nothing pending
+        return set()
+    finally:
+        conn.close()
 
 
 def integrity(index: Path) -> str:
@@ -203,11 +232,11 @@ SPIDER = textwrap.dedent(
 )
 
 
-def dedup_command(items: Path, index: Path) -> list[str]:
-    """The console script; kept items go to stdout (unbuffered, see :func:`run_job`)."""
+def dedup_command(items: Path, index: Path, output: str = "-") -> list[str]:
+    """The console script; kept items go to stdout (``-``) or the file ``output`` (``.gz``: compressed)."""
     script = Path(sys.executable).with_name("scrapy-simhash")
     exe = [str(script)] if script.exists() else [sys.executable, "-m", "scrapy_simhash.cli"]
-    return [*exe, "dedup", str(items), "--index", str(index), "-o", "-", "--quiet", "--no-progress"]
+    return [*exe, "dedup", str(items), "--index", str(index), "-o", output, "--quiet", "--no-progress"]
 
 
 def crawl_command(items: Path, index: Path, kept: Path, workdir: Path) -> list[str]:
@@ -222,6 +251,9 @@ def start_job(kind: str, items: Path, index: Path, kept: Path, workdir: Path) ->
     """Start one job; its kept items end up in ``kept`` as they are passed on."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    if kind == "dedup-gz":  # the command's own gzip output file, synced with each commit
+        return subprocess.Popen(dedup_command(items, index, str(kept)), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, cwd=workdir, env=env)
     if kind == "dedup":
         out = open(kept, "ab")  # noqa: SIM115 (handed to the child)
         try:
@@ -265,13 +297,16 @@ class KillResult:
     committed_not_passed: int  # the commit-then-pass-on window
     passed_on_rerun: int
     problems: list[str] = field(default_factory=list)
+    redelivered: int = 0  # pending at the kill (committed, delivery not yet recorded): passed on again
 
 
 def _wait_for_lines(proc: subprocess.Popen[bytes], kept: Path, lines: int) -> None:
     """Return once ``kept`` holds ``lines`` complete lines, or the process has ended."""
     seen, offset = 0, 0
     while proc.poll() is None and seen < lines:
-        if kept.exists():
+        if kept.suffix == ".gz":
+            seen = len(read_urls(kept))
+        elif kept.exists():
             with open(kept, "rb") as f:
                 f.seek(offset)
                 chunk = f.read()
@@ -285,7 +320,8 @@ def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: s
     """SIGKILL one job ``at`` seconds after its start, or (``after_lines``) ``at`` seconds after
     its kept file reached that many items (a point in the work, whatever the machine's load);
     check the index, re-run the job, check again."""
-    index, kept, kept2 = workdir / f"{tag}.sqlite3", workdir / f"{tag}.kept", workdir / f"{tag}.rerun"
+    gz = ".gz" if kind == "dedup-gz" else ""
+    index, kept, kept2 = workdir / f"{tag}.sqlite3", workdir / f"{tag}.kept{gz}", workdir / f"{tag}.rerun{gz}"
     started = time.monotonic()
     proc = start_job(kind, items, index, kept, workdir)
     if after_lines:
@@ -313,13 +349,17 @@ def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: s
     missing = set(passed) - set(in_index)
     if missing:
         problems.append(f"{len(missing)} items passed on as new are not in the index: {sorted(missing)[:3]}")
+    pending = pending_urls(index) if index.exists() and not problems else set()
     run_job(kind, items, index, kept2, workdir)
     again = read_urls(kept2)
     final = index_urls(index)
     if integrity(index) != "ok":
         problems.append("integrity_check failed after the re-run")
-    if set(passed) & set(again):
-        problems.append(f"{len(set(passed) & set(again))} items passed on by both the killed run and the re-run")
+    both = set(passed) & set(again)
+    if both - pending:  # only an entry whose delivery was not yet recorded may be passed on again
+        problems.append(f"{len(both - pending)} items passed on by both the killed run and the re-run")
+    if never := reference - set(passed) - set(again):
+        problems.append(f"{len(never)} items never passed on (lost): {sorted(never)[:3]}")
     if len(final) != len(set(final)):
         problems.append(f"{len(final) - len(set(final))} URLs admitted twice")
     if set(final) != reference:
@@ -328,7 +368,7 @@ def kill_once(kind: str, items: Path, reference: set[str], workdir: Path, tag: s
     if (set(passed) | set(again)) - set(final):
         problems.append("an item passed on is not in the final index")
     return KillResult(kind, at, finished, len(passed), len(in_index),
-                      len(set(in_index) - set(passed)), len(again), problems)
+                      len(set(in_index) - set(passed)), len(again), problems, len(both & pending))
 
 
 def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
@@ -347,10 +387,11 @@ def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
     first: dict[str, float] = {}
     for kind in kinds[:1] if shared_reference else kinds:
         ref_index = workdir / f"reference-{kind}.sqlite3"
-        first[kind], duration[kind] = run_job(kind, path, ref_index, workdir / f"reference-{kind}.kept", workdir)
+        ref_kept = workdir / f"reference-{kind}.kept{'.gz' if kind == 'dedup-gz' else ''}"
+        first[kind], duration[kind] = run_job(kind, path, ref_index, ref_kept, workdir)
         urls = index_urls(ref_index)
         assert len(urls) == len(set(urls)), "a clean run admitted a URL twice"
-        assert set(read_urls(workdir / f"reference-{kind}.kept")) == set(urls), "clean run: kept != index"
+        assert set(read_urls(ref_kept)) == set(urls), "clean run: kept != index"
         reference[kind] = set(urls)
         log(f"clean {kind} run: {len(items)} items, {len(urls)} admitted, first passed on after "
             f"{first[kind]:.1f} s, done in {duration[kind]:.1f} s")
@@ -372,6 +413,7 @@ def kill_campaign(kills: int, articles: int, seed: int, workdir: Path,
             + ("finished before the signal; " if r.finished_first else "")
             + f"passed on {r.passed_before_kill}, in index {r.index_after_kill} "
             f"(committed, not yet passed on: {r.committed_not_passed}); re-run passed on {r.passed_on_rerun}"
+            + (f" (of them passed on again, pending at the kill: {r.redelivered})" if r.redelivered else "")
             + ("" if not r.problems else f"  PROBLEMS: {r.problems}"))
     return results
 
@@ -566,11 +608,341 @@ def crafted_scenario(chars: int, workdir: Path, log: Any = print) -> tuple[int, 
         row = json.loads(line)
         log(f"  alone: {row['kind']:32s} {row['seconds']:8.3f} s")
     return len(items), decided, report["gap"], problems
+# Damaged and tampered index files (no corpus needed)
+# ------------------------------------------------------------------------------------------------
+
+FILE_ENTRIES = 200
+
+_WRITER = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    from scrapy_simhash.index import Query, open_index
+    path, kill_after = sys.argv[1], int(sys.argv[2])
+    fps = json.load(sys.stdin)
+    ix = open_index(path)
+    for n, (tfp, bfp, url) in enumerate(fps):
+        if n == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+        ix.check_and_add(Query(tfp, bfp, 2, 3, url=url))  # one fsynced commit each
+        os.write(1, (url + "\\n").encode())
+    if kill_after == len(fps):
+        os.kill(os.getpid(), signal.SIGKILL)  # leave the WAL pending, as a crash does
+    ix.close()
+    """
+)
+
+
+def file_fingerprints(n: int = FILE_ENTRIES, seed: int = 0) -> list[tuple[int, int | None, str]]:
+    """``n`` random (title, body) fingerprint pairs, every eighth without a body (too short): no two are
+    near each other, so each is new once."""
+    rng = random.Random(seed)
+    return [(rng.getrandbits(64), None if k % 8 == 7 else rng.getrandbits(64), f"https://f.example/{seed}/{k}")
+            for k in range(n)]
+
+
+def write_index(path: Path, fps: Sequence[tuple[int, int | None, str]], *, kill_after: int | None = None,
+                pending: bool = True) -> list[str]:
+    """A real index holding ``fps``, one committed check-and-add each, written by a child process
+    that is SIGKILLed (``pending``: after the last one, leaving the WAL and ``-shm`` as a crash
+    does; ``kill_after``: before that many more, at a random moment of the work) or closes cleanly.
+    Returns the URLs the child reported committed."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    if kill_after is None:
+        kill_after = len(fps) if pending else len(fps) + 1
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(kill_after)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env)
+    out, _ = proc.communicate(json.dumps(list(fps)).encode(), timeout=300)
+    return out.decode().split()
+
+
+def readmitted(path: Path, fps: Sequence[tuple[int, int | None, str]]) -> int:
+    """How many of ``fps`` the index at ``path`` would admit again (checked, nothing written)."""
+    from scrapy_simhash.index import Query, open_index
+
+    with open_index(path, create=False) as ix:
+        return sum(ix.peek(Query(t, b, 2, 3)) is None for t, b, _ in fps)
+
+
+def _copy_index(src: Path, dst: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{src}{suffix}").exists():
+            shutil.copyfile(f"{src}{suffix}", f"{dst}{suffix}")
+
+
+def _overwrite(path: Path, at: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(data)
+
+
+def _set_meta(path: Path, change: Any) -> None:
+    """Rewrite the meta record through plain sqlite3, as anyone with the file could."""
+    conn = sqlite3.connect(path)
+    try:
+        meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
+        change(meta)
+        conn.executemany("UPDATE simhash_meta SET value = ? WHERE key = ?",
+                         [(json.dumps(v), k) for k, v in meta.items()])
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def _sql(path: Path, script: str) -> None:
+    conn = sqlite3.connect(path)
+    try:
+        conn.executescript(script)
+    finally:
+        conn.close()
+
+
+TRIGGER_DELETE = "CREATE TRIGGER sink AFTER INSERT ON entry BEGIN DELETE FROM entry WHERE id = new.id; END;"
+TRIGGER_COPY = ("CREATE TABLE loot(url TEXT); CREATE TRIGGER leak AFTER INSERT ON entry "
+                "BEGIN INSERT INTO loot VALUES (new.url); END;")
+
+
+def _rebanded(tier: str, bands: int) -> Any:
+    """A change of the meta record to ``bands`` bands in ``tier``, with every stored value that
+    follows from the parameters (layout, band key packing) changed to match."""
+    def change(meta: dict[str, Any]) -> None:
+        from scrapy_simhash.index import IndexParams
+        from scrapy_simhash.index.meta import layouts
+        from scrapy_simhash.index.sqlite_tables import value_bits
+
+        meta["params"][f"{tier}_bands"] = bands
+        params = IndexParams(**meta["params"])
+        meta[f"{tier}_layout"] = [list(b) for b in layouts(params)[tier]]  # type: ignore[index]
+        meta["band_key"]["value_bits"] = value_bits(params)
+
+    return change
+
+
+def _rng_bytes(n: int, seed: int = 5) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+#: name -> (what the index is before the damage: "pending" WAL or "clean" file, the damage).
+FILE_DAMAGE: dict[str, tuple[str, Any]] = {
+    "wal replaced by random bytes": ("pending", lambda p: Path(f"{p}-wal").write_bytes(
+        _rng_bytes(Path(f"{p}-wal").stat().st_size))),
+    "wal: 64 random bytes in its middle": ("pending", lambda p: _overwrite(
+        Path(f"{p}-wal"), Path(f"{p}-wal").stat().st_size // 2, _rng_bytes(64))),
+    "wal truncated to its header": ("pending", lambda p: os.truncate(f"{p}-wal", 32)),
+    # to half, in whole pages (a file of an odd number of pages halves inside a page: another damage)
+    "main file truncated to half, wal pending": ("pending", lambda p: os.truncate(p, p.stat().st_size // 8192 * 4096)),
+    "meta band_key.value_bits 35": ("clean", lambda p: _set_meta(p, lambda m: m["band_key"].update(value_bits=35))),
+    "meta band_key.value_bits 16": ("clean", lambda p: _set_meta(p, lambda m: m["band_key"].update(value_bits=16))),
+    "meta band_key.value_bits 1000": ("clean", lambda p: _set_meta(
+        p, lambda m: m["band_key"].update(value_bits=1000))),
+    "meta params.title_bands 5": ("clean", lambda p: _set_meta(p, lambda m: m["params"].update(title_bands=5))),
+    "meta title_bands 5, layout and band_key to match": ("clean", lambda p: _set_meta(p, _rebanded("title", 5))),
+    "meta body_bands 5, layout to match": ("clean", lambda p: _set_meta(p, _rebanded("body", 5))),
+    "namespace id changed": ("clean", lambda p: _sql(p, "UPDATE namespace SET id = 7 WHERE id = 1;")),
+    "namespace id changed in every row": ("clean", lambda p: _sql(
+        p, "UPDATE namespace SET id = 7 WHERE id = 1; UPDATE entry SET ns = 7 WHERE ns = 1;")),
+}
+
+
+@dataclass
+class FileResult:
+    scenario: str
+    tried: int  # committed entries at stake
+    survived: int
+    lost: int  # committed entries admitted again or silently missing
+    outcome: str
+
+
+def _refused_or_counted(name: str, path: Path, fps: Sequence[tuple[int | None, int | None, str]]) -> FileResult:
+    from scrapy_simhash.index import IndexError_, open_index
+
+    try:
+        open_index(path, create=False).close()
+    except IndexError_ as exc:
+        return FileResult(name, len(fps), len(fps), 0,
+                          f"refused at open: {str(exc).replace(str(path), '<index>')[:140]}")
+    try:
+        lost = readmitted(path, fps)
+    except Exception as exc:  # the finding: an index that opens and then fails
+        return FileResult(name, len(fps), len(fps), 0, f"opened, then {type(exc).__name__}: {str(exc)[:80]}")
+    return FileResult(name, len(fps), len(fps) - lost, lost, "opened without error")
+
+
+def file_damage_campaign(workdir: Path, n: int = FILE_ENTRIES, seed: int = 0) -> list[FileResult]:
+    """Each damage of :data:`FILE_DAMAGE` applied to a real index of ``n`` committed entries, then
+    the triggers, a FIFO at the index path and SIGKILLs mid-write (which must still open)."""
+    from scrapy_simhash.index import IndexError_, Query, open_index
+
+    fps = file_fingerprints(n, seed)
+    sources = {"pending": workdir / "pending.sqlite3", "clean": workdir / "clean.sqlite3"}
+    write_index(sources["pending"], fps)
+    write_index(sources["clean"], fps, pending=False)
+    results = []
+    for k, (name, (kind, damage)) in enumerate(FILE_DAMAGE.items()):
+        path = workdir / f"damaged{k}.sqlite3"
+        _copy_index(sources[kind], path)
+        damage(path)
+        results.append(_refused_or_counted(name, path, fps))
+    for name, trigger in (("trigger deleting each new entry", TRIGGER_DELETE),
+                          ("trigger copying each URL elsewhere", TRIGGER_COPY)):
+        path = workdir / f"{name.split()[1]}.sqlite3"
+        write_index(path, [], pending=False)
+        _sql(path, trigger)
+        try:
+            with open_index(path) as ix:
+                for t, b, url in fps:
+                    ix.check_and_add(Query(t, b, 2, 3, url=url))
+        except IndexError_ as exc:
+            results.append(FileResult(name, n, n, 0, f"refused: {str(exc).replace(str(path), '<index>')[:150]}"))
+            continue
+        result = _refused_or_counted(name, path, fps)
+        conn = sqlite3.connect(path)
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'loot'").fetchone():
+            result.outcome += f"; {conn.execute('SELECT count(*) FROM loot').fetchone()[0]} URLs copied to 'loot'"
+        conn.close()
+        results.append(result)
+    fifo = workdir / "fifo.sqlite3"
+    os.mkfifo(fifo)
+    probe = subprocess.Popen([sys.executable, "-c", "import sys; from scrapy_simhash.index import open_index\n"
+                              "try: open_index(sys.argv[1])\nexcept Exception as e: print(e)", str(fifo)],
+                             stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(
+                                 filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))})
+    try:
+        out, _ = probe.communicate(timeout=30)
+        results.append(FileResult("FIFO at the index path", 1, 1, 0, f"refused: {out.strip()[:150]}"))
+    except subprocess.TimeoutExpired:
+        probe.kill()
+        probe.wait()
+        results.append(FileResult("FIFO at the index path", 1, 0, 1, "open hung for 30 s (killed)"))
+    rng = random.Random(seed)
+    tried = survived = 0
+    problems = []
+    for k in range(5):
+        path = workdir / f"killed{k}.sqlite3"
+        committed = write_index(path, fps, kill_after=rng.randint(1, n - 1))
+        tried += len(committed)
+        try:
+            with open_index(path, create=False) as ix:
+                present = {e.url for e in ix.entries()}
+            survived += len(set(committed) & present)
+        except IndexError_ as exc:
+            problems.append(str(exc)[:120])
+    results.append(FileResult("SIGKILL mid-write (5 runs): must open", tried, survived, tried - survived,
+                              "; ".join(problems) or "opened with every committed entry"))
+    return results
+
+
+def print_file_results(results: Sequence[FileResult]) -> None:
+    width = max(len(r.scenario) for r in results)
+    print(f"\nFILES: {'scenario':<{width}}  tried  survived  lost  outcome")
+    for r in results:
+        print(f"       {r.scenario:<{width}}  {r.tried:5d}  {r.survived:8d}  {r.lost:4d}  {r.outcome}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Redis that forgets, a poisoned batch, items that fail after the pipeline
+# ------------------------------------------------------------------------------------------------
+
+
+class _RedisServer:
+    """A private redis-server on 127.0.0.1 (a free port, or ``port``) with ``args``; :meth:`stop` ends it."""
+
+    def __init__(self, workdir: Path, *args: str, port: int | None = None) -> None:
+        import shutil
+        import socket
+
+        import redis
+
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise FileNotFoundError("redis-server is not installed")
+        if port is None:
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+        self.port, self.url = port, f"redis://127.0.0.1:{port}/0"
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                      "--dir", str(workdir), *args],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(250):
+            try:
+                redis.Redis.from_url(self.url).ping()
+                return
+            except redis.exceptions.ConnectionError:
+                time.sleep(0.02)
+        raise RuntimeError("redis-server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileResult]:
+    """Redis servers that may forget (allkeys-lru eviction; a restart without persistence under a
+    running index), a batch of ``n`` with one poisoned band key: tried / survived / lost (lost: a
+    story admitted again, or an item dropped with its neighbours)."""
+    from scrapy_simhash.index import IndexError_, IndexOpenError, Query, open_index
+
+    rng = random.Random(seed)
+    fps = [rng.getrandbits(64) for _ in range(n)]
+
+    def q(fp: int, url: str) -> Any:
+        return Query(title_fp=fp, body_fp=None, title_k=2, body_k=3, url=url)
+
+    results = []
+    try:
+        server = _RedisServer(workdir / "lru", "--maxmemory-policy", "allkeys-lru", "--appendonly", "yes")
+    except (FileNotFoundError, RuntimeError) as exc:
+        return [FileResult("redis scenarios", 0, 0, 0, f"skipped: {exc}")]
+    try:
+        open_index(server.url).close()
+        results.append(FileResult("redis: maxmemory-policy allkeys-lru", n, 0, n, "opened: entries may be evicted"))
+    except IndexOpenError as exc:
+        results.append(FileResult("redis: maxmemory-policy allkeys-lru", n, n, 0, f"refused at open: {exc}"[:150]))
+    finally:
+        server.stop()
+    server = _RedisServer(workdir / "restart", "--appendonly", "no")
+    try:
+        try:
+            open_index(server.url).close()
+            refused = "opened"
+        except IndexOpenError:
+            refused = "refused at open (default)"
+        with open_index(server.url, redis_unsafe="warn") as ix:  # a user who chose to run it anyway
+            for k, fp in enumerate(fps):
+                ix.check_and_add(q(fp, f"u{k}"))
+            server.stop()
+            server = _RedisServer(workdir / "restart", "--appendonly", "no", port=server.port)  # empty now
+            again = 0
+            for k, fp in enumerate(fps):
+                with contextlib.suppress(IndexError_):  # "lost its keys": never an answer
+                    again += ix.check_and_add(q(fp, f"again{k}")).match is None
+        results.append(FileResult("redis: restarted without persistence", n, n - again, again,
+                                  f"{refused}; with 'warn', every call after the restart failed "
+                                  f"('lost its keys'): {again} stories admitted again"))
+    finally:
+        server.stop()
+    server = _RedisServer(workdir / "poison", "--appendonly", "yes")
+    try:
+        import redis
+
+        with open_index(server.url) as ix:
+            bad = fps[0] ^ (1 << 63)
+            redis.Redis.from_url(server.url).sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)
+            out = ix.check_and_add_many([q(fp, f"b{k}") for k, fp in enumerate(fps[1:])] + [q(bad, "poisoned")])
+            decided, stored = sum(o.error is None for o in out), ix.count()
+        results.append(FileResult(f"redis: batch of {n}, one poisoned band key", n, decided, n - 1 - stored,
+                                  f"{n - decided} item failed alone, {stored} neighbours decided and committed"))
+    finally:
+        server.stop()
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kills", type=int, default=20, help="SIGKILLs in all, alternating dedup and crawl")
+    ap.add_argument("--kills", type=int, default=20,
+                    help="SIGKILLs in all, alternating dedup (-o stdout), crawl and dedup (-o file.gz)")
     ap.add_argument("--articles", type=int, default=400, help="real articles (plus 25%% reposts)")
     ap.add_argument("--race-rounds", type=int, default=10)
     ap.add_argument("--race-stories", type=int, default=40)
@@ -578,7 +950,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="length of the crafted titles and bodies (0: no crafted items)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
+    ap.add_argument("--files-only", action="store_true", help="only the damaged and tampered file scenarios")
     args = ap.parse_args(argv)
+    if args.files_only:
+        with tempfile.TemporaryDirectory(prefix="simhash-files-") as tmp:
+            where = Path(args.workdir or tmp)
+            files = file_damage_campaign(where) + item_fault_campaign(where / "items")
+        print_file_results(files)
+        return 1 if any(r.lost for r in files) else 0
     if not corpus_available():
         print(f"skipped: needs the shared corpus files {', '.join(SOURCES)} under {CORPUS}")
         return 0
@@ -586,15 +965,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         workdir = Path(args.workdir or tmp)
         workdir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        results = kill_campaign(args.kills, args.articles, args.seed, workdir)
+        results = kill_campaign(args.kills, args.articles, args.seed, workdir, kinds=("dedup", "crawl", "dedup-gz"))
         killed = [r for r in results if not r.finished_first]
         failed = [r for r in results if r.problems]
         print(f"\nKILL: {len(results)} runs ({sum(r.kind == 'dedup' for r in results)} dedup, "
-              f"{sum(r.kind == 'crawl' for r in results)} crawl), {len(killed)} killed mid-run; "
+              f"{sum(r.kind == 'crawl' for r in results)} crawl, {sum(r.kind == 'dedup-gz' for r in results)} "
+              f"dedup -o .gz), {len(killed)} killed mid-run; "
               f"{sum(r.passed_before_kill for r in results)} items passed on before the kills, all in the index: "
               f"{'yes' if not any('not in the index' in p for r in results for p in r.problems) else 'NO'}; "
               f"{sum(r.committed_not_passed for r in results)} committed but not yet passed on when killed; "
-              f"{sum(r.passed_on_rerun for r in results)} passed on by the re-runs; "
+              f"{sum(r.passed_on_rerun for r in results)} passed on by the re-runs (of them "
+              f"{sum(r.redelivered for r in results)} again, pending at the kill); "
               f"integrity ok and re-run == clean run in {len(results) - len(failed)}/{len(results)}")
         rng = random.Random(args.seed + 1)
         stories = distinct_stories(load_articles(args.race_stories), workdir)
@@ -612,8 +993,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"CRAFTED: tried {tried} items (6 crafted), survived {decided}, lost {tried - decided}; "
                   f"longest reactor gap {gap:.2f} s (limit 1 s)"
                   + (f"  PROBLEMS: {crafted_problems}" if crafted_problems else ""))
+        (workdir / "files").mkdir(exist_ok=True)
+        files = file_damage_campaign(workdir / "files") + item_fault_campaign(workdir / "items")
+        print_file_results(files)
         print(f"total {time.monotonic() - started:.0f} s")
-        return 1 if failed or race_failed or crafted_problems else 0
+        return 1 if failed or race_failed or crafted_problems or any(r.lost for r in files) else 0
 
 
 if __name__ == "__main__":

@@ -16,10 +16,14 @@ if TYPE_CHECKING:
     from .dedup import Deduplicator, Verdict
     from .fingerprint import Fingerprinter
     from .pipeline import IndexUnavailable, NearDuplicate, SimhashPipeline
+    from .settings import SettingError
     from .simhash import hamming_distance
+    from .summary import DedupSummary
 
 _WHERE = {
     "Addon": ".addon",
+    "DedupSummary": ".summary",
+    "SettingError": ".settings",
     "Deduplicator": ".dedup",
     "Verdict": ".dedup",
     "Fingerprinter": ".fingerprint",
@@ -31,10 +35,12 @@ _WHERE = {
 
 __all__ = [
     "Addon",
+    "DedupSummary",
     "Deduplicator",
     "Fingerprinter",
     "IndexUnavailable",
     "NearDuplicate",
+    "SettingError",
     "SimhashPipeline",
     "Verdict",
     "__version__",

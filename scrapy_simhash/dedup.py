@@ -101,6 +101,7 @@ class Deduplicator:
         dynamic_threshold: bool = False,
         title_numbers: int = DEFAULT_TITLE_NUMBERS,
         sentences_shared: int = DEFAULT_SENTENCES_SHARED,
+        owner: str | None = None,
     ) -> None:
         if not isinstance(sentences_shared, int) or not 0 <= sentences_shared <= 99:
             raise ValueError(f"sentences_shared must be a percentage between 0 (off) and 99, not {sentences_shared!r}")
@@ -137,6 +138,9 @@ class Deduplicator:
         self.dynamic_threshold = dynamic_threshold
         self.title_numbers = title_numbers
         self.sentences_shared = sentences_shared
+        #: Set (:func:`~scrapy_simhash.index.owners.new_owner`): new items' entries are pending until
+        #: ``index.deliver`` (their item reached storage) or ``index.release`` (it was dropped later).
+        self.owner = owner
 
     @classmethod
     def open(
@@ -160,7 +164,7 @@ class Deduplicator:
         when no ``fingerprinter`` is given, to the :class:`Fingerprinter` (``top_k``, ``stop_words``,
         ``user_dict``, ``title_patterns``, ``max_share``, ``min_title_chars``, ``min_body_chars``, ``main_content``).
         """
-        mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared")
+        mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared", "owner")
         own = {k: options.pop(k) for k in mine if k in options}
         if fingerprinter is None:
             fingerprinter = Fingerprinter(bits=bits, **options)
@@ -250,6 +254,7 @@ class Deduplicator:
             short_body=fps.short_body,
             figures=fps.figures,
             request_id=request_id,
+            owner=self.owner,
         )
 
     def _verdict(self, fps: Fingerprints, outcome: Outcome) -> Verdict:

@@ -40,7 +40,8 @@ MAIN_CONTENT: bool | None = None
 SKIP_FIELD = "simhash_skip"
 #: What a check-and-add that cannot be committed (disk full, lock held past the busy timeout, file
 #: gone read-only) does to the item once the retries are spent: "drop" it (never passed on as new
-#: without being in the index) or "pass" it on unchecked, marked in the flag field.
+#: without being in the index), "pass" it on unchecked, marked in the flag field, or "close" the
+#: spider (the item is dropped, and the crawl stops with reason ``simhash_index_error``).
 ON_INDEX_ERROR = "drop"
 INDEX_RETRIES = 3
 #: Seconds before the first retry; doubled for each further one (0.25, 0.5, 1.0 …).
@@ -58,3 +59,7 @@ REDIS_PARAMS: dict[str, object] = {}
 #: A Redis server that may evict keys (``maxmemory-policy allkeys-*``) or does not persist (no AOF,
 #: no RDB snapshots): ``"refuse"`` to open the index there, or ``"warn"`` and use it.
 REDIS_UNSAFE = "refuse"
+#: Print what the plugin did (kept, dropped per tier, flagged, the index) when the crawl ends.
+SUMMARY = True
+#: The command line skips (and counts) an input line longer than this, without loading it whole.
+MAX_LINE_BYTES = 50_000_000

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,22 @@ DEFAULT_MIN_TITLE_CHARS = 5
 DEFAULT_MIN_BODY_CHARS = 30
 _MIN_TITLE_FEATURES = 2
 _MIN_BODY_FEATURES = 3
+
+
+class UnreadableField(ValueError):
+    """A title or body that cannot be read as text (a number, a dict, an iterator that raises …);
+    ``part`` says which: ``"title"`` or ``"body"``."""
+
+    def __init__(self, part: str, exc: Exception) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.part = part
+
+
+def _read(part: str, clean: Callable[[Any], str], raw: Any) -> str:
+    try:
+        return clean(raw)
+    except Exception as exc:  # whatever reading an item's value raises, it is this field's fault
+        raise UnreadableField(part, exc) from exc
 
 
 @dataclass(frozen=True)
@@ -110,10 +126,10 @@ class Fingerprinter:
         return self._body_fp(self.clean_body(raw))
 
     def fingerprint(self, title: Any, body: Any) -> Fingerprints:
-        """Both fingerprints of an item."""
-        title_text = self.clean_title(title)
+        """Both fingerprints of an item; :class:`UnreadableField` if either cannot be read."""
+        title_text = _read("title", self.clean_title, title)
         page = self.is_page(body)
-        body_text = normalize_text(main_text(body)) if page else normalize_body(body)
+        body_text = _read("body", self.clean_body, body)
         body_fp = self._body_fp(body_text)
         short = short_body_digest(body_text) if body_fp is None else None
         return Fingerprints(

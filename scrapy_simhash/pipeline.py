@@ -15,8 +15,16 @@ against one index shared by every spider of the project (``.scrapy/simhash/index
   (``simhash/dropped/sentence``) or flagged as the body tier says;
 * else the item is new: it is committed to the index before it is passed on.
 
-Items without usable text (and items whose fields cannot be read) are passed on untouched and
-counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item with a true
+Each drop is one log line at ``SIMHASH_DROP_LOG_LEVEL`` (this item's URL, tier, distance, original
+URL; :class:`_ShortDropLine` keeps Scrapy from appending the whole item), and so is each flag.
+
+Settings are checked when the crawler is built (:meth:`SimhashPipeline.from_crawler`): a bad value
+raises :class:`~scrapy_simhash.settings.SettingError` and ``scrapy crawl`` exits with status 1
+before any request; an unknown ``SIMHASH_*`` name, and field settings an item has none of, are
+warnings.
+
+Items without usable text (and items whose fields cannot be read, whatever reading them raises)
+are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item with a true
 ``SIMHASH_SKIP_FIELD`` (``simhash_skip``) is passed on unchecked (``simhash/skipped/opt_out``).
 
 Fingerprinting (jieba, the costly part) runs on a worker thread so downloads keep flowing; the
@@ -42,6 +50,9 @@ type, i.e. a tampered file, is handled the same way, without retries):
 * ``"pass"``: the item is passed on *unchecked*, with ``{"status": "unchecked", "reason": …}`` in
   ``SIMHASH_FLAG_FIELD`` and counted in ``simhash/unchecked``: nothing is lost, but a repost may
   get through and the item is not in the index.
+* ``"close"``: the item is dropped as with ``"drop"`` and the spider is closed (finish reason
+  ``simhash_index_error: …``), so an outage does not drop the rest of the crawl unchecked. The
+  exit status stays 0: Scrapy gives every finish reason the same.
 
 Bounds on hostile items
 -----------------------
@@ -69,17 +80,23 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
-from scrapy import Field, Item
+from scrapy import Field, Item, signals
 from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
+from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from .dedup import Deduplicator, Verdict
+from .delivery import DeliveryTracker
+from .fingerprint import UnreadableField
 from .groupcommit import GroupCommit
-from .index import IndexError_
-from .settings import effective_settings, engine_options, value
+from .index import IndexError_, sqlite_path
+from .index.owners import new_owner
+from .settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
+from .timefmt import iso
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -88,35 +105,79 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-ON_INDEX_ERROR_CHOICES = ("drop", "pass")
 #: Most items decided in one index transaction (those that queued up while the last one ran).
 INDEX_BATCH = 100
+#: Stats that are 0 unless something happens: set at open, so a stats dump shows them all.
+ZERO_STATS = (
+    "simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/dropped/sentence",
+    "simhash/flagged", "simhash/flag_field_missing", "simhash/skipped/no_text", "simhash/skipped/bad_input",
+    "simhash/skipped/opt_out", "simhash/index_retries", "simhash/index_error", "simhash/unchecked",
+    "simhash/released",
+)
 
 
-class IndexUnavailable(DropItem):
-    """Raised (``SIMHASH_ON_INDEX_ERROR = "drop"``) for an item whose check-and-add could not be
-    committed after the retries: it is dropped rather than passed on as new without being indexed."""
+class SimhashDrop(DropItem):
+    """Base of this plugin's drops: logged in one short line, at ``log_level`` (Scrapy reads it)."""
 
-    def __init__(self, message: str, log_level: str | None = "ERROR") -> None:
+    def __init__(self, message: str, log_level: str | None = None) -> None:
         super().__init__(message)
         self.log_level = log_level
 
 
-class NearDuplicate(DropItem):
-    """Raised for an item whose story is already in the index; ``verdict`` says which and how close."""
+class IndexUnavailable(SimhashDrop):
+    """Raised (``SIMHASH_ON_INDEX_ERROR = "drop"`` or ``"close"``) for an item whose check-and-add
+    could not be committed after the retries: it is dropped rather than passed on as new without
+    being indexed."""
 
-    def __init__(self, verdict: Verdict, log_level: str | None = None) -> None:
-        super().__init__(f"near-duplicate: {verdict.summary()}")
+    def __init__(self, message: str, log_level: str | None = "ERROR") -> None:
+        super().__init__(message, log_level)
+
+
+class NearDuplicate(SimhashDrop):
+    """Raised for an item whose story is already in the index; ``verdict`` says which and how close,
+    ``url`` is this item's URL (None if it has none)."""
+
+    def __init__(self, verdict: Verdict, log_level: str | None = None, url: str | None = None) -> None:
+        super().__init__(f"near-duplicate {url or '(no URL)'}: {verdict.summary()}", log_level)
         self.verdict = verdict
-        self.log_level = log_level  # read by Scrapy >= 2.13's LogFormatter
+        self.url = url
 
 
-def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> Any:
+class _ShortDropLine(logging.Filter):
+    """Scrapy logs a drop as ``"Dropped: %(exception)s" + os.linesep + "%(item)s"`` (``LogFormatter.
+    dropped``, Scrapy 2.13 to 2.19): the whole item, page bodies included, for every repost. This
+    filter, on Scrapy's ``scrapy.core.scraper`` logger, keeps only the first line for the drops of
+    this plugin (a :class:`SimhashDrop` in the record's arguments) and leaves every other record
+    alone, so a project's own ``LOG_FORMATTER`` still formats its other drops (and the level it
+    gives ours, ``SIMHASH_DROP_LOG_LEVEL`` through ``DropItem.log_level``, is kept)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, dict) and isinstance(args.get("exception"), SimhashDrop):
+            record.msg = "Dropped: %(exception)s"
+        return True
+
+
+_SHORT_DROP_LINE = _ShortDropLine()
+
+
+def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> tuple[str | None, Any]:
+    """The first of ``names`` whose value is not empty, and that value (None, None if none is)."""
     for name in names:
         found = adapter.get(name)
         if found not in (None, "", b"", [], ()):
-            return found
-    return None
+            return name, found
+    return None, None
+
+
+def _flag_value(verdict: Verdict | dict[str, Any]) -> dict[str, Any]:
+    """The flag field's value: the verdict, times in ISO 8601 UTC as the command line writes them."""
+    if isinstance(verdict, dict):
+        return verdict
+    flag = verdict.as_dict()
+    if flag["original"] is not None:
+        flag["original"] = {**flag["original"], "first_seen": iso(flag["original"]["first_seen"])}
+    return flag
 
 
 class SimhashPipeline:
@@ -130,12 +191,34 @@ class SimhashPipeline:
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
+        self._warned_fields: set[str] = set()
+        self._closing = False
+        self._delivery = DeliveryTracker(self._key)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
-        if not value(effective_settings(crawler.settings, None), "SIMHASH_ENABLED"):
+        """Check every setting now, while the crawler is built: a bad one raises
+        :class:`~scrapy_simhash.settings.SettingError`, which makes ``scrapy crawl`` exit non-zero
+        (``NotConfigured`` would only leave the plugin out, silently)."""
+        s = effective_settings(crawler.settings, getattr(crawler, "spider", None))
+        for name, closest in misspelled_settings(crawler.settings).items():
+            logger.warning("scrapy-simhash has no setting %s (ignored)%s", name,
+                           f"; did you mean {closest}?" if closest else "")
+        try:
+            enabled = value(s, "SIMHASH_ENABLED")
+            if enabled:
+                check_settings(s)
+        except SettingError as exc:
+            logger.error("scrapy-simhash: bad setting, the crawl cannot start: %s", exc)
+            raise
+        if not enabled:
             raise NotConfigured("scrapy-simhash is disabled (SIMHASH_ENABLED is False)")
-        return cls(crawler)
+        logging.getLogger("scrapy.core.scraper").addFilter(_SHORT_DROP_LINE)  # once: filters are a set
+        pipeline = cls(crawler)
+        crawler.signals.connect(pipeline._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(pipeline._item_dropped, signal=signals.item_dropped)
+        crawler.signals.connect(pipeline._item_error, signal=signals.item_error)
+        return pipeline
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -146,24 +229,28 @@ class SimhashPipeline:
         if not self.enabled:
             logger.info("scrapy-simhash disabled for spider %s (simhash_enabled)", getattr(spider, "name", "?"))
             return
+        try:  # checked in from_crawler, where the spider exists (Scrapy >= 2.13); not so a hand-built one
+            check_settings(s)
+        except SettingError as exc:
+            logger.error("scrapy-simhash: bad setting: %s", exc)
+            raise CloseSpider(f"simhash_bad_setting: {exc}") from exc
         self.title_fields = value(s, "SIMHASH_TITLE_FIELD")
         self.body_fields = value(s, "SIMHASH_BODY_FIELD")
         self.url_fields = value(s, "SIMHASH_URL_FIELD")
         self.flag_field = value(s, "SIMHASH_FLAG_FIELD")
         self.skip_field = value(s, "SIMHASH_SKIP_FIELD")
-        self.drop_log_level = str(value(s, "SIMHASH_DROP_LOG_LEVEL")).upper()
-        self.on_index_error = str(value(s, "SIMHASH_ON_INDEX_ERROR")).lower()
-        if self.on_index_error not in ON_INDEX_ERROR_CHOICES:
-            raise ValueError(
-                f"SIMHASH_ON_INDEX_ERROR must be one of {ON_INDEX_ERROR_CHOICES}, not {self.on_index_error!r}"
-            )
-        self.index_retries = max(0, value(s, "SIMHASH_INDEX_RETRIES"))
-        self.index_retry_delay = max(0.0, value(s, "SIMHASH_INDEX_RETRY_DELAY"))
+        self.drop_log_level = value(s, "SIMHASH_DROP_LOG_LEVEL")
+        self.on_index_error = value(s, "SIMHASH_ON_INDEX_ERROR")
+        self.index_retries = value(s, "SIMHASH_INDEX_RETRIES")
+        self.index_retry_delay = value(s, "SIMHASH_INDEX_RETRY_DELAY")
         self._index_errors = 0
         index_url = value(s, "SIMHASH_INDEX_URL")
+        path = sqlite_path(index_url)
+        new_directory = path is not None and not Path(path).parent.exists()
         try:
-            self.dedup = Deduplicator.open(index_url, **engine_options(s))
+            self.dedup = Deduplicator.open(index_url, owner=new_owner(), **engine_options(s))
             expired = self.dedup.purge_expired()
+            recovered = self.dedup.index.recover()  # entries of crawls that died before delivering them
             initial = self.dedup.index.count()
         except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
@@ -171,9 +258,18 @@ class SimhashPipeline:
                 self.dedup.close()
                 self.dedup = None
             raise CloseSpider(f"simhash_index_error: {exc}") from exc
+        if new_directory:
+            logger.info("scrapy-simhash: created the directory %s for a new index (it did not exist)",
+                        Path(path).parent.resolve())
+        for key in ZERO_STATS:
+            self.stats.set_value(key, 0)
         index = self.dedup.index
         self.stats.set_value("simhash/initial", initial)
         self.stats.set_value("simhash/expired", expired)
+        self.stats.set_value("simhash/recovered", recovered)
+        if recovered:
+            logger.info("scrapy-simhash: released %d entries of a crawl that died before its items were stored",
+                        recovered)
         self.stats.set_value("simhash/index", index.location)
         d = self.dedup
         logger.info(
@@ -194,6 +290,12 @@ class SimhashPipeline:
                 pool.shutdown()  # finishes the work in progress
         self._fingerprint_pool = self._index = None
         if self.dedup is not None:
+            self._delivery.untold()
+            try:
+                self._apply_fates()
+            except (IndexError_, sqlite3.Error) as exc:
+                logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
+                             "crawl releases their entries and may pass them on again", exc)
             self.stats.set_value("simhash/final", self.dedup.index.count())
             self.dedup.close()
             self.dedup = None
@@ -203,21 +305,22 @@ class SimhashPipeline:
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         if self.dedup is None:
             return item
-        adapter = ItemAdapter(item)
-        if self.skip_field and adapter.get(self.skip_field):
-            self.stats.inc_value("simhash/skipped/opt_out")
-            return item
-        title = _first_field(adapter, self.title_fields)
-        body = _first_field(adapter, self.body_fields)
-        url = _first_field(adapter, self.url_fields)
-        url = url if isinstance(url, str) else None
         try:
-            fps = await _run_in(self._fingerprint_pool, self.dedup.fingerprint, title, body)
-        except (TypeError, ValueError, UnicodeError, RecursionError) as exc:
-            self.stats.inc_value("simhash/skipped/bad_input")
-            logger.warning("scrapy-simhash skipped an item it cannot read (%s: %s); passed on unchecked",
-                           type(exc).__name__, exc)
-            return item
+            adapter = ItemAdapter(item)
+            if self.skip_field and adapter.get(self.skip_field):
+                self.stats.inc_value("simhash/skipped/opt_out")
+                return item
+            fields = {part: _first_field(adapter, names) for part, names in (
+                ("title", self.title_fields), ("body", self.body_fields), ("url", self.url_fields))}
+            if len(self._warned_fields) < 3:  # title, body and URL not all warned about yet
+                self._warn_missing_fields(adapter)
+        except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
+            return self._bad_input(item, None, None, exc)
+        url = fields["url"][1] if isinstance(fields["url"][1], str) else None
+        try:
+            fps = await _run_in(self._fingerprint_pool, self.dedup.fingerprint, fields["title"][1], fields["body"][1])
+        except UnreadableField as exc:
+            return self._bad_input(item, fields[exc.part][0], url, exc)
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
         try:
@@ -236,19 +339,41 @@ class SimhashPipeline:
             return item
         if verdict.status == "new":
             self.stats.inc_value("simhash/new")
+            if verdict.entry_id is not None:
+                self._delivery.track(item, verdict.entry_id)
             return item
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
             self.stats.inc_value(f"simhash/flagged/{verdict.tier}")
+            logger.log(logging.getLevelName(self.drop_log_level), "Flagged: near-duplicate %s: %s",
+                       url or "(no URL)", verdict.summary())
             return self._flag(item, verdict)
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
-        raise NearDuplicate(verdict, log_level=self.drop_log_level)
+        raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
+
+    def _bad_input(self, item: Any, field: str | None, url: str | None, exc: Exception) -> Any:
+        """Count and pass on unchecked an item whose fields cannot be read, saying which and where."""
+        self.stats.inc_value("simhash/skipped/bad_input")
+        where = f"field {field!r} of item {url or '(no URL)'}" if field else f"{type(item).__name__} item"
+        logger.warning("scrapy-simhash cannot read the %s (%s); passed on unchecked", where, exc)
+        return item
+
+    def _warn_missing_fields(self, adapter: ItemAdapter) -> None:
+        """Warn once per setting whose field names an item has none of (a typo skips every item)."""
+        present = list(adapter.field_names())
+        for part, names in (("TITLE", self.title_fields), ("BODY", self.body_fields), ("URL", self.url_fields)):
+            if part not in self._warned_fields and not any(name in present for name in names):
+                self._warned_fields.add(part)
+                logger.warning("scrapy-simhash: a %s item has none of the fields SIMHASH_%s_FIELD names (%s); "
+                               "its fields: %s", type(adapter.item).__name__, part, ", ".join(names),
+                               ", ".join(map(str, present)) or "none")
 
     def _decide_with_retries(self, batch: list[tuple[Any, str | None, str]]) -> list[Verdict]:
         """The check-and-add of the items queued meanwhile (one transaction), retried on index errors
         with a doubling delay (runs on the index thread). Each item keeps its request id across the
         retries: on Redis, an item added before the error gets its entry back, not itself as a duplicate."""
         assert self.dedup is not None
+        self._apply_fates()  # a copy dropped downstream meanwhile no longer blocks these items
         items = [(fps, url) for fps, url, _ in batch]
         request_ids = [request_id for *_, request_id in batch]
         delay = self.index_retry_delay
@@ -265,6 +390,36 @@ class SimhashPipeline:
                 delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
+    # -- delivery (scrapy_simhash.delivery) --------------------------------------------------------
+
+    def _key(self, item: Any) -> tuple[str, str] | None:
+        try:
+            adapter = ItemAdapter(item)
+        except TypeError:  # not an item ItemAdapter knows
+            return None
+        url, title = _first_field(adapter, self.url_fields), _first_field(adapter, self.title_fields)
+        return None if url is None and title is None else (str(url), str(title))
+
+    def _item_scraped(self, item: Any, **kwargs: Any) -> None:
+        self._delivery.fate(item, "deliver")
+
+    def _item_dropped(self, item: Any, exception: BaseException | None = None, **kwargs: Any) -> None:
+        if not isinstance(exception, SimhashDrop):  # our own drops carry no pending entry
+            self._delivery.fate(item, "release")
+
+    def _item_error(self, item: Any, **kwargs: Any) -> None:
+        self._delivery.fate(item, "release")
+
+    def _apply_fates(self) -> None:
+        """Deliver or release the entries whose items' fates arrived (index thread, or at close)."""
+        if self.dedup is None:
+            return
+        released = self._delivery.apply(self.dedup.index)
+        if released:
+            self.stats.inc_value("simhash/released", released)
+            logger.info("scrapy-simhash: %d item(s) dropped after this pipeline: their entries were released, "
+                        "the next copy of their story is admitted", released)
+
     def _index_failed(self, item: Any, exc: BaseException) -> Any:
         """Apply ``SIMHASH_ON_INDEX_ERROR`` to an item whose check-and-add could not be committed."""
         self.stats.inc_value("simhash/index_error")
@@ -273,13 +428,26 @@ class SimhashPipeline:
         if self._index_errors == 1 or self._index_errors % 100 == 0:
             logger.error("scrapy-simhash: the index is unusable (%s; retries: up to %d); %d item(s) so far %s",
                          reason, self.index_retries, self._index_errors,
-                         "dropped" if self.on_index_error == "drop" else "passed on unchecked")
+                         "passed on unchecked" if self.on_index_error == "pass" else "dropped")
         if self.on_index_error == "pass":
             self.stats.inc_value("simhash/unchecked")
             return self._flag(item, {"status": "unchecked", "reason": reason})
+        if self.on_index_error == "close" and not self._closing:
+            self._closing = True
+            self._close_spider(f"simhash_index_error: {reason}")
         raise IndexUnavailable(
-            f"simhash index unavailable, item dropped unchecked (SIMHASH_ON_INDEX_ERROR='drop'): {reason}"
+            f"simhash index unavailable, item dropped unchecked (SIMHASH_ON_INDEX_ERROR={self.on_index_error!r}): "
+            f"{reason}"
         )
+
+    def _close_spider(self, reason: str) -> None:
+        """Ask the engine to close the spider (``SIMHASH_ON_INDEX_ERROR = "close"``), Scrapy 2.13 to 2.19."""
+        engine = self.crawler.engine
+        assert engine is not None
+        if hasattr(engine, "close_spider_async"):  # Scrapy >= 2.14; close_spider() is deprecated there
+            deferred_from_coro(engine.close_spider_async(reason=reason))
+        else:
+            engine.close_spider(self.crawler.spider, reason)
 
     def _flag(self, item: Any, verdict: Verdict | dict[str, Any]) -> Any:
         """Put the verdict in the flag field; a ``scrapy.Item`` that does not declare the field is
@@ -293,7 +461,7 @@ class SimhashPipeline:
             item.__class__ = flagged
         adapter = ItemAdapter(item)
         try:
-            adapter[self.flag_field] = verdict if isinstance(verdict, dict) else verdict.as_dict()
+            adapter[self.flag_field] = _flag_value(verdict)
         except (KeyError, AttributeError, TypeError):
             self.stats.inc_value("simhash/flag_field_missing")
             if not self._warned_flag_field:

@@ -18,6 +18,9 @@ and must start fast without it.
 
 from __future__ import annotations
 
+import difflib
+import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +92,67 @@ def _index_url(settings: BaseSettings, name: str) -> str:
     return index_url_from_settings(settings) or default_index_url()
 
 
+def _upper(settings: BaseSettings, name: str) -> Any:
+    value = settings.get(name)
+    return value.upper() if isinstance(value, str) else value
+
+
+def _lower(settings: BaseSettings, name: str) -> Any:
+    value = settings.get(name)
+    return value.lower() if isinstance(value, str) else value
+
+
 def _redis_params(settings: BaseSettings, name: str) -> dict[str, Any]:
     return redis_params_from_settings(settings)
+
+
+# Checks: is a value (as read) one the plugin can run with?
+
+ACTIONS = ("drop", "flag")
+ON_INDEX_ERROR_CHOICES = ("drop", "pass", "close")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _natural(value: int) -> bool:
+    return value >= 0
+
+
+def _nonempty_str(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
+def _names(value: list[str]) -> bool:
+    return bool(value) and all(value)
+
+
+def _is_index_url(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    from .index import sqlite_path
+
+    try:
+        return sqlite_path(value) is not None or value.split("://", 1)[0].lower() in ("redis", "rediss", "unix")
+    except Exception:  # IndexOpenError: sqlite:// without a path
+        return False
+
+
+def _optional_file(value: Any) -> bool:
+    return value in (None, "") or (isinstance(value, (str, os.PathLike)) and os.path.isfile(value))
+
+
+def _stop_words(value: Any) -> bool:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(isinstance(w, str) for w in value)
+    return _optional_file(value)
+
+
+def _regexes(value: list[Any]) -> bool:
+    try:
+        for pattern in value:
+            re.compile(pattern)
+    except (re.error, TypeError):
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -104,45 +166,86 @@ class Setting:
     index_option: str | None = None  #: key of Deduplicator.open's index_options
     flag: str | None = None  #: command-line option (argparse dest) whose default it is
     per_spider: bool = False  #: a spider attribute ``simhash_<name>`` overrides it
+    #: What values are allowed, said to a user whose value is not (with ``valid``, which tests one).
+    allowed: str = ""
+    valid: Callable[[Any], bool] | None = None
 
 
 #: Every setting, in the README's order.
 SETTINGS: tuple[Setting, ...] = (
-    Setting("SIMHASH_ENABLED", D.ENABLED, _bool, per_spider=True),
-    Setting("SIMHASH_INDEX_URL", D.INDEX_URL, _index_url, flag="index"),
-    Setting("SIMHASH_NAMESPACE", D.NAMESPACE, engine="namespace", flag="namespace", per_spider=True),
-    Setting("SIMHASH_TITLE_FIELD", D.TITLE_FIELD, _field_names, flag="title_field", per_spider=True),
-    Setting("SIMHASH_BODY_FIELD", D.BODY_FIELD, _field_names, flag="body_field", per_spider=True),
-    Setting("SIMHASH_URL_FIELD", D.URL_FIELD, _field_names, flag="url_field", per_spider=True),
+    Setting("SIMHASH_ENABLED", D.ENABLED, _bool, per_spider=True,
+            allowed="True or False"),
+    Setting("SIMHASH_INDEX_URL", D.INDEX_URL, _index_url, flag="index",
+            allowed="None (the project's .scrapy/simhash/index.sqlite3), a path, or a sqlite:///, redis://, "
+            "rediss:// or unix:// URL", valid=_is_index_url),
+    Setting("SIMHASH_NAMESPACE", D.NAMESPACE, engine="namespace", flag="namespace", per_spider=True,
+            allowed="a non-empty string", valid=_nonempty_str),
+    Setting("SIMHASH_TITLE_FIELD", D.TITLE_FIELD, _field_names, flag="title_field", per_spider=True,
+            allowed="an item field name, a list of them or a comma-separated string", valid=_names),
+    Setting("SIMHASH_BODY_FIELD", D.BODY_FIELD, _field_names, flag="body_field", per_spider=True,
+            allowed="an item field name, a list of them or a comma-separated string", valid=_names),
+    Setting("SIMHASH_URL_FIELD", D.URL_FIELD, _field_names, flag="url_field", per_spider=True,
+            allowed="an item field name, a list of them or a comma-separated string", valid=_names),
     Setting("SIMHASH_TITLE_MAX_DISTANCE", D.TITLE_MAX_DISTANCE, _int, engine="title_max_distance",
-            flag="title_max_distance"),
+            flag="title_max_distance",
+            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_natural),
     Setting("SIMHASH_BODY_MAX_DISTANCE", D.BODY_MAX_DISTANCE, _int, engine="body_max_distance",
-            flag="body_max_distance"),
-    Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits"),
-    Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k"),
-    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _share, engine="max_share", flag="max_share"),
-    Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True),
-    Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True),
-    Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD),
-    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _optional_float, engine="ttl_days", flag="ttl_days", per_spider=True),
-    Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True),
-    Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL),
-    Setting("SIMHASH_USER_DICT", D.USER_DICT, engine="user_dict", flag="user_dict"),
-    Setting("SIMHASH_STOP_WORDS", D.STOP_WORDS, engine="stop_words", flag="stop_words"),
+            flag="body_max_distance",
+            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_natural),
+    Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits",
+            allowed="32, 64 or 128", valid=lambda v: v in (32, 64, 128)),
+    Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k",
+            allowed="a positive integer", valid=lambda v: v >= 1),
+    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _share, engine="max_share", flag="max_share",
+            allowed="None or 0 (no cap), or a share greater than 0 and at most 1",
+            valid=lambda v: v is None or 0 < v <= 1),
+    Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True,
+            allowed='"drop" or "flag"', valid=lambda v: v in ACTIONS),
+    Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True,
+            allowed='"drop" or "flag"', valid=lambda v: v in ACTIONS),
+    Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD,
+            allowed="a non-empty string (an item field name)", valid=_nonempty_str),
+    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _optional_float, engine="ttl_days", flag="ttl_days", per_spider=True,
+            allowed="None (never expire) or a positive number of days", valid=lambda v: v is None or v > 0),
+    Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True,
+            allowed="True or False"),
+    Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL, _upper,
+            allowed="DEBUG, INFO, WARNING, ERROR or CRITICAL", valid=lambda v: v in LOG_LEVELS),
+    Setting("SIMHASH_USER_DICT", D.USER_DICT, engine="user_dict", flag="user_dict",
+            allowed="None or the path of an existing file", valid=_optional_file),
+    Setting("SIMHASH_STOP_WORDS", D.STOP_WORDS, engine="stop_words", flag="stop_words",
+            allowed="None, the path of an existing file, or a list of words", valid=_stop_words),
     Setting("SIMHASH_DYNAMIC_THRESHOLD", D.DYNAMIC_THRESHOLD, _bool, engine="dynamic_threshold",
-            flag="dynamic_threshold"),
-    Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern"),
-    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _auto_bool, engine="main_content", flag="main_content"),
-    Setting("SIMHASH_SKIP_FIELD", D.SKIP_FIELD),
-    Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR),
-    Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int),
-    Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, _float),
-    Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, _float, index_option="busy_timeout"),
-    Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, _int, engine="title_numbers", flag="title_numbers"),
+            flag="dynamic_threshold",
+            allowed="True or False"),
+    Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern",
+            allowed="a list of regular expressions", valid=_regexes),
+    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _auto_bool, engine="main_content", flag="main_content",
+            allowed='None or "auto" (whole pages only), True (every HTML body) or False (none)'),
+    Setting("SIMHASH_SKIP_FIELD", D.SKIP_FIELD,
+            allowed='an item field name, or None/"" for no per-item opt-out',
+            valid=lambda v: v is None or isinstance(v, str)),
+    Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR, _lower,
+            allowed='"drop", "pass" or "close"', valid=lambda v: v in ON_INDEX_ERROR_CHOICES),
+    Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int,
+            allowed="an integer >= 0", valid=_natural),
+    Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, _float,
+            allowed="a number of seconds >= 0", valid=lambda v: v >= 0),
+    Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, _float, index_option="busy_timeout",
+            allowed="a number of seconds >= 0", valid=lambda v: v >= 0),
+    Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, _int, engine="title_numbers", flag="title_numbers",
+            allowed="a percentage from 0 (off) to 100", valid=lambda v: 0 <= v <= 100),
     Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, _int, engine="sentences_shared",
-            flag="sentences_shared"),
-    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _redis_params, index_option="redis_params"),
-    Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe"),
+            flag="sentences_shared",
+            allowed="a percentage from 0 (off) to 99", valid=lambda v: 0 <= v <= 99),
+    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _redis_params, index_option="redis_params",
+            allowed="a dict (JSON object on the command line) of Redis client arguments",
+            valid=lambda v: isinstance(v, dict)),
+    Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False"),
+    Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
+            allowed="a positive number of bytes", valid=lambda v: v >= 1),
+    Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe",
+            allowed="'refuse' or 'warn'", valid=lambda v: v in ("refuse", "warn")),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
@@ -157,6 +260,41 @@ BUILTIN_CLI_DEFAULTS: dict[str, Any] = {s.flag: s.default for s in SETTINGS if s
 def value(settings: BaseSettings, name: str) -> Any:
     """The value of setting ``name``, read as the table says (``settings`` from :func:`effective_settings`)."""
     return BY_NAME[name].read(settings, name)
+
+
+class SettingError(ValueError):
+    """A ``SIMHASH_*`` setting whose value the plugin cannot run with; the message names the
+    setting, its value and what is allowed."""
+
+    def __init__(self, name: str, raw: Any, allowed: str) -> None:
+        super().__init__(f"{name} = {raw!r} is not allowed: {allowed}")
+        self.name = name
+
+
+def check_settings(settings: BaseSettings) -> None:
+    """Read every setting of ``settings`` (from :func:`effective_settings`) as the table says and
+    raise :class:`SettingError` for the first one that cannot be read or is not allowed."""
+    for s in SETTINGS:
+        raw = settings.get(s.name)
+        reader = _raw if s.name == "SIMHASH_INDEX_URL" else s.read  # no default path: it is not a choice
+        try:
+            read = reader(settings, s.name)
+            ok = s.valid is None or (read is None and s.name == "SIMHASH_INDEX_URL") or s.valid(read)
+        except (TypeError, ValueError) as exc:
+            raise SettingError(s.name, raw, s.allowed or str(exc)) from exc
+        if not ok:
+            raise SettingError(s.name, raw, s.allowed)
+    bits = value(settings, "SIMHASH_BITS")
+    for name in ("SIMHASH_TITLE_MAX_DISTANCE", "SIMHASH_BODY_MAX_DISTANCE"):
+        if value(settings, name) >= bits:
+            raise SettingError(name, settings.get(name), f"an integer from 0 to SIMHASH_BITS - 1 ({bits - 1})")
+
+
+def misspelled_settings(settings: BaseSettings) -> dict[str, str | None]:
+    """``SIMHASH_*`` names set in ``settings`` that no setting has → the closest real name (or None)."""
+    unknown = [name for name in settings if isinstance(name, str) and name.startswith("SIMHASH_")
+               and name not in BY_NAME]
+    return {name: next(iter(difflib.get_close_matches(name, BY_NAME, n=1, cutoff=0.6)), None) for name in unknown}
 
 
 def effective_settings(settings: BaseSettings, spider: Spider | None) -> Settings:
@@ -188,10 +326,12 @@ def cli_defaults(settings: BaseSettings) -> dict[str, Any]:
 
 
 def default_index_url() -> str:
-    """``sqlite:///<project>/.scrapy/simhash/index.sqlite3`` (``./.scrapy/…`` outside a project)."""
+    """``sqlite:///<project>/.scrapy/simhash/index.sqlite3`` (``./.scrapy/…`` outside a project).
+    Nothing is created here: the index makes its directory when it makes its file, so a read-only
+    command run elsewhere leaves no ``.scrapy/`` behind."""
     from scrapy.utils.project import data_path
 
-    directory = Path(data_path("simhash", createdir=True)).resolve()
+    directory = Path(data_path("simhash", createdir=False)).resolve()
     return f"sqlite:///{directory / D.INDEX_FILENAME}"
 
 

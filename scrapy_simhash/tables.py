@@ -6,20 +6,25 @@ both tables are kept as one file each under the user's cache directory
 (``$XDG_CACHE_HOME/scrapy-simhash`` or ``~/.cache/scrapy-simhash``): a JSON header line, the words
 joined by newlines, then the numbers as one packed array. Loading is a split and an array read;
 nothing in the file can run code, and a file that does not match its header is rebuilt. The file
-name carries the source file's path, size and modification time, jieba's version and the byte
-order, so a changed dictionary never reads a stale table. Where no cache directory is writable,
-the tables are built from the sources every time (correct, just slower).
+name carries a hash of the source file's content, jieba's version and the byte order: a changed
+dictionary never reads a stale table, and every virtualenv with the same jieba shares one copy
+(13 MB) instead of adding its own. Reading a table marks it used (its modification time); writing
+one removes the tables of the same kind unused for :data:`STALE_DAYS` days, and those named by
+the older path-keyed scheme. Where no cache directory is writable, the tables are built from the
+sources every time (correct, just slower).
 """
 
 from __future__ import annotations
 
 import array
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -28,6 +33,8 @@ import jieba
 logger = logging.getLogger(__name__)
 
 FORMAT = "scrapy-simhash table 2"  # 2: the IDF table carries its median
+#: A table of a kind not read for this many days goes when another of that kind is written.
+STALE_DAYS = 30
 
 
 def cache_dir() -> Path:
@@ -37,10 +44,23 @@ def cache_dir() -> Path:
 
 
 def _cache_file(kind: str, source: Path) -> Path:
-    st = source.stat()
-    key = json.dumps([FORMAT, kind, str(source.resolve()), st.st_size, st.st_mtime_ns,
-                      jieba.__version__, sys.byteorder])
-    return cache_dir() / f"{kind}-{hashlib.blake2b(key.encode(), digest_size=10).hexdigest()}.table"
+    digest = hashlib.blake2b(digest_size=16)
+    with open(source, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    key = json.dumps([FORMAT, kind, digest.hexdigest(), jieba.__version__, sys.byteorder])
+    return cache_dir() / f"{kind}.{hashlib.blake2b(key.encode(), digest_size=10).hexdigest()}.table"
+
+
+def _remove_stale(kind: str, keep: Path) -> None:
+    """Remove the other tables of ``kind`` unused for STALE_DAYS, and all path-keyed (older) ones."""
+    cutoff = time.time() - STALE_DAYS * 86400
+    for path in keep.parent.glob(f"{kind}[.-]*.table"):
+        try:
+            if path != keep and (path.name.startswith(f"{kind}-") or path.stat().st_mtime < cutoff):
+                path.unlink()
+        except OSError:
+            pass
 
 
 def _read(path: Path, typecode: str) -> tuple[dict[str, int | float], dict[str, object]] | None:
@@ -94,9 +114,12 @@ def _cached(
         return build()
     loaded = _read(path, typecode)
     if loaded is not None:
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used: not stale
         return loaded
     table, extra = build()
     _write(path, table, typecode, extra)
+    _remove_stale(kind, path)
     return table, extra
 
 

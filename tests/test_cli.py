@@ -10,6 +10,7 @@ import os
 import pty
 import re
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -528,3 +529,127 @@ def test_scrapy_simhash_reads_simhash_index_url(tmp_path: Path) -> None:
     src.write_text("".join(dumps(g) + "\n" for g in GOOD), "utf-8")
     ok(run("simhash", "import", src, "-q", cwd=root, cmd=SCRAPY))
     assert json.loads(ok(run("stats", "--index", elsewhere, "--json")).stdout)["entries"] == 3
+
+
+# ------------------------------------------------------------------------------------------------
+# Exports as Scrapy writes them
+# ------------------------------------------------------------------------------------------------
+
+EXPORT_SPIDER = '''
+import json
+import scrapy
+
+
+class Export(scrapy.Spider):
+    name = "export"
+    start_urls = ["data:,"]
+
+    def parse(self, response):
+        with open(self.settings["ITEMS_FILE"], encoding="utf-8") as f:
+            yield from json.load(f)
+'''
+
+
+@pytest.fixture(scope="module")
+def scrapy_exports(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The tiny GOOD items, and items long enough to cross the reader's chunks, exported by a real
+    ``scrapy crawl -O items.json -O items.jl`` (offline: one data: page)."""
+    root = make_project(tmp_path_factory.mktemp("export"), 'SPIDER_MODULES = ["proj.spiders"]\n')
+    (root / "proj" / "spiders").mkdir()
+    (root / "proj" / "spiders" / "__init__.py").write_text(EXPORT_SPIDER, "utf-8")
+    long_items = [{"url": f"http://l.example/{n}", "title": f"{STORY_EN['title']} {n}",
+                   "body": STORY_EN["body"] * (60 + n) + STORY_ZH["body"] * (30 + n)} for n in range(6)]
+    items = [*GOOD, *long_items, {**long_items[2], "url": "http://l.example/copy"}]
+    (root / "items-in.json").write_text(dumps(items), "utf-8")
+    proc = run("crawl", "export", "-O", "items.json", "-O", "items.jl", "-s", f"ITEMS_FILE={root / 'items-in.json'}",
+               "-s", "SIMHASH_ENABLED=False", cwd=root, cmd=SCRAPY, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (root / "items.json").read_bytes().startswith(b"[")
+    return {"json": root / "items.json", "jl": root / "items.jl", "count": len(items)}  # type: ignore[dict-item]
+
+
+def dedup_decisions(src: Path, tmp_path: Path, *extra: Any) -> tuple[list[dict[str, Any]], str]:
+    index = tmp_path / f"{src.name}.sqlite3"
+    proc = ok(run("dedup", src, "--index", index, "--decisions", tmp_path / f"{src.name}.decisions", *extra))
+    return read_decisions(tmp_path / f"{src.name}.decisions"), proc.stderr
+
+
+def test_a_scrapy_json_array_export_gives_the_same_decisions_as_json_lines(
+        scrapy_exports: dict[str, Path], tmp_path: Path) -> None:
+    from_lines, lines_summary = dedup_decisions(scrapy_exports["jl"], tmp_path)
+    assert len(from_lines) == scrapy_exports["count"] and not any(d["status"] == "error" for d in from_lines)
+    assert "duplicate" in [d["status"] for d in from_lines]
+    assert "input      items.jl: JSON lines" in lines_summary.replace(str(scrapy_exports["jl"]), "items.jl")
+    variants = {"array": scrapy_exports["json"]}
+    gz = tmp_path / "items.json.gz"
+    gz.write_bytes(gzip.compress(scrapy_exports["json"].read_bytes()))
+    variants["array.gz"] = gz
+    bom = tmp_path / "bom.json"
+    bom.write_bytes(b"\xef\xbb\xbf" + scrapy_exports["json"].read_bytes())
+    variants["array with BOM"] = bom
+    bom_lines = tmp_path / "bom.jsonl"
+    bom_lines.write_bytes(b"\xef\xbb\xbf" + scrapy_exports["jl"].read_bytes())
+    variants["lines with BOM"] = bom_lines
+    for what, src in variants.items():
+        decided, summary = dedup_decisions(src, tmp_path)
+        assert decided == from_lines, what
+        kind = "JSON lines" if "lines" in what else "a JSON array"
+        assert f"input      {src}: {kind}" + (", gzip" if what.endswith(".gz") else "") in summary, summary
+        assert f"dedup: {scrapy_exports['count']} {'lines' if 'lines' in what else 'items'}" in summary
+
+
+def test_a_line_longer_than_the_cap_is_counted_and_skipped(tmp_path: Path) -> None:
+    src = tmp_path / "long.jsonl"
+    huge = dumps({"url": "http://h.example/huge", "title": STORY_EN["title"], "body": "x" * 3_000_000})
+    src.write_text("\n".join([dumps(GOOD[0]), huge, dumps(GOOD[1])]) + "\n", "utf-8")
+    decided, summary = dedup_decisions(src, tmp_path, "--max-line-bytes", 1_000_000)
+    assert [d["status"] for d in decided] == ["new", "error", "new"]
+    assert decided[1]["line"] == 2 and "longer than --max-line-bytes (1,000,000)" in decided[1]["error"]
+    assert re.search(r"^line 2: 3,000,\d+ bytes, longer than --max-line-bytes", summary, re.M), summary
+    # In an array the element's end cannot be found without parsing it: the run stops there, exit 1.
+    array = tmp_path / "long.json"
+    array.write_text(f"[{dumps(GOOD[0])}, {huge}, {dumps(GOOD[1])}]", "utf-8")
+    proc = run("dedup", array, "--index", tmp_path / "a.sqlite3", "--max-line-bytes", 1_000_000)
+    assert proc.returncode == 1 and "item 2 of the JSON array is longer than --max-line-bytes" in proc.stderr
+    assert "kept               1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_broken_json_array_keeps_what_it_read_and_exits_1(tmp_path: Path) -> None:
+    src = tmp_path / "broken.json"
+    src.write_text(f"[{dumps(GOOD[0])},\n{dumps(GOOD[1])[:-9]}", "utf-8")  # cut in the second item
+    proc = run("dedup", src, "--index", tmp_path / "b.sqlite3")
+    assert proc.returncode == 1 and "broken JSON array at item 2" in proc.stderr, proc.stderr
+    assert "kept               1" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("argv", [["stats", "--json"], ["stats"], ["export"], ["explain", GOOD[3]["url"]],
+                                  ["dedup", "-", "-o", "-"]])
+def test_a_closed_stdout_ends_quietly(tiny: dict[str, Any], tmp_path: Path, argv: list[str]) -> None:
+    """``scrapy-simhash stats --json | head``: the reader went away; no traceback."""
+    index = tmp_path / "copy.sqlite3"
+    if "dedup" not in argv:  # dedup writes the new items of a fresh index
+        shutil.copy(tiny["index"], index)
+    proc = subprocess.Popen([str(SCRIPT), *argv, "--index", str(index)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # type: ignore[union-attr]
+    _, err = proc.communicate(tiny["src"].read_bytes() if "dedup" in argv else b"", timeout=60)
+    assert proc.returncode == 1 and b"Traceback" not in err and b"Exception ignored" not in err, err.decode()
+
+
+def test_forget_a_dropped_url_removes_its_decision(tiny: dict[str, Any], tmp_path: Path) -> None:
+    index = tmp_path / "copy.sqlite3"
+    shutil.copy(tiny["index"], index)
+    dropped = GOOD[3]["url"]
+    assert "dropped as a duplicate" in ok(run("explain", dropped, "--index", index)).stdout
+    assert "its decision" in ok(run("forget", dropped, "--index", index)).stdout
+    assert run("explain", dropped, "--index", index).returncode == 1  # nothing stale left
+    again = run("forget", dropped, "--index", index)
+    assert again.returncode == 1 and "no entry or decision" in again.stderr
+
+
+def test_scrapy_simhash_outside_a_project_creates_no_directory(tmp_path: Path) -> None:
+    outside = tmp_path / "nowhere"
+    outside.mkdir()
+    proc = run("simhash", "stats", cwd=outside, cmd=SCRAPY)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert list(outside.iterdir()) == [], "a read-only command created files or directories"

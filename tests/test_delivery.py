@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_twisted
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.owners import _host, alive, new_owner
@@ -121,3 +122,40 @@ def test_a_file_made_before_delivery_tracking_gets_its_table(tmp_path: Path) -> 
         owner = new_owner()
         added: Any = ix.check_and_add(q(0x90000, owner)).entry_id
         assert ix.release([added]) == 1 and ix.count() == 1
+
+
+# -- the pipeline and the command line -------------------------------------------------------------
+
+
+class RejectFirstCopy:
+    """A validation pipeline after the simhash one that drops the first item it sees."""
+
+    seen = 0
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        from scrapy.exceptions import DropItem
+
+        RejectFirstCopy.seen += 1
+        if RejectFirstCopy.seen == 1:
+            raise DropItem("failed validation")
+        return item
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_copy_rejected_downstream_lets_the_next_copy_in(tmp_path: Path) -> None:
+    """A validation pipeline at 300 dropped one copy of a story, and the other copy was then dropped as
+    its near-duplicate: 0 copies stored. Now the rejected copy's entry is released."""
+    from tests.conftest import STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
+
+    RejectFirstCopy.seen = 0
+    settings = crawl_settings(tmp_path / "i.sqlite3")
+    settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], RejectFirstCopy: 300}
+    items = [{**STORY_ZH, "url": "first"}, {**repost_with_suffix(STORY_ZH), "url": "second"}]
+    crawler = await run_crawl({**settings, "CONCURRENT_ITEMS": 1}, items)
+    stats = crawler.stats.get_stats()
+    assert [i["url"] for i in crawler.spider.collected] == ["second"]
+    assert stats.get("simhash/released") == 1 and stats.get("simhash/new") == 2
+    with open_index(tmp_path / "i.sqlite3", readonly=True) as ix:
+        assert [e.url for e in ix.entries()] == ["second"]
+    again = await run_crawl(crawl_settings(tmp_path / "i.sqlite3"), [{**STORY_ZH, "url": "third"}])
+    assert again.spider.collected == [] and again.stats.get_value("simhash/recovered") == 0  # delivered for good

@@ -39,10 +39,11 @@ def _plugin_missing() -> str | None:
 
 needs_plugin = pytest.mark.skipif(_plugin_missing() is not None, reason=_plugin_missing() or "")
 
+#: One line per drop: this item's URL, the tier, the distance, the original's URL (and no item dump).
 DROP_RE = re.compile(
-    r"Dropped: near-duplicate: (?P<tier>\w+) tier, distance (?P<distance>\d+), original (?P<original>\S+)"
+    r"Dropped: near-duplicate (?P<url>\S+): (?P<tier>\w+) tier, distance (?P<distance>\d+), "
+    r"original (?P<original>\S+)$", re.M,
 )
-ITEM_URL_RE = re.compile(r"'url': '(?P<url>[^']+)'")
 CRAWLED_RE = re.compile(r"Crawled \(\d+\) <GET (?P<url>\S+)>")
 
 
@@ -80,10 +81,13 @@ def run_crawl(project: Path, *args: str) -> Crawl:
     assert "ScrapyDeprecationWarning" not in proc.stderr, f"deprecated Scrapy API used:\n{proc.stderr[-4000:]}"
     if feed.exists():
         crawl.kept = [_path(json.loads(line)["url"]) for line in feed.read_text("utf-8").splitlines() if line]
-    for m in DROP_RE.finditer(proc.stderr):
-        item_url = ITEM_URL_RE.search(proc.stderr, m.end())
-        assert item_url, f"drop message without item url: {m.group(0)}"
-        crawl.dropped[_path(item_url.group("url"))] = {
+    drops = list(DROP_RE.finditer(proc.stderr))
+    assert len(drops) == proc.stderr.count("Dropped:"), "a drop line not in the one-line form"
+    for m in drops:
+        following = proc.stderr[m.end():].lstrip("\r\n")
+        assert not following or re.match(r"\d{4}-\d\d-\d\d ", following), (
+            f"a drop line followed by more than one line (the item?):\n{following[:500]}")
+        crawl.dropped[_path(m.group("url"))] = {
             "tier": m.group("tier"), "distance": int(m.group("distance")), "original": _path(m.group("original")),
         }
     crawl.crawled_urls = [m.group("url") for m in CRAWLED_RE.finditer(proc.stderr)]

@@ -65,6 +65,16 @@ def _cut(text: str) -> list[str]:
     return Segmenter(get_tokenizer()).cut(text)
 
 
+def _json_array(text: str) -> list[Any]:
+    """The elements ``dedup`` reads from an input that is a JSON array (whitespace between them)."""
+    import io
+
+    from scrapy_simhash.cli.input import Reader
+
+    source = type("Source", (), {"stream": io.BufferedReader(io.BytesIO(text.encode("utf-8")))})()
+    return list(Reader(source, None, 1 << 30))  # type: ignore[arg-type]
+
+
 def _fingerprint_title(text: str) -> Any:
     return Fingerprinter().fingerprint(text, "")
 
@@ -132,6 +142,7 @@ CASES = [
     # features, fingerprint signatures, segmentation
     Case(("features._NO_WORD",), _features, lambda n: "_" * (4 * n) + "a"),
     Case(("features._NUMBER", "features._HAN"), _features, lambda n: "1,中 " * n),
+    Case(("cli.input._SPACE",), _json_array, lambda n: "[" + " \t\r\n" * n + "{}" + " " * n + "]"),
     Case(("signatures._NUMBER",), number_signature, lambda n: "1." * (2 * n) + "x"),
     Case(("signatures._DATE_TIME",), number_signature, lambda n: "2023-1-1 1:" * n),
     Case(("signatures._SENTENCE_END", "signatures._SPACE"), sentence_signature,

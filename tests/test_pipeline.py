@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import sqlite3
 
 import attrs
 import pytest
 import pytest_twisted
 import scrapy
-from scrapy.exceptions import CloseSpider, NotConfigured
+from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
+from scrapy.logformatter import LogFormatter
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from scrapy_simhash import Addon, NearDuplicate, SimhashPipeline
 from tests.conftest import (
+    REPO,
     STORY_EN,
     STORY_ZH,
     STORY_ZH_2,
+    CollectorPipeline,
     ItemsSpider,
     crawl_settings,
     repost_with_new_title,
@@ -27,8 +31,6 @@ from tests.conftest import (
 )
 
 SCRAPY = tuple(int(p) for p in scrapy.__version__.split(".")[:2])
-#: DropItem(log_level=...) is honoured from Scrapy 2.13; older versions log every drop at WARNING.
-DROP_LEVEL_HONOURED = SCRAPY >= (2, 13)
 
 
 def with_url(item: dict, url: str) -> dict:
@@ -64,7 +66,7 @@ async def test_title_and_body_tiers_drop_reposts(tmp_path, caplog):
     # The drop log says tier, distance and the original, at INFO (not WARNING).
     drops = [r for r in caplog.records if "near-duplicate" in r.getMessage()]
     assert len(drops) == 2
-    assert all(r.levelno == (logging.INFO if DROP_LEVEL_HONOURED else logging.WARNING) for r in drops)
+    assert all(r.levelno == logging.INFO for r in drops)
     messages = " ".join(r.getMessage() for r in drops)
     assert "title tier, distance" in messages and "body tier, distance" in messages
     assert "original http://a.example/zh1" in messages
@@ -91,7 +93,7 @@ async def test_body_flag_passes_item_with_verdict(tmp_path):
     assert verdict["original"]["url"] == "http://a.example/zh1"
     assert 0 <= verdict["distance"] <= 3
     assert stat(crawler, "simhash/flagged") == 1
-    assert stat(crawler, "simhash/dropped/body") is None
+    assert stat(crawler, "simhash/dropped/body") == 0
     # Flagged items are not added: the index still holds only the original.
     assert stat(crawler, "simhash/final") == 1
 
@@ -246,7 +248,6 @@ async def test_index_that_cannot_be_opened_stops_the_spider(tmp_path, caplog):
     assert bad.read_bytes() == b"this is not a database" * 100  # untouched
 
 
-@pytest.mark.skipif(not DROP_LEVEL_HONOURED, reason="Scrapy < 2.13 ignores DropItem.log_level")
 @pytest_twisted.ensureDeferred
 async def test_drop_log_level_setting(tmp_path, caplog):
     caplog.set_level(logging.DEBUG)
@@ -302,3 +303,128 @@ def test_near_duplicate_is_drop_item():
     from scrapy.exceptions import DropItem
 
     assert issubclass(NearDuplicate, DropItem)
+
+
+# -- what a user sees in the log ----------------------------------------------------------------
+
+
+class CountingFormatter(LogFormatter):
+    """A project's own LOG_FORMATTER: the plugin must not replace it."""
+
+    calls = 0
+
+    def dropped(self, item, exception, response, spider):
+        CountingFormatter.calls += 1
+        return super().dropped(item, exception, response, spider)
+
+
+class OtherDropper:
+    """A project pipeline that drops for its own reasons: its drops keep Scrapy's full message."""
+
+    def process_item(self, item, spider=None):
+        if item.get("other_drop"):
+            raise DropItem("not wanted")
+        return item
+
+
+@pytest_twisted.ensureDeferred
+async def test_each_drop_is_one_short_line_and_other_drops_are_untouched(tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    reposts = [TITLE_REPOST, BODY_REPOST, with_url(repost_with_suffix(STORY_ZH, " _新浪网"), "http://e.example/3")]
+    settings = crawl_settings(tmp_path / "i.sqlite3", LOG_FORMATTER=CountingFormatter,
+                              ITEM_PIPELINES={CollectorPipeline: 900, OtherDropper: 100})
+    CountingFormatter.calls = 0
+    other = {"title": "a project drop", "body": "x", "other_drop": True}
+    crawler = await run_crawl(settings, [*ORIGINALS, *reposts, other])
+    drops = stat(crawler, "simhash/dropped/title") + stat(crawler, "simhash/dropped/body")
+    assert drops == len(reposts)
+    ours = [r for r in caplog.records if r.name == "scrapy.core.scraper" and "near-duplicate" in r.getMessage()]
+    assert len(ours) == drops
+    for record, repost in zip(ours, reposts, strict=True):
+        message = record.getMessage()
+        assert "\n" not in message and len(message) < 300, message  # no item dump
+        assert message.startswith(f"Dropped: near-duplicate {repost['url']}: ")
+        assert "tier, distance" in message and "original http://a.example/zh1" in message
+        assert repost["body"][:40] not in caplog.text  # the body is nowhere in the log
+    theirs = [r.getMessage() for r in caplog.records if "not wanted" in r.getMessage()]
+    assert len(theirs) == 1 and "a project drop" in theirs[0]  # Scrapy's message, item included
+    assert CountingFormatter.calls == drops + 1  # the project's formatter still formats every drop
+
+
+@pytest_twisted.ensureDeferred
+async def test_flagged_items_get_a_line_and_an_iso_first_seen(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    settings = crawl_settings(tmp_path / "i.sqlite3", SIMHASH_TITLE_ACTION="flag")
+    crawler = await run_crawl(settings, [ORIGINALS[0], TITLE_REPOST])
+    flagged = crawler.spider.collected[1]["simhash"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", flagged["original"]["first_seen"]), flagged
+    lines = [r for r in caplog.records if r.getMessage().startswith("Flagged: near-duplicate")]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert TITLE_REPOST["url"] in lines[0].getMessage() and "original http://a.example/zh1" in lines[0].getMessage()
+
+
+@pytest_twisted.ensureDeferred
+async def test_documented_stats_are_zero_from_the_start(tmp_path):
+    crawler = await run_crawl(crawl_settings(tmp_path / "i.sqlite3"), [ORIGINALS[0]])
+    documented = re.findall(r"^'(simhash/[a-z_/]+)': \d+", (REPO / "README.md").read_text("utf-8"), re.M)
+    assert len(documented) > 10
+    missing = [key for key in documented if stat(crawler, key) is None]
+    assert not missing, f"stats documented in the README but absent after a crawl: {missing}"
+
+
+@pytest_twisted.ensureDeferred
+async def test_fields_that_never_match_warn_once_with_what_the_item_has(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    settings = crawl_settings(tmp_path / "i.sqlite3", SIMHASH_TITLE_FIELD="headline", SIMHASH_BODY_FIELD="text")
+    crawler = await run_crawl(settings, ORIGINALS)
+    assert stat(crawler, "simhash/skipped/no_text") == len(ORIGINALS)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "none of the fields" in
+                r.getMessage()]
+    assert len(warnings) == 2, warnings  # once per setting, not once per item
+    assert "SIMHASH_TITLE_FIELD" in warnings[0] and "headline" in warnings[0]
+    assert "SIMHASH_BODY_FIELD" in warnings[1] and "text" in warnings[1]
+    assert all("title, body, url" in w for w in warnings)  # the fields the item has
+
+
+@pytest_twisted.ensureDeferred
+async def test_misspelled_setting_warns_with_the_closest_name(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    await run_crawl(crawl_settings(tmp_path / "i.sqlite3", SIMHASH_TITLE_MAX_DISTANSE=5), ORIGINALS[:1])
+    [warning] = [r.getMessage() for r in caplog.records if "SIMHASH_TITLE_MAX_DISTANSE" in r.getMessage()]
+    assert "did you mean SIMHASH_TITLE_MAX_DISTANCE?" in warning
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_new_index_directory_is_said_at_info(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    index = tmp_path / "typo-dir" / "deeper" / "i.sqlite3"
+    await run_crawl(crawl_settings(index), ORIGINALS[:1])
+    assert index.exists()
+    [line] = [r for r in caplog.records if "did not exist" in r.getMessage()]
+    assert line.levelno == logging.INFO and str(index.parent) in line.getMessage()
+    caplog.clear()
+    await run_crawl(crawl_settings(index), ORIGINALS[:1])  # it exists now: nothing to say
+    assert "did not exist" not in caplog.text
+
+
+def raising_paragraphs():
+    yield "<p>a first paragraph that reads fine</p>"
+    raise RuntimeError("the generator broke")
+
+
+@pytest_twisted.ensureDeferred
+async def test_unreadable_fields_are_counted_skips_naming_field_and_url(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    items = [
+        {"title": STORY_EN["title"], "body": raising_paragraphs(), "url": "http://g.example/gen"},
+        {"title": {"a": "dict"}, "body": STORY_ZH["body"], "url": "http://g.example/dict-title"},
+        dict(ORIGINALS[0]),
+    ]
+    crawler = await run_crawl(crawl_settings(tmp_path / "i.sqlite3"), items)
+    assert len(crawler.spider.collected) == len(items)
+    assert stat(crawler, "simhash/skipped/bad_input") == 2
+    assert stat(crawler, "simhash/new") == 1
+    assert stat(crawler, "log_count/ERROR") is None and stat(crawler, "finish_reason") == "finished"
+    warnings = [r.getMessage() for r in caplog.records if "cannot read" in r.getMessage()]
+    assert any("'body'" in w and "http://g.example/gen" in w and "RuntimeError" in w for w in warnings), warnings
+    assert any("'title'" in w and "http://g.example/dict-title" in w for w in warnings), warnings

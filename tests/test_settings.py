@@ -16,6 +16,7 @@ from scrapy_simhash.index import open_index
 from scrapy_simhash.settings import (
     DEFAULTS,
     SETTINGS,
+    check_settings,
     cli_defaults,
     effective_settings,
     engine_options,
@@ -119,3 +120,8 @@ def test_settings_select_the_url_and_params(url: str) -> None:
     with open_index(index_url_from_settings(settings), **options) as ix:
         assert ix.count() == 0
         assert ix._server.client.connection_pool.connection_kwargs["socket_timeout"] == 9  # type: ignore[attr-defined]
+
+
+def test_every_setting_says_what_is_allowed_and_its_default_is_allowed() -> None:
+    assert [s.name for s in SETTINGS if not s.allowed] == []
+    check_settings(effective_settings(Settings(), None))  # the defaults themselves pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import jieba
@@ -86,3 +87,31 @@ def test_no_writable_cache_directory_still_loads(tmp_path: Path, monkeypatch: py
     blocker.write_text("a file where the cache directory would go")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     assert tables.load_idf(IDF_TXT)[0] == reference_idf()
+
+
+def test_one_table_per_dictionary_content_and_stale_ones_go(cache: Path, tmp_path: Path) -> None:
+    """Two virtualenvs (two paths, the same idf.txt) share one table; tables of the older path-keyed
+    scheme and tables unused for STALE_DAYS are removed when a table is written."""
+    tables.load_idf(IDF_TXT)
+    [shared] = cache.iterdir()
+    other_venv = tmp_path / "venv2" / "idf.txt"
+    other_venv.parent.mkdir()
+    other_venv.write_bytes(IDF_TXT.read_bytes())
+    assert tables.load_idf(other_venv)[0] == reference_idf()
+    assert list(cache.iterdir()) == [shared]
+
+    legacy = cache / "idf-0123456789abcdef0123.table"  # the path-keyed name of earlier versions
+    legacy.write_bytes(shared.read_bytes())
+    unused = cache / "idf.00000000000000000000.table"
+    unused.write_bytes(b"x")
+    old = time.time() - (tables.STALE_DAYS + 1) * 86400
+    os.utime(unused, (old, old))
+    os.utime(shared, (old, old))
+    tables.load_idf(IDF_TXT)  # a read marks the shared table used
+    assert shared.stat().st_mtime > old
+    small = tmp_path / "idf-small.txt"
+    small.write_text("鑫淼 9.5\n集团 3.25\n", "utf-8")
+    tables.load_idf(small)  # a write cleans up
+    names = sorted(p.name for p in cache.iterdir())
+    assert shared.name in names and legacy.name not in names and unused.name not in names
+    assert len(names) == 2

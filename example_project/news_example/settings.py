@@ -39,11 +39,11 @@ ADDONS = {
 # SIMHASH_TITLE_FIELD = "title"
 # SIMHASH_BODY_FIELD = ["body", "content", "text"]
 
-# Log level of the one-line message per dropped item (tier, distance, original URL).
+# Log level of the one-line message per dropped (or flagged) item: its URL, tier, distance, original URL.
 # SIMHASH_DROP_LOG_LEVEL = "INFO"
 
-# INFO shows the plugin's opening line and one "Dropped: near-duplicate: <tier>, distance, original"
-# line per repost, without Scrapy's DEBUG line for every page and item.
+# INFO shows the plugin's opening line and one "Dropped: near-duplicate <url>: <tier> tier, distance <n>,
+# original <url>" line per repost, without Scrapy's DEBUG line for every page and item.
 LOG_LEVEL = "INFO"
 
 # Kept items go to news.jsonl (overwritten on every run); dropped reposts never reach it.
@@ -51,10 +51,9 @@ FEEDS = {
     "news.jsonl": {"format": "jsonlines", "encoding": "utf8", "overwrite": True},
 }
 
-# Print "kept / dropped by title / dropped by body / flagged / index location" when the crawl ends.
-EXTENSIONS = {
-    "news_example.extensions.DedupSummary": 500,
-}
+# The add-on also prints "kept / dropped by title / dropped by body / flagged / index location" when
+# the crawl ends (scrapy_simhash.DedupSummary); turn it off with:
+# SIMHASH_SUMMARY = False
 
 # --- the spider ----------------------------------------------------------------------------------
 # Per-portal CSS selectors, merged over the spider's built-in ones (see spiders/news.py), e.g.:

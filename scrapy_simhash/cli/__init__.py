@@ -12,7 +12,8 @@ entries), ``explain`` (why a URL was dropped), ``stats``, ``export``, ``purge``,
 Exit status: 0 on success (bad input lines are reported, counted and skipped, they do not fail a
 run); 1 when ``explain``/``forget`` find nothing, or when the input or the index broke off in the
 middle of a run; 2 when the run cannot start (bad usage, unreadable input, an index that cannot be
-opened). Errors are one line on stderr, never a traceback.
+opened). Errors are one line on stderr, never a traceback; a closed stdout (``… | head``) ends
+the command quietly with status 1.
 
 The standard library only (argparse, gzip, multiprocessing): the command line must start fast and
 add no dependency to a Scrapy project.
@@ -30,7 +31,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .common import PROG, CliError
+from .common import PROG, CliError, silence_stdout
 from .dedup import run_dedup
 from .inspect import run_check, run_explain
 from .maintain import index_stats, run_export, run_forget, run_purge, run_reset, run_stats
@@ -78,7 +79,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
     parser = build_parser(prog, defaults)
     args = parser.parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, where a closed pipe is caught, not at the interpreter's exit
+        return status
     except CliError as exc:
         print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
         return exc.status
@@ -88,4 +91,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
     except KeyboardInterrupt:
         print(f"{prog} {args.command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `… | head` stopped reading: end quietly, like other Unix tools
+        silence_stdout()
+        return 1
 

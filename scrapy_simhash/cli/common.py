@@ -4,13 +4,17 @@ picking fields of an item, and printing dates, fingerprints and entries."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import io
 import json
 import os
 import sys
+import zlib
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import IO, TYPE_CHECKING, Any
+
+from ..timefmt import iso
 
 if TYPE_CHECKING:
     from ..dedup import Deduplicator
@@ -63,7 +67,8 @@ def make_fingerprinter(options: Mapping[str, Any]) -> Fingerprinter:
 
 
 def open_dedup(
-    args: argparse.Namespace, fingerprinter: Fingerprinter, *, reset: bool = False, readonly: bool = False
+    args: argparse.Namespace, fingerprinter: Fingerprinter, *, reset: bool = False, readonly: bool = False,
+    owner: str | None = None,
 ) -> Deduplicator:
     """The Deduplicator the options describe. Writable: opened like the pipeline opens it (the index
     must have been built for these thresholds). Read-only (``check``): the index as recorded, and any
@@ -71,7 +76,7 @@ def open_dedup(
     from ..dedup import Deduplicator
 
     options: dict[str, Any] = {"ttl_days": args.ttl_days, "title_numbers": args.title_numbers,
-                               "sentences_shared": args.sentences_shared}
+                               "sentences_shared": args.sentences_shared, "owner": owner}
     if hasattr(args, "title_action"):
         options.update(title_action=args.title_action, body_action=args.body_action)
     thresholds = {"title_max_distance": args.title_max_distance, "body_max_distance": args.body_max_distance,
@@ -140,6 +145,18 @@ def open_output(name: str) -> IO[str]:
         raise CliError(f"cannot write {name}: {exc.strerror or exc}") from exc
 
 
+def sync_output(stream: IO[str]) -> None:
+    """Make what was written to ``stream`` so far survive a kill: flush it (a gzip output ends a
+    deflate block, so the file read so far decompresses) and fsync its file (not a pipe)."""
+    stream.flush()
+    target: Any = getattr(stream, "buffer", stream)
+    if isinstance(target, gzip.GzipFile):
+        target.flush(zlib.Z_SYNC_FLUSH)
+        target = target.fileobj
+    with contextlib.suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        os.fsync(target.fileno())
+
+
 class closing_output:
     """Close an output on exit unless it is stdout (flushed instead)."""
 
@@ -164,13 +181,6 @@ def silence_stdout() -> None:
 
 def print_json(data: Any) -> None:
     print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
-
-
-def iso(ts: float | None) -> str | None:
-    """POSIX seconds as ISO 8601 UTC, to the second."""
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def hex_fp(fp: int | None) -> str | None:

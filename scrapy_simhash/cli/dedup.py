@@ -9,24 +9,19 @@ reported with their number, counted and skipped.
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
 import itertools
 import json
 import multiprocessing
 import sys
-import threading
 import time
-import zlib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from ..index.owners import new_owner
 from .common import (
-    GZIP_MAGIC,
     CliError,
     closing_output,
     describe,
@@ -37,7 +32,9 @@ from .common import (
     open_output,
     pick,
     silence_stdout,
+    sync_output,
 )
+from .input import Input, Reader
 
 if TYPE_CHECKING:
     from ..dedup import Deduplicator, Verdict
@@ -49,56 +46,6 @@ MAX_REPORTED_BAD_LINES = 20
 DECIDE_BATCH = 32
 #: The tiers a match can come from, counted in the summary (the sentence tier is opt-in).
 TIERS = ("title", "body", "sentence")
-
-
-class _Input:
-    """A JSON-lines source: a file or stdin, gzip-compressed or not (detected by its magic bytes).
-
-    ``position``/``size`` give progress for regular files (compressed bytes read / file size).
-    """
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.size: int | None = None
-        self._raw: Any = None
-        try:
-            if name == "-":
-                raw: Any = sys.stdin.buffer
-            else:
-                path = Path(name)
-                if path.is_dir():
-                    raise CliError(f"cannot read {name}: is a directory")
-                raw = open(path, "rb")  # noqa: SIM115 (closed by close())
-                if path.is_file():
-                    self.size = path.stat().st_size
-            buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
-            magic = buffered.peek(2)[:2]
-        except CliError:
-            raise
-        except OSError as exc:
-            raise CliError(f"cannot read {name}: {exc.strerror or exc}") from exc
-        self._raw = raw
-        if magic == GZIP_MAGIC:
-            self.stream: IO[bytes] = gzip.GzipFile(fileobj=buffered, mode="rb")
-            try:
-                self.stream.peek(1)  # a broken header fails here, before any line is read
-            except (OSError, EOFError, zlib.error) as exc:
-                raise CliError(f"cannot read {name}: not valid gzip data ({exc})") from exc
-        elif name.endswith(".gz") and magic:
-            raise CliError(f"cannot read {name}: the name ends in .gz but the data is not gzip-compressed")
-        else:
-            self.stream = buffered
-
-    @property
-    def position(self) -> int:
-        try:
-            return int(self._raw.tell()) if self.size is not None else 0
-        except (OSError, ValueError):
-            return 0
-
-    def close(self) -> None:
-        if self._raw is not None and self._raw is not sys.stdin.buffer:
-            self._raw.close()
 
 
 class LineResult(NamedTuple):
@@ -122,8 +69,10 @@ class LineWorker:
     url_fields: Sequence[str]
     keep_json: bool
 
-    def __call__(self, numbered: tuple[int, bytes]) -> LineResult:
+    def __call__(self, numbered: tuple[int, bytes | str]) -> LineResult:
         n, raw = numbered
+        if isinstance(raw, str):  # the reader's reason for not reading it (too long)
+            return LineResult(n, None, None, raw, False, None)
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -183,7 +132,7 @@ def _init_worker(fp_options: dict[str, Any], fields: tuple[list[str], list[str],
     _worker = LineWorker(make_fingerprinter(fp_options), *fields, keep_json=keep)
 
 
-def _work(numbered: tuple[int, bytes]) -> LineResult:
+def _work(numbered: tuple[int, bytes | str]) -> LineResult:
     assert _worker is not None
     return _worker(numbered)
 
@@ -198,6 +147,7 @@ class RunStats:
     duplicate: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     errors: int = 0
+    released: int = 0  # pending entries of an earlier run that died before writing their lines out
     started: float = field(default_factory=time.monotonic)
 
     @property
@@ -205,45 +155,10 @@ class RunStats:
         return self.new + sum(self.flagged.values())
 
 
-class _Reader:
-    """Numbered raw lines of the input, read ahead by at most ``window`` lines of what was consumed.
-
-    Read errors in the middle of the input (a truncated gzip) end the iteration and are kept in
-    ``error``: they must not surface in a pool's feeder thread.
-    """
-
-    def __init__(self, source: _Input, window: int | None) -> None:
-        self.source = source
-        self.error: str | None = None
-        self.read = 0
-        self._slots = threading.Semaphore(window) if window else None
-
-    def __iter__(self) -> Iterator[tuple[int, bytes]]:
-        n = 0
-        stream = self.source.stream
-        while True:
-            if self._slots is not None:
-                self._slots.acquire()
-            try:
-                raw = stream.readline()
-            except (OSError, EOFError, zlib.error) as exc:
-                self.error = f"input broke off after line {n}: {describe(exc)}"
-                return
-            if not raw:
-                return
-            n += 1
-            self.read = n
-            yield n, raw
-
-    def consumed(self) -> None:
-        if self._slots is not None:
-            self._slots.release()
-
-
 class _Progress:
     """A one-line progress bar on stderr (items/s, and % and ETA when the input size is known)."""
 
-    def __init__(self, source: _Input, enabled: bool) -> None:
+    def __init__(self, source: Input, enabled: bool) -> None:
         self.source = source
         self.enabled = enabled
         self.started = time.monotonic()
@@ -314,7 +229,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         raise CliError("-o and --decisions cannot both be '-' (stdout)")
     stats = RunStats()
     with ExitStack() as stack:
-        source = _Input(args.input)
+        source = Input(args.input)
         stack.callback(source.close)
         try:
             fingerprinter = make_fingerprinter(fp_options)
@@ -327,14 +242,22 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             pool = multiprocessing.Pool(args.jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
             stack.callback(pool.join)
             stack.callback(pool.terminate)
-        dedup = open_dedup(args, fingerprinter, reset=args.reset)
+        # With outputs, an entry stays pending until its lines are written out and synced: a run killed
+        # in between leaves entries that the next run releases (recover), so it writes those items again.
+        owner = new_owner() if output_name or decisions_name else None
+        dedup = open_dedup(args, fingerprinter, reset=args.reset, owner=owner)
         stack.callback(dedup.close)
+        try:
+            stats.released = dedup.index.recover()
+        except Exception as exc:
+            raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
         out = stack.enter_context(closing_output(open_output(output_name))) if output_name else None
         dec = stack.enter_context(closing_output(open_output(decisions_name))) if decisions_name else None
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         progress = _Progress(source, bool(show))
         chunksize = 16
-        reader = _Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None)
+        reader = Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None,
+                         max_bytes=args.max_line_bytes)
         if pool is not None:
             results: Iterator[LineResult] = pool.imap(_work, reader, chunksize=chunksize)
         else:
@@ -353,8 +276,12 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                     write_error = (f"index write failed at line {usable[0].line} "
                                    f"(lines {usable[0].line}-{usable[-1].line} not decided): {describe(exc)}")
                     break
+                added = []
                 for result in batch:
-                    record = decision_record(result, next(decided) if result.fps is not None else None)
+                    verdict = next(decided) if result.fps is not None else None
+                    if verdict is not None and verdict.entry_id is not None:
+                        added.append(verdict.entry_id)
+                    record = decision_record(result, verdict)
                     _count(stats, record)
                     if record["status"] == "error" and not args.quiet:
                         _report_bad_line(stats.errors, record)
@@ -362,6 +289,11 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                         out.write(result.kept + "\n")
                     if dec is not None:
                         dec.write(_json_line(record) + "\n")
+                if owner is not None and added:  # the lines are on disk before their entries count
+                    for stream in (out, dec):
+                        if stream is not None:
+                            sync_output(stream)
+                    dedup.index.deliver(added)
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True
@@ -373,7 +305,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         if pool is not None:
             pool.close()
         entries = _safe(dedup.index.count)
-        _print_summary(args, stats, dedup, entries)
+        _print_summary(args, stats, dedup, entries, source, reader)
     if interrupted:
         print("interrupted: the summary covers the lines decided so far", file=sys.stderr)
         return 130
@@ -416,7 +348,8 @@ def _safe(func: Callable[[], Any]) -> Any:
         return None
 
 
-def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicator, entries: int | None) -> None:
+def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicator, entries: int | None,
+                   source: Input, reader: Reader) -> None:
     elapsed = time.monotonic() - stats.started
     rate = stats.lines / elapsed if elapsed > 0 else 0.0
     dup = sum(stats.duplicate.values())
@@ -427,8 +360,10 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
         return ", ".join(f"{tier} {counter.get(tier, 0):,}" for tier in TIERS)
 
     lines = [
-        f"{args.command}: {stats.lines:,} line{_s(stats.lines)} in {elapsed:.1f} s ({rate:,.0f} items/s, "
-        f"{args.jobs} job{_s(args.jobs)})",
+        f"{args.command}: {stats.lines:,} {'line' if reader.format == 'JSON lines' else 'item'}{_s(stats.lines)} "
+        f"in {elapsed:.1f} s ({rate:,.0f} items/s, {args.jobs} job{_s(args.jobs)})",
+        f"  input      {'stdin' if source.name == '-' else source.name}: {reader.format}"
+        + (", gzip" if source.compressed else ""),
         f"  kept       {stats.kept:>9,}  (new {stats.new:,}, flagged {flagged:,}: {tiers(stats.flagged)})",
         f"  duplicate  {dup:>9,}  ({tiers(stats.duplicate)})",
         f"  skipped    {skipped:>9,}" + (
@@ -438,4 +373,7 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
         f"  index      {dedup.index.location} (namespace {dedup.index.namespace!r}): "
         + (f"{entries:,} entries" if entries is not None else "entry count unavailable"),
     ]
+    if stats.released:
+        lines.append(f"  released   {stats.released:>9,}  (entries of an earlier run that died before writing "
+                     "its items out: decided again)")
     print("\n".join(lines), file=sys.stderr)

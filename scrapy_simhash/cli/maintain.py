@@ -138,14 +138,17 @@ def run_forget(args: argparse.Namespace) -> int:
     key: int | str = int(args.key) if args.key.isdigit() else args.key
     index = open_index_for(args)
     try:
+        # A URL that was dropped has no entry, only a decision (what explain shows): forget removes both.
+        decided = isinstance(key, str) and index.explain(key) is not None
         gone = index.forget(key)
     finally:
         index.close()
     what = f"entry #{key}" if isinstance(key, int) else key
-    if not gone:
-        missing = what if isinstance(key, int) else f"entry with URL {key}"
+    if not gone and not decided:
+        missing = what if isinstance(key, int) else f"entry or decision for URL {key}"
         print(f"no {missing} in namespace {args.namespace!r}", file=sys.stderr)
         return 1
-    print(f"forgot {what} ({gone} entr{'y' if gone == 1 else 'ies'} removed)")
+    removed = [f"{gone} entr{'y' if gone == 1 else 'ies'}"] if gone else []
+    print(f"forgot {what} ({', '.join([*removed, 'its decision'] if decided else removed)} removed)")
     return 0
 

@@ -18,6 +18,9 @@ from .common import PROG
 #: Option dest → built-in default (from :mod:`scrapy_simhash.settings`). ``scrapy simhash``
 #: replaces these with the project's settings.
 BUILTIN_DEFAULTS: dict[str, Any] = BUILTIN_CLI_DEFAULTS
+#: What dedup and import read.
+INPUT_HELP = ("items as Scrapy exports them: JSON lines (.jl, .jsonl) or a JSON array (.json, what "
+              "'scrapy crawl -O items.json' writes), gzip-compressed or not ('-' for stdin)")
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -158,21 +161,22 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
 
     # dedup
     p = add("dedup", "dedup a JSON-lines file against the index (adding new items)",
-            "Read JSON lines (one item per line; '-' for stdin; gzip accepted), check each item in input "
+            "Read items (JSON lines or a JSON array, gzip or not; '-' for stdin), check each item in input "
             "order against the index (title tier, else body tier, else the opt-in sentence tier) and add the "
             "new ones. Kept items (new and flagged) go to -o, one decision per input line to --decisions. Bad "
             "lines are reported with their line number, counted and skipped.\n\ndecision record: "
-            "{\"line\": 1-based, \"url\", \"status\": new|duplicate|flagged|skipped|error, "
+            "{\"line\": 1-based (the item's number in a JSON array), \"url\", "
+            "\"status\": new|duplicate|flagged|skipped|error, "
             "\"tier\": title|body|sentence|null, \"distance\": int|null, "
             "\"original\": URL of the matched item|null, \"error\": message|null} (for 'skipped', the reason)",
             ["items.jsonl --index index.sqlite3 -o kept.jsonl --decisions decisions.jsonl",
              "export.jsonl.gz --index sqlite:///data/index.sqlite3 --jobs 2 -o kept.jsonl.gz",
              "- --index index.sqlite3 --body-field content,text -o - < items.jsonl > kept.jsonl",
              "items.jsonl --index index.sqlite3 --body-action flag --decisions - | grep flagged"])
-    p.add_argument("input", metavar="INPUT", help="JSON lines file ('-' for stdin, .gz accepted)")
+    p.add_argument("input", metavar="INPUT", help=INPUT_HELP)
     p.add_argument("-o", "--output", metavar="KEPT", help="write kept items here (.gz compresses, '-' stdout)")
     p.add_argument("--decisions", metavar="FILE", help="write one decision per input line here (.gz, '-')")
-    _run_options(p)
+    _run_options(p, d)
     index_options(p)
     field_options(p)
     tier_options(p)
@@ -182,8 +186,8 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
             "Like dedup, without outputs: every new item is added to the index; the summary says how many "
             "were duplicates of each other or of what the index already held.",
             ["corpus.jsonl.gz --index index.sqlite3", "old-crawl.jsonl --index index.sqlite3 --jobs 2 --reset"])
-    p.add_argument("input", metavar="INPUT", help="JSON lines file ('-' for stdin, .gz accepted)")
-    _run_options(p)
+    p.add_argument("input", metavar="INPUT", help=INPUT_HELP)
+    _run_options(p, d)
     index_options(p)
     field_options(p)
     tier_options(p)
@@ -280,12 +284,15 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     return parser
 
 
-def _run_options(p: argparse.ArgumentParser) -> None:
+def _run_options(p: argparse.ArgumentParser, d: Mapping[str, Any]) -> None:
     p.add_argument("--jobs", "-j", type=_positive_int, default=1, metavar="N",
                    help="fingerprint on N processes (decisions stay in input order, identical to --jobs 1)")
     p.add_argument("--reset", action="store_true", help="empty the namespace first")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-line error reports, summary only")
+    p.add_argument("--max-line-bytes", type=_positive_int, default=d["max_line_bytes"], metavar="BYTES",
+                   help="skip (and count) a line or array element longer than this, without loading it whole "
+                        "(default: %(default)s)")
 
 

@@ -82,6 +82,14 @@ def verify_meta(
         check_params(stored)
     except (KeyError, TypeError, ValueError) as exc:
         raise IndexOpenError(f"index {location} records unreadable parameters: {exc}") from exc
+    for tier, layout in layouts(stored).items():
+        expected = [list(band) for band in layout]
+        if meta.get(f"{tier}_layout") != expected:
+            raise IndexOpenError(
+                f"index {location} records {tier}_layout = {meta.get(f'{tier}_layout')!r}, but its parameters "
+                f"({tier}_bands={getattr(stored, f'{tier}_bands')}, bits={stored.bits}) imply {expected}: "
+                "the index was altered or damaged, refusing it"
+            )
     problems = [] if requested is None else stored.incompatibilities(requested)
     if problems:
         hint = f"open it with compatible parameters, or use a new index {remedy}"

@@ -50,23 +50,27 @@ from .owners import alive as owners_alive
 from .sqlite_file import (
     META_TABLE,
     SCHEMA_VERSION,
-    TABLES,
     check_header,
+    check_schema,
+    connect,
     create_file,
+    open_error,
     probe_write,
     read_meta,
     sqlite_error,
 )
 from .sqlite_tables import (
-    BAND_NUMBER_BITS,
     ENTRY_COLS,
     ENTRY_COLS_E,
     NAMESPACE_BITS,
     PENDING_SCHEMA,
     Rows,
     Tables,
+    check_rows,
+    check_storage_meta,
     codec,
     hash_int,
+    storage_meta,
     unpack_hashes,
     value_bits,
 )
@@ -121,32 +125,13 @@ class SqliteIndex(QueryChecks):
                 why = "opened read-only" if readonly else "create=False"
                 raise IndexOpenError(f"index {file} does not exist ({why})")
             params = params or IndexParams()
-            create_file(file, new_meta(
-                params, SCHEMA_VERSION,
-                band_key={
-                    "value_bits": value_bits(params),
-                    "namespace_bits": NAMESPACE_BITS,
-                    "band_number_bits": BAND_NUMBER_BITS,
-                },
-                fingerprint_storage="int64" if params.bits <= 64 else "blob16",
-            ))
+            create_file(file, new_meta(params, SCHEMA_VERSION, **storage_meta(params)))
         self._open_existing(file, params)
         return self
 
     def _open_existing(self, file: Path, params: IndexParams | None) -> None:
         check_header(file)
-        try:
-            if self._readonly:
-                conn = sqlite3.connect(
-                    f"{file.as_uri()}?mode=ro", uri=True, isolation_level=None,
-                    timeout=self._busy_timeout, check_same_thread=False,
-                )
-            else:
-                conn = sqlite3.connect(
-                    str(file), isolation_level=None, timeout=self._busy_timeout, check_same_thread=False
-                )
-        except sqlite3.Error as exc:
-            raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
+        conn = connect(file, self._readonly, self._busy_timeout)
         self._conn = conn
         try:
             self._verify_and_configure(file, params)
@@ -161,24 +146,18 @@ class SqliteIndex(QueryChecks):
         try:
             tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         except sqlite3.Error as exc:
-            raise IndexOpenError(f"index {file} cannot be read, corrupt or not a database: {exc}") from exc
+            raise open_error(file, exc, "reading its schema") from exc
         if META_TABLE not in tables:
             raise IndexOpenError(
                 f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
             )
         meta = read_meta(conn, file)
-        if meta.get("format") == FORMAT and meta.get("schema_version") == SCHEMA_VERSION:
-            missing = [t for t in TABLES if t not in tables]
-            if missing:
-                raise IndexOpenError(f"index {file} is damaged: tables {missing} are missing")
         stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file")
-        try:
-            value_bits = int(meta["band_key"]["value_bits"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise IndexOpenError(f"index {file} records unreadable parameters: {exc}") from exc
+        check_schema(conn, file)  # also: none of our tables and indexes is missing
+        check_storage_meta(meta, stored, str(file))
         self.params = stored
         self._meta = meta
-        self._value_bits = value_bits
+        self._value_bits = value_bits(stored)
         self._layouts = layouts(stored)
         self._bits = stored.bits
         self._enc, decode = codec(stored.bits)
@@ -195,6 +174,7 @@ class SqliteIndex(QueryChecks):
 
         self._dec = checked_decode
         try:
+            check_rows(conn, str(file), self._layouts, self._value_bits, self._bits)
             if not self._readonly:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=FULL")
@@ -205,11 +185,7 @@ class SqliteIndex(QueryChecks):
             conn.execute("PRAGMA temp_store=MEMORY")
             self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
         except sqlite3.Error as exc:
-            if "readonly" in str(exc):
-                raise IndexOpenError(
-                    f"index {file} is read-only here ({exc}): open it with readonly=True"
-                ) from exc
-            raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
+            raise open_error(file, exc, "opening") from exc
         self._prepare()
 
     @staticmethod

@@ -1,17 +1,22 @@
 """The SQLite index file itself: made whole or not at all, and refused untouched when it is not ours.
 
 Everything here is about the file, not the rule: building a new file under a temporary name and
-linking it into place, checking the header of an existing one before SQLite reads it, reading its
-self-description (JSON only, never pickle), probing that it can be written, and naming the file in
-every error. The schema it holds is described in :mod:`.sqlite_tables`.
+linking it into place; before SQLite reads an existing one, checking that it (and its ``-wal``/``-shm``)
+are regular files, its header and its pending WAL (:mod:`.sqlite_wal`); connecting with
+``trusted_schema=OFF`` and refusing any schema object the project did not create (a planted trigger
+could delete every new entry or copy every URL elsewhere); reading its self-description (JSON only,
+never pickle), probing that it can be written, and naming the file, and the cause (locked,
+read-only, corrupt), in every error. The schema it holds is described in :mod:`.sqlite_tables`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
+import stat
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,17 +24,20 @@ from typing import Any
 from sqlitedict import SqliteDict
 
 from .base import IndexError_, IndexOpenError, IndexWriteError
-from .sqlite_tables import SCHEMA
+from .sqlite_fd import descriptor
+from .sqlite_tables import PENDING_OBJECTS, SCHEMA
+from .sqlite_wal import check_wal
 
 #: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
 #: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies),
 #: entry.numbers as a BLOB.
 SCHEMA_VERSION = 3
 META_TABLE = "simhash_meta"
-TABLES = ("namespace", "entry", "band", "decision", "sentence")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
+#: The table sqlitedict creates for the meta record (``SqliteDict(tablename=META_TABLE)``).
+_META_TABLE_SQL = f'CREATE TABLE "{META_TABLE}" (key TEXT PRIMARY KEY, value BLOB)'
+#: Tables SQLite itself may add: ``ANALYZE`` statistics (they steer query plans, never answers).
+_SQLITE_STAT = {"sqlite_stat1": "(tbl,idx,stat)", "sqlite_stat4": "(tbl,idx,neq,nlt,ndlt,sample)"}
 
 def _json_encode(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
@@ -96,14 +104,30 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
                 os.unlink(f"{tmp}{suffix}")
 
 
+def check_file_types(file: Path) -> None:
+    """Refuse a directory, FIFO, socket or device at the index path or its ``-wal``/``-shm``/
+    ``-journal`` (opening a FIFO would wait forever for a writer)."""
+    for path in (file, *(Path(f"{file}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
+        if not stat.S_ISREG(mode):
+            kind = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO (named pipe)", stat.S_IFSOCK: "a socket",
+                    stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}.get(
+                        stat.S_IFMT(mode), "not a regular file")
+            raise IndexOpenError(f"index {file}: {path} is {kind}, not a file")
+
+
 def check_header(file: Path) -> None:
-    """Reject what SQLite would reject later (or worse, half-read) before touching the file."""
-    if file.is_dir():
-        raise IndexOpenError(f"index {file} is a directory, not a file")
+    """Reject what SQLite would reject later (or worse, half-read, or lose) before touching the file."""
+    check_file_types(file)
     try:
         size = file.stat().st_size
-        with open(file, "rb") as fh:
-            header = fh.read(100)
+        with descriptor(file) as fd:  # not open(): closing it could drop this process's SQLite locks
+            header = os.pread(fd, 100, 0)
     except OSError as exc:
         raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
     if size == 0:
@@ -122,12 +146,94 @@ def check_header(file: Path) -> None:
     pages = int.from_bytes(header[28:32], "big")
     change_counter = int.from_bytes(header[24:28], "big")
     valid_for = int.from_bytes(header[92:96], "big")
+    pages = pages if change_counter == valid_for else 0  # the header's page count is stale otherwise
     wal = Path(f"{file}-wal")
     wal_pending = wal.exists() and wal.stat().st_size > 0
-    if pages and change_counter == valid_for and not wal_pending and size < pages * page_size:
+    if pages and not wal_pending and size < pages * page_size:
         raise IndexOpenError(
             f"index {file} is truncated: {size} bytes but its header says {pages} pages of {page_size}"
         )
+    check_wal(file, page_size, pages)
+
+
+def connect(file: Path, readonly: bool, timeout: float) -> sqlite3.Connection:
+    """A connection that runs nothing the file's schema asks for (``trusted_schema=OFF``: no
+    function with side effects in a view, trigger or index of the file; SQLite 3.31+, older
+    versions ignore the pragma and only :func:`check_schema` stands guard)."""
+    target = f"{file.as_uri()}?mode=ro" if readonly else str(file)
+    try:
+        conn = sqlite3.connect(target, uri=readonly, isolation_level=None, timeout=timeout, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise open_error(file, exc, "opening") from exc
+    conn.execute("PRAGMA trusted_schema=OFF")
+    return conn
+
+
+@functools.cache
+def _expected_schema() -> frozenset[tuple[str, str, str, str | None]]:
+    """``(type, name, table, sql)`` of every object a new index holds, made by running the same
+    statements in memory, so the comparison follows SCHEMA without a second list to keep in step."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.executescript(f"{_META_TABLE_SQL}; {SCHEMA}")
+        return frozenset(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"))
+    finally:
+        conn.close()
+
+
+def check_schema(conn: sqlite3.Connection, file: Path) -> None:
+    """Refuse any table, index, trigger or view the project did not create, or one of ours whose
+    SQL differs from what SCHEMA creates (an extra column, default, CHECK, a changed index)."""
+    expected = _expected_schema()
+    by_name = {name: (type_, table, sql) for type_, name, table, sql in expected}
+    found = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    for type_, name, table, sql in found:
+        if (type_, name, table, sql) in expected:
+            continue
+        if type_ == "table" and name in _SQLITE_STAT and sql == f"CREATE TABLE {name}{_SQLITE_STAT[name]}":
+            continue
+        if name in by_name:
+            why = f"its definition differs from the one scrapy-simhash creates: {sql!r}"
+        else:
+            why = f"scrapy-simhash did not create it ({sql or 'no SQL'!r})"
+        raise IndexOpenError(
+            f"index {file} has been tampered with: {type_} {name!r} on {table!r}: {why}. Refusing to use "
+            "it (nothing was changed): a planted trigger or view can drop or copy entries"
+        )
+    missing = sorted(name for _, name, _, _ in expected if name not in {row[1] for row in found})
+    if missing == sorted(PENDING_OBJECTS):  # a file made before delivery tracking: added at a writable open
+        return
+    if missing:
+        raise IndexOpenError(f"index {file} is damaged: schema objects {missing} are missing")
+
+
+def open_error(file: Path, exc: sqlite3.Error, doing: str) -> IndexOpenError:
+    """An IndexOpenError naming the file and what stands in the way: a lock another process holds,
+    a file or directory this user cannot write, or a file that is not a (whole) database."""
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return IndexOpenError(
+            f"index {file} is locked by another process ({text} while {doing}): SQLite's lock on it "
+            "was held longer than the busy timeout (a process holding an exclusive lock or a long "
+            "write transaction); wait for it to finish, or stop it"
+        )
+    if "readonly" in text or "read-only" in text:
+        return IndexOpenError(
+            f"index {file} is read-only here ({text}): open it with readonly=True, or give this user "
+            "write permission on the file and its directory"
+        )
+    if "unable to open" in text:
+        directory = file.parent
+        if not os.access(directory, os.W_OK):
+            return IndexOpenError(
+                f"index {file} cannot be opened ({text}): its directory {directory} is not writable, and "
+                f"SQLite must create {file.name}-wal and {file.name}-shm there even to read it; give this "
+                "user write permission on the directory, or copy the file somewhere writable"
+            )
+        if not os.access(file, os.R_OK):
+            return IndexOpenError(f"index {file} cannot be opened ({text}): this user may not read it")
+        return IndexOpenError(f"cannot open index {file} ({text}) while {doing}")
+    return IndexOpenError(f"index {file} cannot be read, corrupt or not a database ({text}) while {doing}")
 
 
 def probe_write(conn: sqlite3.Connection) -> None:

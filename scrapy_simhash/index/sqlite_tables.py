@@ -12,8 +12,13 @@ What is stored where, and why
     pickle default), into a private temporary file before that file is linked into place, so
     sqlitedict's own background connection never meets our transactions. It is read at open on our
     own connection with the same JSON decoder (see :func:`.sqlite_file.read_meta` for why not
-    through sqlitedict); any tool can still read it with
-    ``SqliteDict(path, "simhash_meta", flag="r", decode=json.loads)``.
+    through sqlitedict); any tool can read it read-only with plain :mod:`sqlite3`
+    (``sqlite3.connect(Path(path).absolute().as_uri() + "?mode=ro", uri=True)``, ``json.loads`` on
+    each value: the README's recipe). Not with ``SqliteDict(flag="r")``: its default
+    ``journal_mode="DELETE"`` would switch the index out of WAL mode.
+    Its values are checked at every open against what the parameters imply
+    (:func:`check_storage_meta`, :func:`.meta.verify_meta`), and the rows against the recorded layout
+    (:func:`check_rows`).
 ``namespace``
     ``(id, name, created)``: several projects can share one file; every other row carries the id.
 ``entry``
@@ -65,13 +70,14 @@ permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows fo
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..simhash import from_signed64, to_signed64
 from . import rule
-from .base import TIERS, Entry, IndexParams, Match, Query, Tier
+from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS, Layout, layouts
 
 SCHEMA = """
@@ -126,6 +132,7 @@ PENDING_SCHEMA = (
     "CREATE INDEX pending_owner ON pending(owner)",
 )
 SCHEMA += "".join(f"{statement};\n" for statement in PENDING_SCHEMA)
+PENDING_OBJECTS = ("pending", "pending_owner")
 
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
@@ -142,6 +149,95 @@ def value_bits(params: IndexParams) -> int:
     """Bits of the band value kept in a key for these parameters (recorded as ``band_key.value_bits``)."""
     widest = max(width for layout in layouts(params).values() for _, width in layout)
     return min(widest, MAX_VALUE_BITS)
+
+
+def storage_meta(params: IndexParams) -> dict[str, Any]:
+    """What a file records about how it stores these parameters' data: band key packing and the
+    fingerprint type. Recorded at creation and checked at every open against the recorded params."""
+    return {
+        "band_key": {
+            "value_bits": value_bits(params),
+            "namespace_bits": NAMESPACE_BITS,
+            "band_number_bits": BAND_NUMBER_BITS,
+        },
+        "fingerprint_storage": "int64" if params.bits <= 64 else "blob16",
+    }
+
+
+def check_storage_meta(meta: dict[str, Any], params: IndexParams, location: str) -> None:
+    """Refuse a file whose recorded storage is not what its recorded parameters imply (a changed
+    ``band_key.value_bits`` reads every band under other keys: everything would be admitted again)."""
+    for field, expected in storage_meta(params).items():
+        if meta.get(field) != expected:
+            raise IndexOpenError(
+                f"index {location} records {field} = {json.dumps(meta.get(field))}, but its parameters imply "
+                f"{json.dumps(expected)}: the file was altered or damaged, refusing it"
+            )
+
+
+#: Namespaces whose oldest and newest entries are checked against the band rows at open.
+_SAMPLED_NAMESPACES = 8
+
+
+def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout], vbits: int, bits: int) -> None:
+    """Cheap checks (a few index lookups, whatever the size) that the rows agree with the recorded
+    layout: every namespace id used by an entry exists; the lowest and highest band keys belong to
+    existing namespaces and bands; the oldest and newest entries of the first namespaces have their
+    band rows under the keys the layout gives them. A changed namespace id, band count or layout
+    would otherwise make every stored entry invisible."""
+    ids = {int(r[0]) for r in conn.execute("SELECT id FROM namespace")}
+    used: list[Any] = []  # the distinct entry.ns values, one index lookup each (up to one unknown)
+    (ns,) = conn.execute("SELECT min(ns) FROM entry").fetchone()
+    while ns is not None and len(used) <= len(ids):
+        used.append(ns)
+        (ns,) = conn.execute("SELECT min(ns) FROM entry WHERE ns > ?", (ns,)).fetchone()
+    unknown = [ns for ns in used if ns not in ids]
+    if unknown:
+        raise IndexOpenError(
+            f"index {location} has entries of namespace id {unknown[0]!r}, which its namespace table "
+            f"(ids {sorted(ids)[:10]}) does not have: the file was altered or damaged, refusing it"
+        )
+    sizes = {_KIND[tier]: len(tiers[tier]) for tier in TIERS}
+    # one aggregate per query: SQLite answers each from the primary key in O(log n), both at once by a scan
+    for (key,) in (conn.execute(f"SELECT {f}(key) FROM band").fetchone() for f in ("min", "max")):
+        if key is None:
+            continue
+        if not isinstance(key, int):
+            raise IndexOpenError(f"index {location} holds a band key that is not an integer: {key!r}")
+        ns, kind, number = key >> (vbits + 1 + BAND_NUMBER_BITS), key >> (vbits + BAND_NUMBER_BITS) & 1, (
+            key >> vbits) & ((1 << BAND_NUMBER_BITS) - 1)
+        if ns not in ids or number >= sizes[kind]:
+            raise IndexOpenError(
+                f"index {location} holds band key {key}, of namespace id {ns} and band {number} of "
+                f"{TIERS[kind]} tier, which the namespace table and the recorded layout "
+                f"({sizes[kind]} bands) do not have: the file was altered or damaged, refusing it"
+            )
+    enc, dec = codec(bits)
+    stored_type = int if bits <= 64 else bytes
+    for ns in sorted(ids)[:_SAMPLED_NAMESPACES]:
+        rows = Rows(ns, "", tiers, vbits, enc, dec)
+        for order in ("", "DESC"):
+            found = conn.execute(
+                f"SELECT id, title_fp, body_fp FROM entry WHERE ns = ? ORDER BY first_seen {order} LIMIT 1",
+                (ns,)).fetchone()
+            if found is None:
+                break
+            ident, tfp, bfp = found
+            if any(v is not None and type(v) is not stored_type for v in (tfp, bfp)):
+                continue  # a wrongly typed value is an error when read (checked_decode)
+            for tier, raw in (("title", tfp), ("body", bfp)):
+                if raw is None:
+                    continue
+                keys = rows.keys(tier, dec(raw))  # type: ignore[arg-type]
+                present = conn.execute(
+                    f"SELECT count(*) FROM band WHERE fp = ? AND key IN ({','.join('?' * len(keys))})",
+                    (raw, *keys)).fetchone()[0]
+                if present != len(keys):
+                    raise IndexOpenError(
+                        f"index {location}: entry {ident} has {present} of its {len(keys)} {tier} band rows "
+                        f"under the keys the recorded layout gives (title_layout/body_layout, band_key, "
+                        f"namespace id {ns}): the file was altered or damaged, refusing it"
+                    )
 
 
 def _fold(value: int, bits: int) -> int:

@@ -1,0 +1,85 @@
+"""A bad setting stops ``scrapy crawl`` before it starts, with a non-zero exit and one message naming the
+setting, its value and what is allowed; an index that cannot be opened keeps its own message.
+
+Real ``scrapy crawl`` subprocesses in a tiny project made in tmp_path (one offline ``data:`` page).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+SPIDER = textwrap.dedent('''
+    import scrapy
+
+    class Items(scrapy.Spider):
+        name = "items"
+        start_urls = ["data:,"]
+
+        def parse(self, response):
+            yield {"title": "江城地铁十二号线今日开通 全长三十八公里设站二十五座", "url": "http://a.example/1",
+                   "body": "本报讯 江城地铁十二号线正式开通运营，该线路全长38公里，共设车站25座。" * 3}
+''')
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("proj")
+    (root / "scrapy.cfg").write_text("[settings]\ndefault = proj.settings\n")
+    (root / "proj" / "spiders").mkdir(parents=True)
+    (root / "proj" / "__init__.py").write_text("")
+    (root / "proj" / "spiders" / "__init__.py").write_text(SPIDER)
+    (root / "proj" / "settings.py").write_text(
+        'SPIDER_MODULES = ["proj.spiders"]\nADDONS = {"scrapy_simhash.Addon": 300}\nLOG_LEVEL = "INFO"\n'
+        'TELNETCONSOLE_ENABLED = False\n'
+    )
+    return root
+
+
+def crawl(project: Path, *settings: str) -> subprocess.CompletedProcess[str]:
+    args = [a for s in settings for a in ("-s", s)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    return subprocess.run([sys.executable, "-m", "scrapy", "crawl", "items", *args], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(("setting", "allowed"), [
+    ("SIMHASH_TITLE_MAX_DISTANCE=abc", "an integer from 0"),
+    ("SIMHASH_BITS=48", "32, 64 or 128"),
+    ("SIMHASH_TITLE_ACTION=delete", '"drop" or "flag"'),
+    ("SIMHASH_TTL_DAYS=-3", "a positive number of days"),
+    ("SIMHASH_ON_INDEX_ERROR=ignore", '"drop", "pass" or "close"'),
+    ("SIMHASH_DROP_LOG_LEVEL=LOUD", "DEBUG, INFO, WARNING, ERROR or CRITICAL"),
+    ("SIMHASH_INDEX_URL=postgres://db/x", "redis://"),
+])
+def test_a_bad_setting_stops_the_crawl_with_a_non_zero_exit(project: Path, setting: str, allowed: str) -> None:
+    proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{project / 'i.sqlite3'}", setting)
+    name, value = setting.split("=", 1)
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    [line] = [line for line in proc.stderr.splitlines() if "bad setting" in line]
+    assert f"{name} = {value!r} is not allowed: " in line and allowed in line, line
+    assert "cannot open its index" not in proc.stderr  # not blamed on the index
+    assert "Crawled (200)" not in proc.stderr  # stopped before any request
+
+
+def test_good_settings_crawl_and_exit_0(project: Path) -> None:
+    proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{project / 'ok.sqlite3'}", "SIMHASH_TITLE_MAX_DISTANCE=3",
+                 "SIMHASH_ON_INDEX_ERROR=close", "SIMHASH_DROP_LOG_LEVEL=debug")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "'simhash/new': 1" in proc.stderr
+    assert "scrapy-simhash summary for spider 'items'" in proc.stdout  # shipped with the add-on
+
+
+def test_an_index_that_cannot_be_opened_keeps_its_own_message(project: Path) -> None:
+    bad = project / "not-an-index.sqlite3"
+    bad.write_bytes(b"not a database" * 100)
+    proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{bad}")
+    assert "cannot open its index" in proc.stderr and "not-an-index.sqlite3" in proc.stderr
+    assert "bad setting" not in proc.stderr and "is not allowed" not in proc.stderr
