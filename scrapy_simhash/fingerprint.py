@@ -60,7 +60,7 @@ class Fingerprints:
     body: int | None
     title_text: str
     body_chars: int
-    numbers: str | None = None  # number signature of the body (None: not computed)
+    numbers: str | None = None  # number signature of the body (None: no body to compare)
     sentences: tuple[str, ...] = ()  # sentence signature of the body (empty: none)
     figures: bool = False  # the body is figure-heavy (signatures.FIGURE_HEAVY_SHARE): body matches need its numbers
     short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)

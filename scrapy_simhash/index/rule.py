@@ -41,14 +41,14 @@ from ..signatures import NUMBERS_MAX
 from .base import Entry, Match, Outcome, Query, Tier
 
 #: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash.
-#: 12, not 16: the index is ~110 bytes an entry smaller (SQLite); on the tune split 8 cost 0.001 (zh)
+#: 12, not 16: the index is ~115 bytes an entry smaller (SQLite); on the tune split 8 cost 0.001 (zh)
 #: / 0.002 (en) of recall at ≤ 10 % edits, but missed the edited AirAsia repost of the example site.
 SENTENCES_STORED = 12
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close.
 SENTENCE_BODY_DISTANCE = 8
 #: Title tier: two body fingerprints further apart than this contradict a title match unless the
 #: bodies share a sampled sentence. Unrelated texts sit ~32 ± 4 bits apart (P(≤ 20) ≈ 0.2 %); of the
-#: reposts of the tune split whose titles match, 0.1 % (zh) / 1.3 % (en) have bodies further apart,
+#: reposts of the tune split whose titles match, 0.9 % (zh) / 1.3 % (en) have bodies further apart,
 #: most of them sharing a sampled sentence (benchmarks/README.md, "A title match is evidence").
 TITLE_BODY_DISTANCE = 20
 #: A sentence stored by this many entries is boilerplate (site chrome, a disclaimer, a byline):
