@@ -275,6 +275,19 @@ def test_newer_schema_version_is_refused(path: Path) -> None:
         open_index(path)
 
 
+def test_older_schema_version_is_refused_with_what_to_do(path: Path) -> None:
+    """A file of schema 2 (sentence hashes as text, no sample in the entry row) cannot be read: the
+    message says to delete it or use a new file, since a reset keeps the file's layout."""
+    open_index(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute(f"UPDATE {META_TABLE} SET value = '2' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(IndexOpenError, match=f"{path}.*schema version 2.*older scrapy-simhash.*delete it") as e:
+        open_index(path)
+    assert "SIMHASH_RESET" in str(e.value)
+
+
 def test_readonly_open_reads_and_refuses_writes(path: Path) -> None:
     with open_index(path) as ix:
         ix.check_and_add(q(77, 88, url="orig"))
