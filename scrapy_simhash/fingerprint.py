@@ -105,9 +105,11 @@ class Fingerprinter:
 
     def clean_body(self, raw: Any) -> str:
         """The normalized body text (HTML parsed; a page reduced to its main text, see :meth:`is_page`)."""
-        if self.is_page(raw):
-            return normalize_text(main_text(raw))
-        return normalize_body(raw)
+        return self._clean_body(raw, self.is_page(raw))
+
+    @staticmethod
+    def _clean_body(raw: Any, page: bool) -> str:
+        return normalize_text(main_text(raw)) if page else normalize_body(raw)
 
     def is_page(self, raw: Any) -> bool:
         """Is this body reduced to its main text? ``main_content`` True: every HTML body; False:
@@ -128,8 +130,8 @@ class Fingerprinter:
     def fingerprint(self, title: Any, body: Any) -> Fingerprints:
         """Both fingerprints of an item; :class:`UnreadableField` if either cannot be read."""
         title_text = _read("title", self.clean_title, title)
-        page = self.is_page(body)
-        body_text = _read("body", self.clean_body, body)
+        page = _read("body", self.is_page, body)
+        body_text = _read("body", lambda raw: self._clean_body(raw, page), body)
         body_fp = self._body_fp(body_text)
         short = short_body_digest(body_text) if body_fp is None else None
         return Fingerprints(
