@@ -22,7 +22,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from . import defaults
 from .features import DEFAULT_TOP_K, FeatureExtractor
@@ -30,6 +30,7 @@ from .normalize import looks_like_page, main_text, normalize_body, normalize_tex
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS, simhash
 
+_T = TypeVar("_T")
 DEFAULT_MIN_TITLE_CHARS = 5
 DEFAULT_MIN_BODY_CHARS = 30
 _MIN_TITLE_FEATURES = 2
@@ -45,7 +46,7 @@ class UnreadableField(ValueError):
         self.part = part
 
 
-def _read(part: str, clean: Callable[[Any], str], raw: Any) -> str:
+def _read(part: str, clean: Callable[[Any], _T], raw: Any) -> _T:
     try:
         return clean(raw)
     except Exception as exc:  # whatever reading an item's value raises, it is this field's fault
