@@ -8,7 +8,7 @@ For each fingerprint tier (title, body) the page shows
   still judged duplicates, and the strongest near misses that were still admitted as new.
 
 If the left column holds different stories, the threshold is too loose; if the right column holds
-reposts, it is too tight. Decisions of the opt-in sentence tier (an earlier story's sampled sentences
+reposts, it is too tight. Decisions of the sentence tier (an earlier story's sampled sentences
 found in the item) have no fingerprint distance and no near misses: they are counted with the others
 and listed in a section of their own, when there are any.
 
@@ -334,7 +334,7 @@ is too tight</h3><table>{head}{_pair_rows(closest_out)}</table></div>
         weakest = sorted(sentence, key=lambda x: (-x.distance, -(x.when or 0)))[:pairs]
         sections.append(f"""
 <section class="tier" id="tier-sentence">
-<h2>Sentence tier (opt-in) — {_n(len(sentence), "decision")}</h2>
+<h2>Sentence tier — {_n(len(sentence), "decision")}</h2>
 <p class="meta">Items that hold more than <code>SIMHASH_SENTENCES_SHARED</code> percent of an earlier story's
 sampled sentences. This tier has no fingerprint distance and no near misses: the number shown is how many
 of the earlier story's sampled sentences the item lacks.</p>

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 MAX_REPORTED_BAD_LINES = 20
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
-#: The tiers a match can come from, counted in the summary (the sentence tier is opt-in).
+#: The tiers a match can come from, counted in the summary.
 TIERS = ("title", "body", "sentence")
 
 

@@ -116,7 +116,8 @@ class Reader:
             self.error = f"input broke off before the first item: {describe(exc)}"
             return
         first, _, rest = head.partition(b"\n")
-        array = head[:1] == b"[" and (not rest.strip() or not _whole_json(first))
+        shape = _json_shape(first) if head[:1] == b"[" else "lines"
+        array = shape == "part" or (shape == "whole" and not rest.strip())
         items = self._array(stream) if array else self._lines(stream)
         for n, raw in enumerate(items, 1):
             if self._slots is not None:
@@ -210,16 +211,17 @@ class Reader:
             self._slots.release()
 
 
-def _whole_json(line: bytes) -> bool:
-    """Whether ``line`` is one whole JSON value (or too deep to tell): then an input starting with it
-    is JSON lines whose first item happens to be an array, not one JSON array over several lines
-    (Scrapy writes "[" alone on the first line)."""
+def _json_shape(line: bytes) -> str:
+    """What an input's first line, starting with "[", says: ``"part"`` of a JSON array over several
+    lines (Scrapy writes "[" alone on the first line), a ``"whole"`` JSON value (one item a line, or
+    a whole array on a single line), or ``"lines"`` (too deeply nested to tell: read as lines, the
+    line a counted bad one)."""
     try:
         json.loads(line)
     except RecursionError:
-        return True
+        return "lines"
     except ValueError:
-        return False
-    return True
+        return "part"
+    return "whole"
 
 

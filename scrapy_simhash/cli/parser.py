@@ -153,7 +153,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         g.add_argument("--title-numbers", type=_non_negative_int, default=d["title_numbers"], metavar="PCT",
                        help="a title match counts only if the bodies' numbers overlap this much (0: off)")
         g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="PCT",
-                       help="opt-in sentence tier: more than PCT %% of an earlier story's sampled sentences "
+                       help="sentence tier (0: off): more than PCT %% of an earlier story's sampled sentences "
                             "here → duplicate (50 recommended; 0: off)")
 
     def json_option(p: argparse.ArgumentParser) -> None:
@@ -162,7 +162,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     # dedup
     p = add("dedup", "dedup a JSON-lines file against the index (adding new items)",
             "Read items (JSON lines or a JSON array, gzip or not; '-' for stdin), check each item in input "
-            "order against the index (title tier, else body tier, else the opt-in sentence tier) and add the "
+            "order against the index (title tier, else body tier, else the sentence tier) and add the "
             "new ones. Kept items (new and flagged) go to -o, one decision per input line to --decisions. Bad "
             "lines are reported with their line number, counted and skipped.\n\ndecision record: "
             "{\"line\": 1-based (the item's number in a JSON array), \"url\", "

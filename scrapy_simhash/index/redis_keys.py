@@ -37,7 +37,7 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
     entries share it, so boilerplate does not grow buckets. It leaves the band sets when its last
     entry goes (forget, purge, reset). ``<prefix>:{<ns>}:nbands`` counts band members for ``stats``.
 ``<prefix>:{<ns>}:sh:<hash>``
-    The opt-in sentence tier: sorted set of the entries holding this sentence hash, scored by
+    The sentence tier: sorted set of the entries holding this sentence hash, scored by
     first-seen time.
 ``<prefix>:{<ns>}:pending:<owner>``, ``<prefix>:{<ns>}:owners``, ``<prefix>:{<ns>}:alive:<owner>``
     Delivery tracking (:mod:`.owners`): the members of an owner's pending entries (whose hashes
