@@ -15,7 +15,8 @@ when nothing was found. Systems:
   over the same 5-grams; rensa needs a band count dividing 128, so the threshold gives the divisor
   whose LSH threshold (1/b)^(1/r) is nearest (0.5 → 32 bands × 4 rows ≈ 0.42; 0.8 → 8 × 16 ≈ 0.88);
 * ``simhash-pypi``: the ``simhash`` package's defaults (``Simhash(body)``: character 4-grams of the
-  lower-cased word characters) with ``SimhashIndex(k=3)``;
+  lower-cased word characters) with ``SimhashIndex(k=3)`` (its bit array widened for numpy ≥ 2, which
+  it otherwise overflows on a 4-gram counted more than 255 times; same fingerprints);
 * ``jieba-floor``: ``jieba.analyse.extract_tags(body, topK=64)`` alone, no index (the floor of any
   jieba-based engine).
 
@@ -157,11 +158,19 @@ def setup_rensa(threshold: float) -> Stream:
 def setup_simhash_pypi() -> Stream:
     from simhash import Simhash, SimhashIndex
 
+    class Widened(Simhash):  # type: ignore[misc]
+        """The package's ``Simhash``, its bit array widened: under numpy ≥ 2 a feature counted more
+        than 255 times overflows the package's uint8 array (numpy 1 widened it by itself), so
+        fingerprints are the same as with numpy 1."""
+
+        def _bitarray_from_bytes(self, b: bytes) -> Any:
+            return super()._bitarray_from_bytes(b).astype("int64")
+
     def run(docs: list[dict[str, str]]) -> int:
         index = SimhashIndex([], k=3)
         dups = 0
         for n, d in enumerate(docs):
-            h = Simhash(d["body"])
+            h = Widened(d["body"])
             if index.get_near_dups(h):
                 dups += 1
             else:
