@@ -8,6 +8,8 @@ when nothing was found. Systems:
 * ``engine``: ``Deduplicator.open`` on a fresh durable SQLite index (default settings) and
   ``check_and_add(title, body, url=...)`` per article; ``engine:KEY=VALUE,...`` is the same with
   ``Deduplicator.open`` options (``--option sentences_shared=50``, repeatable: one variant each);
+  ``engine-fallback`` is the default engine with its pure-Python fallbacks forced (today: the bit
+  vote without numpy), run when numpy is importable, to show what the compiled paths buy;
 * ``minhash@0.5`` / ``minhash@0.8``: datasketch ``MinHashLSH`` (128 permutations, shared between
   the sketches as datasketch allows, so a sketch does not redraw them) over the body's character
   5-grams, ``MinHash.update_batch``;
@@ -199,6 +201,11 @@ def setup(system: str, workdir: Path) -> Stream:
     name, _, arg = system.partition(":") if system.startswith("engine") else system.partition("@")
     if name == "engine":
         return setup_engine(parse_options(arg), workdir)
+    if name == "engine-fallback":
+        from scrapy_simhash import simhash
+
+        simhash._np = None  # the vote's pure-Python path, as where numpy is not installed
+        return setup_engine({}, workdir)
     if name == "minhash":
         return setup_minhash(float(arg))
     if name == "rensa":
@@ -284,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     options = args.option if args.option is not None else ["sentences_shared=50", "main_content=True"]
     systems = ["engine", *(f"engine:{o}" for o in options)]
+    if importlib.util.find_spec("numpy"):
+        systems.append("engine-fallback")
     for peer in [s for s in args.systems.split(",") if s] or PEERS:
         pkg = missing_package(peer)
         if pkg:
