@@ -34,7 +34,7 @@ def random_sets(rng: random.Random, count: int) -> list[tuple[list[tuple[str, fl
     cases = []
     for i in range(count):
         pool = POOLS[list(POOLS)[i % len(POOLS)]]
-        n = rng.choice([1, 2, 7, 8, 9, 20, 64, 65, 300]) if i % 3 else rng.randint(1, 120)
+        n = rng.choice([1, 2, 3, 4, 5, 8, 20, 64, 65, 300]) if rng.random() < 0.5 else rng.randint(1, 120)
         vocab = [f"w{k}" for k in range(rng.choice([4, 50, 5000]))]
         pairs = [(rng.choice(vocab), pool(rng)) for _ in range(n)]
         cases.append((pairs, sh.SUPPORTED_BITS[i % 3]))
