@@ -1,0 +1,271 @@
+"""What the pipeline costs a real crawl: the same crawl with it on and off (issue 18, deliverable 3).
+
+Per language (``zh``: inews BDCI 2019, ``en``: Reuters-21578 bodies that are not empty, picked as
+``throughput.py`` picks them), ``--limit`` articles become HTML pages (an ``h1`` title, the body's
+paragraphs in ``div.content``, a little page chrome: navigation, a sidebar, a footer) served by a
+threaded ``http.server`` on 127.0.0.1 from this process. Each crawl is a fresh subprocess with a
+fresh SQLite index on a real disk: one spider requests every page (``CONCURRENT_REQUESTS=16``, and
+16 per domain, since every page is on one host) and yields ``{"url", "title": h1 text, "body":
+div.content HTML}``, the pipeline enabled through ``ADDONS = {"scrapy_simhash.Addon": 300}``, or the
+same crawl with ``SIMHASH_ENABLED = False`` (Scrapy's own cost).
+
+Measured in the crawl process: items/s from ``spider_opened`` to the last item leaving the pipelines
+(scraped or dropped); CPU seconds of the process and its children (``getrusage``, self + children,
+from ``spider_opened`` to after the reactor stopped, so a pool that is joined at shutdown counts);
+and the reactor's responsiveness: a ``LoopingCall`` every 10 ms records the gaps between its calls
+during the crawl, reported as p99 and max. Rounds interleave the crawls (on/off order shuffled per
+round and language, ``--seed``); the tables give medians over rounds and the on/off ratios.
+
+Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds 1``
+for a smoke run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import platform
+import random
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from throughput import SOURCES, fs_type, load_docs, serve  # noqa: E402
+
+TICK = 0.010
+CONCURRENCY = 16
+
+PAGE = """<!DOCTYPE html>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{title} | Example News</title></head>
+<body>
+<nav class="menu"><a href="/">Home</a> <a href="/world">World</a> <a href="/business">Business</a>
+<a href="/sport">Sport</a> <a href="/tech">Tech</a></nav>
+<main>
+<h1>{title}</h1>
+<p class="byline">Example News, staff reporter</p>
+<div class="content">
+{paragraphs}
+</div>
+</main>
+<aside class="related"><h2>Most read</h2><ul><li><a href="/a">Markets close higher</a></li>
+<li><a href="/b">Weather warning issued</a></li><li><a href="/c">New stadium opens</a></li></ul></aside>
+<footer>© Example News. All rights reserved. <a href="/privacy">Privacy</a> <a href="/contact">Contact</a></footer>
+</body></html>
+"""
+
+
+def write_pages(docs: list[dict[str, str]], lang: str, directory: Path) -> list[str]:
+    """One HTML page per article under ``directory/lang``; returns their paths relative to it."""
+    (directory / lang).mkdir(parents=True, exist_ok=True)
+    names = []
+    for i, d in enumerate(docs):
+        paras = [p.strip() for p in d["body"].splitlines() if p.strip()]
+        page = PAGE.format(lang=lang, title=html.escape(d["title"] or f"Article {i}"),
+                           paragraphs="\n".join(f"<p>{html.escape(p)}</p>" for p in paras))
+        name = f"{lang}/{i:05d}.html"
+        (directory / name).write_text(page, "utf-8")
+        names.append(name)
+    return names
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and its waited-for children."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        total += r.ru_utime + r.ru_stime
+    return total
+
+
+# ------------------------------------------------------------------------------------------------
+# the crawl subprocess
+# ------------------------------------------------------------------------------------------------
+
+
+def crawl_child(urls_file: str, index_url: str, enabled: bool) -> None:
+    """Entry point of one crawl: prints one JSON line with its figures."""
+    import scrapy
+    from scrapy import signals
+    from scrapy.crawler import CrawlerProcess
+    from twisted.internet import task
+
+    urls = Path(urls_file).read_text("utf-8").split()
+    marks: dict[str, float] = {}
+    gaps: list[float] = []
+    tick: dict[str, Any] = {}
+
+    class PagesSpider(scrapy.Spider):
+        name = "crawlbench"
+        start_urls = urls
+
+        def parse(self, response: Any) -> Any:
+            yield {"url": response.url, "title": response.css("h1::text").get(),
+                   "body": response.css("div.content").get()}
+
+    def on_tick() -> None:
+        now = time.perf_counter()
+        if "last" in tick:
+            gaps.append(now - tick["last"])
+        tick["last"] = now
+
+    def opened(*args: Any, **kwargs: Any) -> None:
+        marks["start"], marks["cpu0"] = time.perf_counter(), cpu_seconds()
+        tick["loop"] = task.LoopingCall(on_tick)
+        tick["loop"].start(TICK, now=True)
+
+    def item_done(*args: Any, **kwargs: Any) -> None:
+        marks["last"] = time.perf_counter()
+        marks["gaps_at_last"] = len(gaps)
+
+    def closed(*args: Any, **kwargs: Any) -> None:
+        if tick["loop"].running:
+            tick["loop"].stop()
+
+    process = CrawlerProcess({
+        "ADDONS": {"scrapy_simhash.Addon": 300},
+        "SIMHASH_ENABLED": enabled,
+        "SIMHASH_INDEX_URL": index_url,
+        "CONCURRENT_REQUESTS": CONCURRENCY,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY,
+        "LOG_LEVEL": "ERROR",
+        "TELNETCONSOLE_ENABLED": False,
+        "ROBOTSTXT_OBEY": False,
+    })
+    crawler = process.create_crawler(PagesSpider)
+    crawler.signals.connect(opened, signal=signals.spider_opened)
+    crawler.signals.connect(closed, signal=signals.spider_closed)
+    for sig in (signals.item_scraped, signals.item_dropped):
+        crawler.signals.connect(item_done, signal=sig)
+    process.crawl(crawler)
+    process.start()
+    cpu = cpu_seconds() - marks["cpu0"]
+    crawl_gaps = sorted(gaps[:marks.get("gaps_at_last", len(gaps))]) or [0.0]
+    stats = crawler.stats.get_stats()
+    print(json.dumps({
+        "seconds": marks["last"] - marks["start"],
+        "cpu_s": cpu,
+        "scraped": stats.get("item_scraped_count", 0),
+        "dropped": stats.get("item_dropped_count", 0),
+        "errors": stats.get("log_count/ERROR", 0),
+        "responses": stats.get("response_received_count", 0),
+        "gap_p99": crawl_gaps[min(len(crawl_gaps) - 1, int(0.99 * len(crawl_gaps)))],
+        "gap_max": crawl_gaps[-1],
+    }))
+
+
+def run_crawl(urls_file: Path, root: Path, enabled: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="crawl-index-", dir=root) as tmp:
+        index_url = f"sqlite:///{Path(tmp) / 'index.sqlite3'}"
+        proc = subprocess.run(
+            [sys.executable, __file__, "--_crawl", str(urls_file), index_url, "1" if enabled else "0"],
+            capture_output=True, text=True, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+    if proc.returncode:
+        raise RuntimeError(f"crawl (pipeline {'on' if enabled else 'off'}) failed ({proc.returncode}):\n"
+                           f"{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------------
+# parent
+# ------------------------------------------------------------------------------------------------
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def commit() -> str:
+    out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+    return out.stdout.strip() or "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--limit", type=int, default=2200, help="pages per language (default 2200)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are printed (default 3)")
+    ap.add_argument("--langs", default="zh,en")
+    ap.add_argument("--seed", type=int, default=18, help="seed of the per-round on/off order")
+    ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the work directory (a real disk)")
+    ap.add_argument("--_crawl", nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args._crawl:
+        crawl_child(args._crawl[0], args._crawl[1], args._crawl[2] == "1")
+        return 0
+    print("$ " + shlex.join(["python", "benchmarks/crawl.py", *(sys.argv[1:] if argv is None else argv)]))
+    langs = [x for x in args.langs.split(",") if x]
+    for lang in langs:
+        if not SOURCES[lang].is_file():
+            print(f"corpus file missing: {SOURCES[lang]} (needs ../shared/corpus next to the repo)")
+            return 2
+    root = Path(args.dir)
+    kind = fs_type(root)
+    if kind.startswith(("tmpfs", "ramfs")):
+        print(f"--dir {root} is on {kind}: the index must be on a real disk (pass --dir)")
+        return 2
+    print(f"commit {commit()}, python {platform.python_version()}, {os.cpu_count()} CPUs; index under {root} on "
+          f"{kind}; {args.limit} pages per language, {args.rounds} round(s), CONCURRENT_REQUESTS={CONCURRENCY}")
+    print(f"load average at start {loadavg()}", flush=True)
+    rng = random.Random(args.seed)
+    results: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="crawl-pages-", dir=root) as tmp:
+        work = Path(tmp)
+        server, base = serve(work)
+        url_files = {}
+        for lang in langs:
+            names = write_pages(load_docs(lang, args.limit), lang, work)
+            url_files[lang] = work / f"{lang}-urls.txt"
+            url_files[lang].write_text("\n".join(f"{base}/{n}" for n in names), "utf-8")
+        try:
+            for rnd in range(args.rounds):
+                for lang in langs:
+                    order = [True, False]
+                    rng.shuffle(order)
+                    for enabled in order:
+                        results.setdefault((lang, enabled), []).append(run_crawl(url_files[lang], root, enabled))
+                print(f"  round {rnd + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s, "
+                      f"load {loadavg()})", flush=True)
+        finally:
+            server.shutdown()
+    end_load = loadavg()
+    print(f"\nmedians of {args.rounds} round(s); CPU = crawl process + children; tick gaps of a 10 ms LoopingCall\n")
+    print("| lang | pipeline | items/s | CPU s | CPU ms/item | tick gap p99 ms | tick gap max ms | dropped |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    summary = []
+    for lang in langs:
+        med: dict[bool, dict[str, float]] = {}
+        for enabled in (False, True):
+            rs = results[(lang, enabled)]
+            n = rs[0]["scraped"] + rs[0]["dropped"]
+            bad = [r for r in rs if r["responses"] != args.limit or r["scraped"] + r["dropped"] != r["responses"]]
+            if bad:
+                print(f"WARNING {lang} pipeline {'on' if enabled else 'off'}: {len(bad)} crawl(s) did not turn "
+                      f"every page into an item: {bad[0]}")
+            m = {k: statistics.median(r[k] for r in rs) for k in ("seconds", "cpu_s", "gap_p99", "gap_max")}
+            m["items_s"] = statistics.median(n / r["seconds"] for r in rs)
+            med[enabled] = m
+            dropped = "/".join(map(str, sorted({r["dropped"] for r in rs})))
+            print(f"| {lang} | {'on' if enabled else 'off'} | {m['items_s']:.0f} | {m['cpu_s']:.2f} | "
+                  f"{m['cpu_s'] / n * 1e3:.2f} | {m['gap_p99'] * 1e3:.0f} | {m['gap_max'] * 1e3:.0f} | {dropped} |")
+        summary.append(f"{lang} on/off items/s {med[True]['items_s'] / med[False]['items_s']:.2f}×, "
+                       f"CPU {med[True]['cpu_s'] / med[False]['cpu_s']:.2f}×")
+    print("\nratios (pipeline on / off, medians): " + "; ".join(summary) + " (goal: items/s ≥ 0.8×)")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at end {end_load}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
