@@ -11,8 +11,8 @@ against one index shared by every spider of the project (``.scrapy/simhash/index
 * else body within ``SIMHASH_BODY_MAX_DISTANCE`` bits → dropped, ``simhash/dropped/body`` — or, with
   ``SIMHASH_BODY_ACTION = "flag"``, passed on with the verdict in ``SIMHASH_FLAG_FIELD``
   (``simhash/flagged``);
-* else, with ``SIMHASH_SENTENCES_SHARED`` (50 by default, 0 turns it off), an earlier story's sentences found here → dropped
-  (``simhash/dropped/sentence``) or flagged as the body tier says;
+* else, with ``SIMHASH_SENTENCES_SHARED`` (50 by default, 0 turns it off), an earlier story's
+  sentences found here → dropped (``simhash/dropped/sentence``) or flagged as the body tier says;
 * else the item is new: it is committed to the index before it is passed on.
 
 Each drop is one log line at ``SIMHASH_DROP_LOG_LEVEL`` (this item's URL, tier, distance, original
