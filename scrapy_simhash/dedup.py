@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from . import defaults
 from .fingerprint import Fingerprinter, Fingerprints
-from .index import BandIndex, Entry, IndexParams, Outcome, Query, Tier, open_index
+from .index import BandIndex, Entry, IndexParams, Outcome, ParameterMismatch, Query, Tier, open_index
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
 Action = Literal["drop", "flag"]
@@ -33,6 +33,12 @@ DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
 DEFAULT_TITLE_NUMBERS = defaults.TITLE_NUMBERS
 #: Opt-in sentence tier: percent of an earlier story's sampled sentences that must be here; 0 = off.
 DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
+#: What to do when a threshold outgrows an index: its band layout is fixed when it is created.
+WIDER_THRESHOLD = (
+    "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
+    "which needs 2 more body bands) needs a new index: point SIMHASH_INDEX_URL (--index) at a new file or Redis "
+    "?prefix=, or delete this one; SIMHASH_RESET (--reset) empties it but keeps its layout"
+)
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
 LONG_BODY_CHARS, LONG_BODY_MALUS = 2000, 1
@@ -122,7 +128,7 @@ class Deduplicator:
             raise ValueError(
                 f"index {index.location} answers title distances up to {params.max_title_distance} and body "
                 f"distances up to {params.max_body_distance}; these settings need {needed.max_title_distance} "
-                f"and {needed.max_body_distance}: use a new index (or reset this one)"
+                f"and {needed.max_body_distance}: {WIDER_THRESHOLD}"
             )
         self.index = index
         self.fingerprinter = fingerprinter
@@ -171,7 +177,12 @@ class Deduplicator:
         elif options:
             raise TypeError(f"unexpected options with an explicit fingerprinter: {sorted(options)}")
         params = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)
-        index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
+        try:
+            index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
+        except ParameterMismatch as exc:
+            if "_bands:" not in str(exc):
+                raise
+            raise ParameterMismatch(f"{exc}. {WIDER_THRESHOLD}") from exc
         try:
             if reset:
                 index.reset()

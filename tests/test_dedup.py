@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from scrapy_simhash import Deduplicator, Fingerprinter
 from scrapy_simhash.dedup import required_params
-from scrapy_simhash.index import IndexOpenError
+from scrapy_simhash.index import IndexOpenError, ParameterMismatch
 from tests.conftest import STORY_EN, STORY_ZH, STORY_ZH_2, repost_with_new_title, repost_with_suffix
 
 
@@ -138,3 +140,13 @@ def test_url_with_lone_surrogates_is_stored(dedup):
     verdict = dedup.check_and_add(STORY_EN["title"], STORY_EN["body"], url="http://x.example/\ud800")
     assert verdict.status == "new"
     assert [e.url for e in dedup.index.entries()] == ["http://x.example/?"]
+
+
+def test_a_threshold_the_index_cannot_answer_says_what_works(tmp_path: Path) -> None:
+    """The README's old remedy (SIMHASH_RESET) kept the layout and failed with "body_bands: index 4 vs
+    requested 6": the message names the settings, and that a new index is what works."""
+    url = f"sqlite:///{tmp_path / 'i.sqlite3'}"
+    Deduplicator.open(url).close()
+    for options in ({"dynamic_threshold": True}, {"body_max_distance": 5}, {"dynamic_threshold": True, "reset": True}):
+        with pytest.raises(ParameterMismatch, match="SIMHASH_DYNAMIC_THRESHOLD.*needs a new index.*keeps its layout"):
+            Deduplicator.open(url, **options)
