@@ -148,5 +148,5 @@ def test_a_threshold_the_index_cannot_answer_says_what_works(tmp_path: Path) -> 
     url = f"sqlite:///{tmp_path / 'i.sqlite3'}"
     Deduplicator.open(url).close()
     for options in ({"dynamic_threshold": True}, {"body_max_distance": 5}, {"dynamic_threshold": True, "reset": True}):
-        with pytest.raises(ParameterMismatch, match="SIMHASH_DYNAMIC_THRESHOLD.*needs a new index.*keeps its layout"):
+        with pytest.raises(ParameterMismatch, match=r"SIMHASH_DYNAMIC_THRESHOLD.*needs a new index.*keeps its layout"):
             Deduplicator.open(url, **options)
