@@ -12,8 +12,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import REPO
 
 PACKAGE = "scrapy_simhash"
@@ -132,15 +130,5 @@ def _too_long() -> dict[str, int]:
     return {name: n for name, n in sizes.items() if n > MAX_LINES}
 
 
-#: Modules being reworked on another branch (the normalizer's linear-time patterns, issue 17).
-#: Their size is checked on its own, below.
-_IN_PROGRESS = (f"{PACKAGE}.normalize",)
-
-
 def test_no_module_over_600_lines() -> None:
-    assert {n: size for n, size in _too_long().items() if not n.startswith(_IN_PROGRESS)} == {}
-
-
-@pytest.mark.xfail(strict=False, reason="normalize.py (741 lines) is being reworked for issue 17 and split after")
-def test_no_module_over_600_lines_in_modules_being_reworked() -> None:
-    assert {n: size for n, size in _too_long().items() if n.startswith(_IN_PROGRESS)} == {}
+    assert _too_long() == {}
