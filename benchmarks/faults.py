@@ -593,7 +593,8 @@ def crafted_scenario(chars: int, workdir: Path, log: Any = print) -> tuple[int, 
         return len(items), 0, took, [f"crawl exited with {proc.returncode}: {proc.stderr.decode()[-500:]}"]
     report = json.loads(ticks.read_text("utf-8"))
     decided = sum(v for k, v in report["stats"].items()
-                  if k in ("simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/flagged")
+                  if k in ("simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/dropped/sentence",
+                           "simhash/flagged")
                   or k.startswith("simhash/skipped/"))
     lost = len(items) - decided
     log(f"crafted crawl: {len(items)} items ({len(crafted)} crafted, ~{chars} characters each) in {took:.1f} s, "
