@@ -6,8 +6,9 @@ of the item: ``item_scraped`` (it reached storage) delivers the entry, ``item_dr
 component or ``item_error`` releases it. Signals carry the object a later component handed on,
 which may be another object than the one this pipeline saw: items are found by identity, else by
 their URL and title. Fates are queued here and applied by the index thread before its next batch
-(:meth:`apply`), never on the reactor; what no signal told by the end of the crawl went somewhere,
-and is delivered.
+(:meth:`apply`) or by a short timer a moment after they arrive (``flush``; so that a crawl killed
+soon after storing items has recorded most of them), never on the reactor; what no signal told by
+the end of the crawl went somewhere, and is delivered.
 """
 
 from __future__ import annotations
@@ -24,8 +25,11 @@ Key = tuple[str, str]
 class DeliveryTracker:
     """Pending entries by item, and the fates that arrived for them."""
 
-    def __init__(self, key: Callable[[Any], Key | None]) -> None:
+    def __init__(self, key: Callable[[Any], Key | None], flush: Callable[[], None] | None = None,
+                 delay: float = 0.1) -> None:
         self._key = key  # an item's (url, title), or None
+        self._flush, self._delay = flush, delay  # called on a timer thread ``delay`` s after a fate arrives
+        self._timer: threading.Timer | None = None
         self._tracked: dict[int, tuple[Any, int]] = {}  # id(item) → (item: kept alive, entry id)
         self._by_key: dict[Key, int] = {}
         self._fates: list[tuple[str, int]] = []
@@ -54,6 +58,24 @@ class DeliveryTracker:
             if found is None:
                 self._tracked = {k: v for k, v in self._tracked.items() if v[1] != entry_id}
             self._fates.append((fate, entry_id))
+            if self._flush is not None and self._timer is None:
+                self._timer = threading.Timer(self._delay, self._on_timer)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _on_timer(self) -> None:
+        with self._lock:
+            self._timer = None
+        assert self._flush is not None
+        self._flush()
+
+    def stop(self) -> None:
+        """No more timers; waits for one that is running (before the last :meth:`apply`)."""
+        with self._lock:
+            timer, self._timer, self._flush = self._timer, None, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
 
     def untold(self) -> None:
         """At the end: the items no signal told about went somewhere; their entries are delivered."""

@@ -193,7 +193,7 @@ class SimhashPipeline:
         self._warned_flag_field = False
         self._warned_fields: set[str] = set()
         self._closing = False
-        self._delivery = DeliveryTracker(self._key)
+        self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
@@ -290,6 +290,7 @@ class SimhashPipeline:
                 pool.shutdown()  # finishes the work in progress
         self._fingerprint_pool = self._index = None
         if self.dedup is not None:
+            self._delivery.stop()
             self._delivery.untold()
             try:
                 self._apply_fates()
@@ -409,6 +410,14 @@ class SimhashPipeline:
 
     def _item_error(self, item: Any, **kwargs: Any) -> None:
         self._delivery.fate(item, "release")
+
+    def _flush_fates(self) -> None:
+        """The delivery timer: record the fates that arrived (an error leaves them queued)."""
+        try:
+            self._apply_fates()
+        except (IndexError_, sqlite3.Error) as exc:
+            logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again "
+                           "with the next batch", exc)
 
     def _apply_fates(self) -> None:
         """Deliver or release the entries whose items' fates arrived (index thread, or at close)."""
