@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,3 +124,18 @@ async def run_crawl(settings: dict[str, Any], items: list[Any], spidercls: type[
     crawler = get_crawler(spidercls, settings)
     await crawler.crawl(items=items, **spider_kwargs)
     return crawler
+
+
+@pytest.fixture
+def url() -> Iterator[str]:
+    """A fresh prefix on the shared test server; its keys are deleted afterwards."""
+    from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
+
+    server = redis_server_url()
+    prefix = f"test-{uuid.uuid4().hex[:12]}"
+    yield with_prefix(server, prefix)
+    client = raw_redis(server)
+    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        client.unlink(*keys)
+    client.close()

@@ -119,17 +119,6 @@ def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
     server.stop()
 
 
-@pytest.fixture
-def url() -> Iterator[str]:
-    """A fresh prefix on the shared test server; its keys are deleted afterwards."""
-    server = redis_server_url()
-    prefix = f"test-{uuid.uuid4().hex[:12]}"
-    yield with_prefix(server, prefix)
-    client = raw_redis(server)
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        client.unlink(*keys)
-    client.close()
 
 
 def snapshot(server_url: str, prefix: str) -> list[tuple[str, Any]]:

@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from scrapy.settings import Settings
 
 from scrapy_simhash import Deduplicator
@@ -23,7 +20,6 @@ from scrapy_simhash.settings import (
     index_url_from_settings,
     redis_params_from_settings,
 )
-from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
 
 #: A value other than the default for some settings of each kind, as a project would write them.
 CHANGED = {
@@ -83,17 +79,6 @@ def test_spider_attributes_override_only_per_spider_settings() -> None:
     assert engine["bits"] == DEFAULTS["SIMHASH_BITS"]  # SIMHASH_BITS is not per spider
 
 
-@pytest.fixture
-def url() -> Iterator[str]:
-    """A fresh prefix on the shared test Redis server; its keys are deleted afterwards."""
-    server = redis_server_url()
-    prefix = f"test-{uuid.uuid4().hex[:12]}"
-    yield with_prefix(server, prefix)
-    client = raw_redis(server)
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-    if keys:
-        client.unlink(*keys)
-    client.close()
 
 
 def test_settings_select_the_url_and_params(url: str) -> None:
