@@ -74,6 +74,7 @@ stays its own size). Measured by ``tests/test_fuzz.py`` in a fresh process on 2 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import sqlite3
@@ -281,6 +282,10 @@ class SimhashPipeline:
             " (dynamic by length)" if d.dynamic_threshold else "",
             d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
         )
+        # What is alive now (Scrapy, Twisted, the engine and its tables) lives as long as the crawl: out
+        # of the cyclic collector's reach, its full collections stay short. Else each one holds the GIL
+        # for 50-90 ms and the reactor stands still meanwhile (tests/test_concurrency.py).
+        gc.freeze()
         self._fingerprint_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 
