@@ -14,8 +14,9 @@ from .__version__ import __version__
 if TYPE_CHECKING:
     from .addon import Addon
     from .dedup import Deduplicator, Verdict
+    from .drops import IndexUnavailable, NearDuplicate
     from .fingerprint import Fingerprinter
-    from .pipeline import IndexUnavailable, NearDuplicate, SimhashPipeline
+    from .pipeline import SimhashPipeline
     from .settings import SettingError
     from .simhash import hamming_distance
     from .summary import DedupSummary
@@ -27,8 +28,8 @@ _WHERE = {
     "Deduplicator": ".dedup",
     "Verdict": ".dedup",
     "Fingerprinter": ".fingerprint",
-    "IndexUnavailable": ".pipeline",
-    "NearDuplicate": ".pipeline",
+    "IndexUnavailable": ".drops",
+    "NearDuplicate": ".drops",
     "SimhashPipeline": ".pipeline",
     "hamming_distance": ".simhash",
 }

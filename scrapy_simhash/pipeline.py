@@ -86,12 +86,13 @@ from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
 from scrapy import Field, Item, signals
-from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
+from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 from twisted.internet.defer import Deferred
 
 from .dedup import Deduplicator, Verdict
 from .delivery import DeliveryTracker
+from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .fingerprint import UnreadableField
 from .groupcommit import GroupCommit
 from .index import IndexError_, sqlite_path
@@ -115,51 +116,6 @@ ZERO_STATS = (
     "simhash/skipped/opt_out", "simhash/index_retries", "simhash/index_error", "simhash/unchecked",
     "simhash/released",
 )
-
-
-class SimhashDrop(DropItem):
-    """Base of this plugin's drops: logged in one short line, at ``log_level`` (Scrapy reads it)."""
-
-    def __init__(self, message: str, log_level: str | None = None) -> None:
-        super().__init__(message)
-        self.log_level = log_level
-
-
-class IndexUnavailable(SimhashDrop):
-    """Raised (``SIMHASH_ON_INDEX_ERROR = "drop"`` or ``"close"``) for an item whose check-and-add
-    could not be committed after the retries: it is dropped rather than passed on as new without
-    being indexed."""
-
-    def __init__(self, message: str, log_level: str | None = "ERROR") -> None:
-        super().__init__(message, log_level)
-
-
-class NearDuplicate(SimhashDrop):
-    """Raised for an item whose story is already in the index; ``verdict`` says which and how close,
-    ``url`` is this item's URL (None if it has none)."""
-
-    def __init__(self, verdict: Verdict, log_level: str | None = None, url: str | None = None) -> None:
-        super().__init__(f"near-duplicate {url or '(no URL)'}: {verdict.summary()}", log_level)
-        self.verdict = verdict
-        self.url = url
-
-
-class _ShortDropLine(logging.Filter):
-    """Scrapy logs a drop as ``"Dropped: %(exception)s" + os.linesep + "%(item)s"`` (``LogFormatter.
-    dropped``, Scrapy 2.13 to 2.19): the whole item, page bodies included, for every repost. This
-    filter, on Scrapy's ``scrapy.core.scraper`` logger, keeps only the first line for the drops of
-    this plugin (a :class:`SimhashDrop` in the record's arguments) and leaves every other record
-    alone, so a project's own ``LOG_FORMATTER`` still formats its other drops (and the level it
-    gives ours, ``SIMHASH_DROP_LOG_LEVEL`` through ``DropItem.log_level``, is kept)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, dict) and isinstance(args.get("exception"), SimhashDrop):
-            record.msg = "Dropped: %(exception)s"
-        return True
-
-
-_SHORT_DROP_LINE = _ShortDropLine()
 
 
 def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> tuple[str | None, Any]:
@@ -214,7 +170,7 @@ class SimhashPipeline:
             raise
         if not enabled:
             raise NotConfigured("scrapy-simhash is disabled (SIMHASH_ENABLED is False)")
-        logging.getLogger("scrapy.core.scraper").addFilter(_SHORT_DROP_LINE)  # once: filters are a set
+        logging.getLogger("scrapy.core.scraper").addFilter(SHORT_DROP_LINE)  # once: filters are a set
         pipeline = cls(crawler)
         crawler.signals.connect(pipeline._item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(pipeline._item_dropped, signal=signals.item_dropped)
