@@ -63,7 +63,6 @@ through ``--option``: ``--option sentences_shared=2`` turns on the opt-in senten
 from __future__ import annotations
 
 import argparse
-import ast
 import gzip
 import hashlib
 import json
@@ -83,6 +82,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from options import parse_options
 from repost import RECIPE_EDIT_RATE, RECIPES, Article, Draft, make_repost, split_sentences, template
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
@@ -1004,17 +1004,6 @@ def report(stream: Stream, metrics: list[dict[str, Any]], dist: dict[str, dict[s
         )
         out.append("")
     return "\n".join(out)
-
-
-def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for p in pairs:
-        key, _, raw = p.partition("=")
-        try:
-            out[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key] = raw
-    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,7 +30,6 @@ newsspider,bbc``, ``--limit 500`` (first lines of each file only, for quick runs
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import gzip
 import io
@@ -48,6 +47,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from options import parse_options  # noqa: E402
 
 from scrapy_simhash import cli  # noqa: E402
 from scrapy_simhash import defaults as D  # noqa: E402
@@ -112,17 +113,6 @@ def containment(a: set[str], b: set[str]) -> float | None:
 # ---------------------------------------------------------------------------------------------
 # Running the command
 # ---------------------------------------------------------------------------------------------
-
-
-def parse_options(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for p in pairs:
-        key, _, raw = p.partition("=")
-        try:
-            out[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key] = raw
-    return out
 
 
 def _dedup_flags() -> dict[str, argparse.Action]:

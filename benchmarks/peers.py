@@ -58,7 +58,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
-
+from options import parse_options  # noqa: E402
 from throughput import SOURCES, fs_type, load_docs  # noqa: E402
 
 NUM_PERM = 128
@@ -75,18 +75,16 @@ def grams(text: str) -> set[str]:
     return {text[i:i + SHINGLE] for i in range(max(1, len(text) - SHINGLE + 1))}
 
 
-def parse_options(spec: str) -> dict[str, Any]:
-    """``a=1,b=x`` → ``{"a": 1, "b": "x"}`` (values read as Python literals when they are)."""
-    import ast
-
-    out: dict[str, Any] = {}
-    for pair in filter(None, spec.split(",")):
-        key, _, raw = pair.partition("=")
-        try:
-            out[key] = ast.literal_eval(raw)
-        except (ValueError, SyntaxError):
-            out[key] = raw
-    return out
+def lsh_stream(lsh: Any, sketch: Callable[[str], Any], docs: list[dict[str, str]]) -> int:
+    """A streaming dedup on a MinHash LSH: each article queried, then inserted when new; duplicates found."""
+    dups = 0
+    for n, d in enumerate(docs):
+        m = sketch(d["body"])
+        if lsh.query(m):
+            dups += 1
+        else:
+            lsh.insert(n, m)
+    return dups
 
 
 def rensa_bands(threshold: float) -> int:
@@ -122,17 +120,13 @@ def setup_minhash(threshold: float) -> Stream:
     perms, scheme = first.permutations, getattr(first, "scheme", None)
     shared = {"scheme": scheme} if scheme else {}  # datasketch ≥ 2.0 wants the scheme with the permutations
 
+    def sketch(body: str) -> Any:
+        m = MinHash(num_perm=NUM_PERM, permutations=perms, **shared)
+        m.update_batch([g.encode("utf-8") for g in grams(body)])
+        return m
+
     def run(docs: list[dict[str, str]]) -> int:
-        lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
-        dups = 0
-        for n, d in enumerate(docs):
-            m = MinHash(num_perm=NUM_PERM, permutations=perms, **shared)
-            m.update_batch([g.encode("utf-8") for g in grams(d["body"])])
-            if lsh.query(m):
-                dups += 1
-            else:
-                lsh.insert(n, m)
-        return dups
+        return lsh_stream(MinHashLSH(threshold=threshold, num_perm=NUM_PERM), sketch, docs)
 
     return run
 
@@ -142,17 +136,13 @@ def setup_rensa(threshold: float) -> Stream:
 
     bands = rensa_bands(threshold)
 
+    def sketch(body: str) -> Any:
+        m = RMinHash(NUM_PERM, 1)
+        m.update(list(grams(body)))
+        return m
+
     def run(docs: list[dict[str, str]]) -> int:
-        lsh = RMinHashLSH(threshold, NUM_PERM, bands)
-        dups = 0
-        for n, d in enumerate(docs):
-            m = RMinHash(NUM_PERM, 1)
-            m.update(list(grams(d["body"])))
-            if lsh.query(m):
-                dups += 1
-            else:
-                lsh.insert(n, m)
-        return dups
+        return lsh_stream(RMinHashLSH(threshold, NUM_PERM, bands), sketch, docs)
 
     return run
 
@@ -200,7 +190,7 @@ def setup_jieba_floor() -> Stream:
 def setup(system: str, workdir: Path) -> Stream:
     name, _, arg = system.partition(":") if system.startswith("engine") else system.partition("@")
     if name == "engine":
-        return setup_engine(parse_options(arg), workdir)
+        return setup_engine(parse_options(filter(None, arg.split(","))), workdir)
     if name == "engine-fallback":
         from scrapy_simhash import simhash
 
