@@ -35,11 +35,14 @@ import multiprocessing
 import os
 import re
 import signal
+import sys
 import threading
 import time
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from dataclasses import fields
 from functools import partial
 from multiprocessing.connection import wait
@@ -125,6 +128,20 @@ def _fingerprint(title: Any, body: Any) -> tuple[Any, ...] | None:
 # -- in the crawl process -------------------------------------------------------------------------
 
 
+@contextmanager
+def _without_main() -> Iterator[None]:
+    """Spawn workers that do not import this process's ``__main__``, as :mod:`multiprocessing` does
+    to find functions defined there: theirs are all in this module. A crawl script with no ``if
+    __name__ == "__main__"`` guard (Scrapy's "run from a script" examples) would otherwise run its
+    crawl again in each worker, and a main that is no file (``python -``) would fail to start it."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
 def _settle(future: Future[Any], source: Future[Any]) -> None:
     """Give ``future`` the outcome of ``source`` (unless it was cancelled meanwhile)."""
     if future.done():
@@ -154,6 +171,12 @@ class FingerprintPool:
         """A new executor whose workers are spawned and warmed now (they start in parallel)."""
         executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
                                        initializer=_start_worker, initargs=(self._options,))
+        with _without_main():
+            self._warm(executor)
+        return executor
+
+    def _warm(self, executor: ProcessPoolExecutor) -> None:
+        """Spawn every worker now (one process per submit while none is idle: no later submit spawns)."""
         started, waiting, counting = time.perf_counter(), [self.workers], threading.Lock()
 
         def ready(warmed: Future[int]) -> None:
@@ -163,9 +186,8 @@ class FingerprintPool:
                 logger.info("scrapy-simhash: %d fingerprint worker process(es) ready in %.2f s",
                             self.workers, time.perf_counter() - started)
 
-        for _ in range(self.workers):  # one process is spawned per submit while none is idle
+        for _ in range(self.workers):
             executor.submit(_ready).add_done_callback(ready)
-        return executor
 
     def pids(self) -> list[int]:
         """Process ids of the current workers (for tests and diagnostics)."""

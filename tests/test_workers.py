@@ -281,6 +281,17 @@ SPIDER = textwrap.dedent(
             yield from self.items[n:n + 5]
     """
 )
+# Scrapy's "run from a script" way, with no ``if __name__ == "__main__"`` guard: workers must not run it.
+SCRIPT = SPIDER + textwrap.dedent(
+    """
+    import sys
+    from scrapy.crawler import CrawlerProcess
+
+    process = CrawlerProcess(dict(arg.split("=", 1) for arg in sys.argv[2:]))
+    process.crawl(Pages, input=sys.argv[1])
+    process.start()
+    """
+)
 
 
 def distinct_text(seed: int, chars: int) -> str:
@@ -292,19 +303,23 @@ def distinct_text(seed: int, chars: int) -> str:
     return "".join(out)
 
 
-def start_crawl(tmp_path: Path, reactor: str | None = None) -> tuple[subprocess.Popen[bytes], dict[str, Path]]:
-    """``scrapy runspider`` of 200 distinct items, 5 a response, a response each 0.2 s, 1 worker."""
+def start_crawl(tmp_path: Path, script: bool, reactor: str | None = None) -> tuple[subprocess.Popen[bytes],
+                                                                                  dict[str, Path]]:
+    """A crawl of 200 distinct items, 5 a response, a response each 0.2 s, 1 worker: ``scrapy
+    runspider``, or a script running a ``CrawlerProcess``."""
     names = ("spider.py", "items.jsonl", "entered", "kept", "index.sqlite3", "log")
     paths = {name: tmp_path / name for name in names}
-    paths["spider.py"].write_text(SPIDER, "utf-8")
+    paths["spider.py"].write_text(SCRIPT if script else SPIDER, "utf-8")
     faults.write_jsonl(paths["items.jsonl"], [
         {"url": f"https://t.example/{n}", "title": distinct_text(n, 20), "body": distinct_text(10_000 + n, 3000)}
         for n in range(200)])
-    command = [sys.executable, "-m", "scrapy", "runspider", str(paths["spider.py"]),
-               "-a", f"input={paths['items.jsonl']}", "-s", f"SIMHASH_INDEX_URL=sqlite:///{paths['index.sqlite3']}",
-               "-s", f"ENTERED_PATH={paths['entered']}", "-s", f"KEPT_PATH={paths['kept']}"]
-    if reactor:
-        command += ["-s", f"TWISTED_REACTOR={reactor}"]
+    settings = [f"SIMHASH_INDEX_URL=sqlite:///{paths['index.sqlite3']}", f"ENTERED_PATH={paths['entered']}",
+                f"KEPT_PATH={paths['kept']}", *([f"TWISTED_REACTOR={reactor}"] if reactor else [])]
+    if script:
+        command = [sys.executable, str(paths["spider.py"]), str(paths["items.jsonl"]), *settings]
+    else:
+        command = [sys.executable, "-m", "scrapy", "runspider", str(paths["spider.py"]),
+                   "-a", f"input={paths['items.jsonl']}", *(x for kv in settings for x in ("-s", kv))]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
     with open(paths["log"], "wb") as log:
         proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
@@ -335,13 +350,13 @@ def workers_of(proc: subprocess.Popen[bytes]) -> set[int]:
     return {p for p in descendants(proc.pid) if b"spawn_main" in cmdline(p)}
 
 
-@pytest.mark.parametrize(("sig", "group", "reactor"), [
-    (signal.SIGTERM, False, "twisted.internet.epollreactor.EPollReactor"),  # Twisted's default reactor
-    (signal.SIGINT, True, None),  # Ctrl-C: the whole process group, the asyncio reactor
-], ids=["sigterm-default-reactor", "sigint-group-asyncio"])
+@pytest.mark.parametrize(("sig", "group", "script", "reactor"), [
+    (signal.SIGTERM, False, False, "twisted.internet.epollreactor.EPollReactor"),  # Twisted's default reactor
+    (signal.SIGINT, True, True, None),  # Ctrl-C: the whole process group; a crawl script, the asyncio reactor
+], ids=["sigterm-runspider-default-reactor", "sigint-group-script-asyncio"])
 def test_a_signal_mid_crawl_finishes_the_items_and_leaves_no_process(
-        tmp_path: Path, sig: signal.Signals, group: bool, reactor: str | None) -> None:
-    proc, paths = start_crawl(tmp_path, reactor)
+        tmp_path: Path, sig: signal.Signals, group: bool, script: bool, reactor: str | None) -> None:
+    proc, paths = start_crawl(tmp_path, script, reactor)
     try:
         wait_for(lambda: lines(paths["kept"]), 60, "the first item passed on")
         below = descendants(proc.pid)
@@ -362,7 +377,7 @@ def test_a_signal_mid_crawl_finishes_the_items_and_leaves_no_process(
 
 
 def test_sigkill_of_the_crawl_leaves_no_orphan(tmp_path: Path) -> None:
-    proc, paths = start_crawl(tmp_path)
+    proc, paths = start_crawl(tmp_path, script=True)
     try:
         wait_for(lambda: lines(paths["kept"]), 60, "the first item passed on")
         below = descendants(proc.pid)
