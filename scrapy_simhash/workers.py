@@ -32,6 +32,7 @@ from __future__ import annotations
 import inspect
 import logging
 import multiprocessing
+import multiprocessing.util
 import os
 import re
 import signal
@@ -102,6 +103,16 @@ def _start_worker(options: dict[str, Any]) -> None:
     global _fingerprinter
     _fingerprinter = Fingerprinter(**options)
     _fingerprinter.fingerprint(*_SAMPLE)  # the first item pays nothing more than any other
+    multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
+
+
+def _exit_now() -> None:
+    """Once the pool let the worker go (its last answer written), exit without tearing the engine's
+    tables down object by object (~0.2 s that the crawl's shutdown would wait for)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
 
 
 def _exit_with(parent_sentinel: int) -> None:
