@@ -118,7 +118,7 @@ ZERO_STATS = (
     "simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/dropped/sentence",
     "simhash/flagged", "simhash/flag_field_missing", "simhash/skipped/no_text", "simhash/skipped/bad_input",
     "simhash/skipped/opt_out", "simhash/index_retries", "simhash/index_error", "simhash/unchecked",
-    "simhash/released", "simhash/worker_restarts",
+    "simhash/released", "simhash/workers_died",
 )
 
 
@@ -253,7 +253,7 @@ class SimhashPipeline:
     def close_spider(self, spider: Spider | None = None) -> None:
         if self._fingerprints is not None:
             self._fingerprints.shutdown()  # finishes the work in progress, joins the workers
-            self.stats.set_value("simhash/worker_restarts", self._fingerprints.restarts)
+            self.stats.set_value("simhash/workers_died", self._fingerprints.died)
         if self._index is not None:
             self._index.shutdown()
         self._fingerprints = self._index = None

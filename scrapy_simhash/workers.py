@@ -17,10 +17,11 @@ process-wide state of the user's :mod:`multiprocessing`.
 
 Failures: a worker that dies (killed, out of memory) breaks the executor, which fails every item in
 it; each is sent once more to a fresh executor, and fingerprinted in the crawl process if that one
-breaks too. After :data:`MAX_RESTARTS` breaks the pool gives up and the rest of the crawl is
-fingerprinted in the crawl process. An item whose fingerprinting raises in a worker is fingerprinted
-again in the crawl process, which raises the same error (or returns the same fingerprints). No item
-is lost; none reaches the index twice (only the fingerprints are retried, never the check).
+breaks too. After :data:`MAX_RESTARTS` fresh executors, the next break makes the pool give up: the
+rest of the crawl is fingerprinted in the crawl process. An item whose fingerprinting raises in a
+worker is fingerprinted again in the crawl process, which raises the same error (or returns the same
+fingerprints). No item is lost; none reaches the index twice (only the fingerprints are retried,
+never the check).
 
 Signals: workers ignore ``SIGINT`` and ``SIGTERM`` (Ctrl-C and systemd signal the whole process
 group): the crawl process handles them, finishes its items and shuts the pool down. A worker whose
@@ -41,7 +42,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import fields
@@ -53,7 +54,8 @@ from .fingerprint import Fingerprinter, Fingerprints
 
 logger = logging.getLogger(__name__)
 
-#: Executors that broke (a worker died) before the pool gives up and fingerprints in the crawl process.
+#: Broken executors (a worker died) replaced by fresh ones; at the next break the pool gives up and
+#: fingerprints the rest of the crawl in the crawl process.
 MAX_RESTARTS = 3
 _FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
@@ -153,15 +155,19 @@ def _without_main() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
-def _settle(future: Future[Any], source: Future[Any]) -> None:
-    """Give ``future`` the outcome of ``source`` (unless it was cancelled meanwhile)."""
-    if future.done():
-        return
-    exc = source.exception()
-    if exc is None:
-        future.set_result(source.result())
-    else:
-        future.set_exception(exc)
+def _settle(future: Future[Any], result: Any = None, exc: BaseException | None = None) -> None:
+    """Give ``future`` its outcome, unless it was cancelled meanwhile (nobody waits for it then)."""
+    try:
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
+    except InvalidStateError:
+        pass
+
+
+def _copy(future: Future[Any], source: Future[Any]) -> None:
+    _settle(future, None if source.exception() else source.result(), source.exception())
 
 
 class FingerprintPool:
@@ -171,7 +177,7 @@ class FingerprintPool:
     def __init__(self, workers: int, options: dict[str, Any],
                  fallback: Callable[[Any, Any], Fingerprints]) -> None:
         self.workers = workers
-        self.restarts = 0  #: executors replaced because a worker died
+        self.died = 0  #: executors broken by a worker that died
         self._options = options
         self._fallback = fallback
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
@@ -230,8 +236,7 @@ class FingerprintPool:
         """A worker's answer (on the executor's thread): the fingerprints, or why there are none."""
         exc = sent.exception()
         if exc is None and (result := sent.result()) is not None:
-            if not future.done():
-                future.set_result(Fingerprints(*result))
+            _settle(future, Fingerprints(*result))
         elif isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
             self._replace(executor)
             self._send(future, title, body, attempt + 1)
@@ -239,15 +244,15 @@ class FingerprintPool:
             self._in_process(future, title, body)
 
     def _in_process(self, future: Future[Fingerprints], title: Any, body: Any) -> None:
-        self._local.submit(self._fallback, title, body).add_done_callback(partial(_settle, future))
+        self._local.submit(self._fallback, title, body).add_done_callback(partial(_copy, future))
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:
         """A fresh executor for a broken one (once per broken executor), or none after too many."""
         with self._lock:
             if self._executor is not broken:
                 return
-            self.restarts += 1
-            gave_up = self.restarts > MAX_RESTARTS
+            self.died += 1
+            gave_up = self.died > MAX_RESTARTS
             logger.warning("scrapy-simhash: a fingerprint worker died; %s", "the rest of the crawl is fingerprinted "
                            "in the crawl process" if gave_up else "its items are retried in a fresh worker")
             self._executor = None if gave_up else self._start()

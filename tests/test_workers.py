@@ -5,7 +5,8 @@
   order of completion); the single-process engine, fed the same items in that order, fingerprints
   and decides each one the same.
 * A worker SIGKILLed mid-crawl: every item still reaches a verdict, exactly one check each, with
-  the same decisions; a fresh worker took over.
+  the same decisions; a fresh worker took over. Workers that cannot start at all: the items are
+  fingerprinted in the crawl process, the same.
 * Processes: none is left after a crawl; ``SIGTERM`` to a crawl process (under Twisted's default
   reactor) and ``SIGINT`` to its whole process group (Ctrl-C) finish the items in flight, leave every
   item passed on in the index, and leave no worker behind; ``SIGKILL`` of a crawl process leaves no
@@ -34,8 +35,9 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.settings import Settings
 
-from scrapy_simhash import Deduplicator
+from scrapy_simhash import Deduplicator, Fingerprinter
 from scrapy_simhash.settings import effective_settings, engine_options
+from scrapy_simhash.workers import MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
     REPO,
     STORY_EN,
@@ -221,13 +223,30 @@ async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypat
     await crawler.crawl(items=items)
 
     stats = crawler.stats.get_stats()
-    assert len(killed) == 1 and stats["simhash/worker_restarts"] == 1
+    assert len(killed) == 1 and stats["simhash/workers_died"] == 1
     assert after and killed[0] not in after  # a fresh worker fingerprinted the rest
     assert stats.get("item_scraped_count", 0) + stats.get("item_dropped_count", 0) == len(items)
     urls = [url for url, *_ in checks]
     assert sorted(urls) == sorted(it["url"] for it in items)  # every item checked, none twice
     assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
     assert not any(running(pid) for pid in killed + after)
+
+
+def test_workers_that_cannot_start_leave_the_items_to_the_crawl_process(tmp_path: Path) -> None:
+    """Each worker dies in its initializer (its user dictionary is gone): every item is retried once
+    in a fresh worker, then fingerprinted in this process; after MAX_RESTARTS fresh executors the
+    pool stops trying."""
+    here = Fingerprinter()
+    before = children()
+    pool = FingerprintPool(1, {"user_dict": str(tmp_path / "gone.txt")}, here.fingerprint)
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN]
+    try:
+        got = [pool.submit(s["title"], s["body"]).result(timeout=120) for s in stories]
+    finally:
+        pool.shutdown()
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert pool.died == MAX_RESTARTS + 1 and not pool.pids()
+    assert children() <= before
 
 
 # -- crawl processes and signals ------------------------------------------------------------------
