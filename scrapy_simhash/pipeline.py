@@ -62,7 +62,7 @@ Bounds on hostile items
 Fields that cannot be read as text (numbers, nested lists, dicts) are passed on unchecked and counted
 (``simhash/skipped/bad_input``); nothing an item holds can crash the crawl. Text is cut at
 :data:`~scrapy_simhash.normalize.MAX_INPUT_CHARS` characters (1,000,000; bytes at 4× that) before
-it is parsed, so one item costs at most one cut-size body of work on the fingerprint thread. HTML
+it is parsed, so one item costs at most one cut-size body of work in a fingerprint worker. HTML
 is parsed by lxml's HTML parser: nesting deeper than libxml2's limit (256 levels) is cut (the text
 below it is ignored, no recursion error), and DTD entities are never expanded ("billion laughs"
 stays its own size). Measured by ``tests/test_fuzz.py`` in a fresh process on 2 busy cores:
