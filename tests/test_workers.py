@@ -201,7 +201,7 @@ async def test_the_pool_decides_as_the_single_process_engine(tmp_path: Path, mon
 async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     items = items_with_reposts(24, seed=5)
     for it in items:  # longer bodies: the items queue up in the pool while the first ones leave it
-        it["body"] = "\n".join([it["body"]] * 4)
+        it["body"] = "\n".join([it["body"]] * 8)
     checks = record_checks(monkeypatch)
     settings = crawl_settings(tmp_path / "i.sqlite3", **ENGINE)
     from scrapy.utils.test import get_crawler
