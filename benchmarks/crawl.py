@@ -10,11 +10,15 @@ div.content HTML}``, the pipeline enabled through ``ADDONS = {"scrapy_simhash.Ad
 same crawl with ``SIMHASH_ENABLED = False`` (Scrapy's own cost).
 
 Measured in the crawl process: items/s from ``spider_opened`` to the last item leaving the pipelines
-(scraped or dropped); CPU seconds of the process and its children (``getrusage``, self + children,
-from ``spider_opened`` to after the reactor stopped, so a pool that is joined at shutdown counts);
+(scraped or dropped); CPU seconds of the crawl process itself and of its children, the fingerprint
+workers (``getrusage``, self from ``spider_opened``, children over their lives: they are joined when the
+spider closes, before the reactor stops);
 and the reactor's responsiveness: a ``LoopingCall`` every 10 ms records the gaps between its calls
 during the crawl, reported as p99 and max. Rounds interleave the crawls (on/off order shuffled per
 round and language, ``--seed``); the tables give medians over rounds and the on/off ratios.
+
+``--workers auto,0`` crawls with the pipeline once per value of ``SIMHASH_WORKERS`` (``auto``: its
+default, the cores minus one), each compared with the crawl without it.
 
 Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds 1``
 for a smoke run).
@@ -80,13 +84,10 @@ def write_pages(docs: list[dict[str, str]], lang: str, directory: Path) -> list[
     return names
 
 
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and its waited-for children."""
-    total = 0.0
-    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
-        r = resource.getrusage(who)
-        total += r.ru_utime + r.ru_stime
-    return total
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """User + system CPU seconds of this process (or of its waited-for children)."""
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
 
 
 # ------------------------------------------------------------------------------------------------
@@ -94,7 +95,7 @@ def cpu_seconds() -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def crawl_child(urls_file: str, index_url: str, enabled: bool) -> None:
+def crawl_child(urls_file: str, index_url: str, workers: str | None) -> None:
     """Entry point of one crawl: prints one JSON line with its figures."""
     import scrapy
     from scrapy import signals
@@ -135,7 +136,8 @@ def crawl_child(urls_file: str, index_url: str, enabled: bool) -> None:
 
     process = CrawlerProcess({
         "ADDONS": {"scrapy_simhash.Addon": 300},
-        "SIMHASH_ENABLED": enabled,
+        "SIMHASH_ENABLED": workers is not None,
+        **({"SIMHASH_WORKERS": workers} if workers not in (None, "auto") else {}),
         "SIMHASH_INDEX_URL": index_url,
         "CONCURRENT_REQUESTS": CONCURRENCY,
         "CONCURRENT_REQUESTS_PER_DOMAIN": CONCURRENCY,
@@ -150,12 +152,14 @@ def crawl_child(urls_file: str, index_url: str, enabled: bool) -> None:
         crawler.signals.connect(item_done, signal=sig)
     process.crawl(crawler)
     process.start()
-    cpu = cpu_seconds() - marks["cpu0"]
+    cpu, workers_cpu = cpu_seconds() - marks["cpu0"], cpu_seconds(resource.RUSAGE_CHILDREN)
     crawl_gaps = sorted(gaps[:marks.get("gaps_at_last", len(gaps))]) or [0.0]
     stats = crawler.stats.get_stats()
     print(json.dumps({
         "seconds": marks["last"] - marks["start"],
-        "cpu_s": cpu,
+        "cpu_s": cpu + workers_cpu,
+        "crawl_cpu_s": cpu,
+        "workers_cpu_s": workers_cpu,
         "scraped": stats.get("item_scraped_count", 0),
         "dropped": stats.get("item_dropped_count", 0),
         "errors": stats.get("log_count/ERROR", 0),
@@ -165,22 +169,27 @@ def crawl_child(urls_file: str, index_url: str, enabled: bool) -> None:
     }))
 
 
-def run_crawl(urls_file: Path, root: Path, enabled: bool) -> dict[str, Any]:
+def run_crawl(urls_file: Path, root: Path, workers: str | None) -> dict[str, Any]:
+    """One crawl in a fresh process: without the pipeline (``workers`` None), or with it and that
+    ``SIMHASH_WORKERS``."""
     with tempfile.TemporaryDirectory(prefix="crawl-index-", dir=root) as tmp:
         index_url = f"sqlite:///{Path(tmp) / 'index.sqlite3'}"
         proc = subprocess.run(
-            [sys.executable, __file__, "--_crawl", str(urls_file), index_url, "1" if enabled else "0"],
+            [sys.executable, __file__, "--_crawl", str(urls_file), index_url, "off" if workers is None else workers],
             capture_output=True, text=True, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
         )
     if proc.returncode:
-        raise RuntimeError(f"crawl (pipeline {'on' if enabled else 'off'}) failed ({proc.returncode}):\n"
-                           f"{proc.stderr[-3000:]}")
+        raise RuntimeError(f"crawl ({label(workers)}) failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------------
 # parent
 # ------------------------------------------------------------------------------------------------
+
+
+def label(workers: str | None) -> str:
+    return "off" if workers is None else "on" if workers == "auto" else f"on, {workers} workers"
 
 
 def loadavg() -> str:
@@ -199,10 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--langs", default="zh,en")
     ap.add_argument("--seed", type=int, default=18, help="seed of the per-round on/off order")
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the work directory (a real disk)")
+    ap.add_argument("--workers", default="auto",
+                    help="SIMHASH_WORKERS values to crawl with, comma-separated (default auto: its default)")
     ap.add_argument("--_crawl", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._crawl:
-        crawl_child(args._crawl[0], args._crawl[1], args._crawl[2] == "1")
+        crawl_child(args._crawl[0], args._crawl[1], None if args._crawl[2] == "off" else args._crawl[2])
         return 0
     print("$ " + shlex.join(["python", "benchmarks/crawl.py", *(sys.argv[1:] if argv is None else argv)]))
     langs = [x for x in args.langs.split(",") if x]
@@ -216,10 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--dir {root} is on {kind}: the index must be on a real disk (pass --dir)")
         return 2
     print(f"commit {commit()}, python {platform.python_version()}, {os.cpu_count()} CPUs; index under {root} on "
-          f"{kind}; {args.limit} pages per language, {args.rounds} round(s), CONCURRENT_REQUESTS={CONCURRENCY}")
+          f"{kind}; {args.limit} pages per language, {args.rounds} round(s), CONCURRENT_REQUESTS={CONCURRENCY}, "
+          f"SIMHASH_WORKERS {args.workers}")
     print(f"load average at start {loadavg()}", flush=True)
     rng = random.Random(args.seed)
-    results: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    modes: list[str | None] = [None, *args.workers.split(",")]
+    results: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="crawl-pages-", dir=root) as tmp:
         work = Path(tmp)
@@ -232,36 +245,40 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for rnd in range(args.rounds):
                 for lang in langs:
-                    order = [True, False]
+                    order = list(modes)
                     rng.shuffle(order)
-                    for enabled in order:
-                        results.setdefault((lang, enabled), []).append(run_crawl(url_files[lang], root, enabled))
+                    for mode in order:
+                        results.setdefault((lang, mode), []).append(run_crawl(url_files[lang], root, mode))
                 print(f"  round {rnd + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s, "
                       f"load {loadavg()})", flush=True)
         finally:
             server.shutdown()
     end_load = loadavg()
-    print(f"\nmedians of {args.rounds} round(s); CPU = crawl process + children; tick gaps of a 10 ms LoopingCall\n")
-    print("| lang | pipeline | items/s | CPU s | CPU ms/item | tick gap p99 ms | tick gap max ms | dropped |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    print(f"\nmedians of {args.rounds} round(s); CPU = crawl process + workers; tick gaps of a 10 ms LoopingCall\n")
+    print("| lang | pipeline | items/s | CPU s | crawl CPU s | workers CPU s | CPU ms/item | tick gap p99 ms "
+          "| tick gap max ms | dropped |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     summary = []
     for lang in langs:
-        med: dict[bool, dict[str, float]] = {}
-        for enabled in (False, True):
-            rs = results[(lang, enabled)]
+        med: dict[str | None, dict[str, float]] = {}
+        for mode in modes:
+            rs = results[(lang, mode)]
             n = rs[0]["scraped"] + rs[0]["dropped"]
             bad = [r for r in rs if r["responses"] != args.limit or r["scraped"] + r["dropped"] != r["responses"]]
             if bad:
-                print(f"WARNING {lang} pipeline {'on' if enabled else 'off'}: {len(bad)} crawl(s) did not turn "
+                print(f"WARNING {lang} pipeline {label(mode)}: {len(bad)} crawl(s) did not turn "
                       f"every page into an item: {bad[0]}")
-            m = {k: statistics.median(r[k] for r in rs) for k in ("seconds", "cpu_s", "gap_p99", "gap_max")}
+            m = {k: statistics.median(r[k] for r in rs)
+                 for k in ("seconds", "cpu_s", "crawl_cpu_s", "workers_cpu_s", "gap_p99", "gap_max")}
             m["items_s"] = statistics.median(n / r["seconds"] for r in rs)
-            med[enabled] = m
+            med[mode] = m
             dropped = "/".join(map(str, sorted({r["dropped"] for r in rs})))
-            print(f"| {lang} | {'on' if enabled else 'off'} | {m['items_s']:.0f} | {m['cpu_s']:.2f} | "
-                  f"{m['cpu_s'] / n * 1e3:.2f} | {m['gap_p99'] * 1e3:.0f} | {m['gap_max'] * 1e3:.0f} | {dropped} |")
-        summary.append(f"{lang} on/off items/s {med[True]['items_s'] / med[False]['items_s']:.2f}×, "
-                       f"CPU {med[True]['cpu_s'] / med[False]['cpu_s']:.2f}×")
+            print(f"| {lang} | {label(mode)} | {m['items_s']:.0f} | {m['cpu_s']:.2f} | {m['crawl_cpu_s']:.2f} | "
+                  f"{m['workers_cpu_s']:.2f} | {m['cpu_s'] / n * 1e3:.2f} | {m['gap_p99'] * 1e3:.0f} | "
+                  f"{m['gap_max'] * 1e3:.0f} | {dropped} |")
+        for mode in modes[1:]:
+            summary.append(f"{lang} {label(mode)}/off items/s {med[mode]['items_s'] / med[None]['items_s']:.2f}×, "
+                           f"CPU {med[mode]['cpu_s'] / med[None]['cpu_s']:.2f}×")
     print("\nratios (pipeline on / off, medians): " + "; ".join(summary) + " (goal: items/s ≥ 0.8×)")
     print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at end {end_load}")
     return 0

@@ -59,6 +59,9 @@ REDIS_PARAMS: dict[str, object] = {}
 #: A Redis server that may evict keys (``maxmemory-policy allkeys-*``) or does not persist (no AOF,
 #: no RDB snapshots): ``"refuse"`` to open the index there, or ``"warn"`` and use it.
 REDIS_UNSAFE = "refuse"
+#: Fingerprint worker processes: None → the cores there are, minus one for the crawl (at least 1);
+#: 0 → fingerprint on a thread of the crawl process.
+WORKERS: int | None = None
 #: Print what the plugin did (kept, dropped per tier, flagged, the index) when the crawl ends.
 SUMMARY = True
 #: The command line skips (and counts) an input line longer than this, without loading it whole.

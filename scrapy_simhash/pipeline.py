@@ -27,11 +27,14 @@ Items without usable text (and items whose fields cannot be read, whatever readi
 are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item with a true
 ``SIMHASH_SKIP_FIELD`` (``simhash_skip``) is passed on unchecked (``simhash/skipped/opt_out``).
 
-Fingerprinting (jieba, the costly part) runs on a worker thread so downloads keep flowing; the
-check-and-add runs on a second, single thread, so two copies of one story in flight at once are
-checked one after the other and cannot both pass. The items that queue up for that thread while
-it commits go in the next transaction together (up to :data:`INDEX_BATCH`; one fsync for all,
-:mod:`.groupcommit`), and each is passed on only once its transaction is committed.
+Fingerprinting (jieba, the costly part) runs on ``SIMHASH_WORKERS`` processes (:mod:`.workers`; by
+default the cores there are minus one), so the crawl process keeps its core for downloads, parsing
+and the reactor (``SIMHASH_WORKERS = 0``: on a thread of the crawl process). The check-and-add
+stays in the crawl process on one thread, in the order fingerprints complete, so two copies of one
+story in flight at once are checked one after the other and cannot both pass. The items that
+queue up for that thread while it commits go in the next transaction together (up to
+:data:`INDEX_BATCH`; one fsync for all, :mod:`.groupcommit`), and each is passed on only once its
+transaction is committed.
 
 When the index fails
 --------------------
@@ -59,7 +62,7 @@ Bounds on hostile items
 Fields that cannot be read as text (numbers, nested lists, dicts) are passed on unchecked and counted
 (``simhash/skipped/bad_input``); nothing an item holds can crash the crawl. Text is cut at
 :data:`~scrapy_simhash.normalize.MAX_INPUT_CHARS` characters (1,000,000; bytes at 4× that) before
-it is parsed, so one item costs at most one cut-size body of work on the fingerprint thread. HTML
+it is parsed, so one item costs at most one cut-size body of work in a fingerprint worker. HTML
 is parsed by lxml's HTML parser: nesting deeper than libxml2's limit (256 levels) is cut (the text
 below it is ignored, no recursion error), and DTD entities are never expanded ("billion laughs"
 stays its own size). Measured by ``tests/test_fuzz.py`` in a fresh process on 2 busy cores:
@@ -79,8 +82,8 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +102,7 @@ from .index import IndexError_, sqlite_path
 from .index.owners import new_owner
 from .settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
 from .timefmt import iso
+from .workers import FingerprintPool, fingerprinter_options
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -114,7 +118,7 @@ ZERO_STATS = (
     "simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/dropped/sentence",
     "simhash/flagged", "simhash/flag_field_missing", "simhash/skipped/no_text", "simhash/skipped/bad_input",
     "simhash/skipped/opt_out", "simhash/index_retries", "simhash/index_error", "simhash/unchecked",
-    "simhash/released",
+    "simhash/released", "simhash/workers_died",
 )
 
 
@@ -144,7 +148,7 @@ class SimhashPipeline:
         self.crawler = crawler
         self.stats = crawler.stats
         self.dedup: Deduplicator | None = None
-        self._fingerprint_pool: ThreadPoolExecutor | None = None
+        self._fingerprints: FingerprintPool | None = None
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
         self._flag_classes: dict[type, type] = {}
         self._warned_flag_field = False
@@ -242,14 +246,17 @@ class SimhashPipeline:
         # of the cyclic collector's reach, its full collections stay short. Else each one holds the GIL
         # for 50-90 ms and the reactor stands still meanwhile (tests/test_concurrency.py).
         gc.freeze()
-        self._fingerprint_pool = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
+        self._fingerprints = FingerprintPool(value(s, "SIMHASH_WORKERS"), fingerprinter_options(engine_options(s)),
+                                             self.dedup.fingerprint)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 
     def close_spider(self, spider: Spider | None = None) -> None:
-        for pool in (self._fingerprint_pool, self._index):
-            if pool is not None:
-                pool.shutdown()  # finishes the work in progress
-        self._fingerprint_pool = self._index = None
+        if self._fingerprints is not None:
+            self._fingerprints.shutdown()  # finishes the work in progress, joins the workers
+            self.stats.set_value("simhash/workers_died", self._fingerprints.died)
+        if self._index is not None:
+            self._index.shutdown()
+        self._fingerprints = self._index = None
         if self.dedup is not None:
             self._delivery.stop()
             self._delivery.untold()
@@ -280,7 +287,8 @@ class SimhashPipeline:
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
         try:
-            fps = await _run_in(self._fingerprint_pool, self.dedup.fingerprint, fields["title"][1], fields["body"][1])
+            assert self._fingerprints is not None, "the pipeline is not open"
+            fps = await _wait(self._fingerprints.submit(fields["title"][1], fields["body"][1]))
         except UnreadableField as exc:
             return self._bad_input(item, fields[exc.part][0], url, exc)
         if fps.main_text:
@@ -441,12 +449,6 @@ class SimhashPipeline:
                     self.flag_field, type(item).__name__,
                 )
         return item
-
-
-async def _run_in(executor: ThreadPoolExecutor | None, func: Callable[..., Any], *args: Any) -> Any:
-    """Run ``func`` on ``executor`` and wait for it without blocking the event loop."""
-    assert executor is not None, "the pipeline is not open"
-    return await _wait(executor.submit(func, *args))
 
 
 async def _wait(future: Future[Any]) -> Any:

@@ -88,6 +88,16 @@ def _auto_bool(settings: BaseSettings, name: str) -> bool | None:
     return settings.getbool(name)
 
 
+def _workers(settings: BaseSettings, name: str) -> int:
+    """A number of worker processes; unset, empty or "auto": the cores this process may use, minus one
+    for the crawl itself, at least one."""
+    if settings.get(name) not in (None, "", "auto"):
+        return settings.getint(name)
+    cores = os.process_cpu_count() if hasattr(os, "process_cpu_count") else (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+    return max(1, (cores or 1) - 1)
+
+
 def _index_url(settings: BaseSettings, name: str) -> str:
     return index_url_from_settings(settings) or default_index_url()
 
@@ -241,6 +251,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _redis_params, index_option="redis_params",
             allowed="a dict (JSON object on the command line) of Redis client arguments",
             valid=lambda v: isinstance(v, dict)),
+    Setting("SIMHASH_WORKERS", D.WORKERS, _workers,
+            allowed="None (the cores there are, minus one), 0 (no worker processes) or a number of them",
+            valid=_natural),
     Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False"),
     Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
             allowed="a positive number of bytes", valid=lambda v: v >= 1),

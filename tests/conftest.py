@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -108,11 +109,18 @@ class CollectorPipeline:
         return item
 
 
+#: Fingerprint worker processes of the suite's crawls: none (``SIMHASH_WORKERS = 0``, on a thread of
+#: the crawl process), as each crawl would otherwise spawn and warm one (~1 s of CPU);
+#: ``tests/test_workers.py`` crawls with the pool. ``SIMHASH_TEST_WORKERS=1`` runs the suite with it.
+TEST_WORKERS = int(os.environ.get("SIMHASH_TEST_WORKERS", "0"))
+
+
 def crawl_settings(index: Path | str, **extra: Any) -> dict[str, Any]:
     return {
         "ADDONS": {"scrapy_simhash.Addon": 300},
         "ITEM_PIPELINES": {CollectorPipeline: 900},
         "SIMHASH_INDEX_URL": f"sqlite:///{index}",
+        "SIMHASH_WORKERS": TEST_WORKERS,
         "LOG_LEVEL": "INFO",
         **extra,
     }

@@ -1,0 +1,267 @@
+"""Fingerprints on worker processes, so the crawl's own process keeps its core (issue 18).
+
+Fingerprinting (normalization, jieba, TF-IDF, simhash) is CPU-bound Python: on a thread of the crawl
+process it shares one GIL with the reactor and the index thread, and the crawl slows to its pace. A
+:class:`FingerprintPool` runs it on ``SIMHASH_WORKERS`` processes instead (a
+:class:`~concurrent.futures.ProcessPoolExecutor`); the check-and-add stays in the crawl process, on
+the index thread, in the order fingerprints complete, exactly as before. Only plain data crosses the
+process boundary: an item's title and body (``str``, ``bytes``, ``None`` or a list of them) go out,
+the :class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
+booleans) come back. Any other value is fingerprinted in the crawl process, as with 0 workers.
+
+Start-up: workers are *spawned* (a fresh interpreter), at spider open, and warmed there (the engine
+built, the jieba dictionary loaded, one sample item fingerprinted), while the crawl starts; items
+that arrive meanwhile wait for them. ``fork`` is unsafe once Twisted's reactor and the pipeline's
+threads run, and ``forkserver`` would block the reactor while its server starts and set
+process-wide state of the user's :mod:`multiprocessing`.
+
+Failures: a worker that dies (killed, out of memory) breaks the executor, which fails every item in
+it; each is sent once more to a fresh executor, and fingerprinted in the crawl process if that one
+breaks too. After :data:`MAX_RESTARTS` fresh executors, the next break makes the pool give up: the
+rest of the crawl is fingerprinted in the crawl process. An item whose fingerprinting raises in a
+worker is fingerprinted again in the crawl process, which raises the same error (or returns the same
+fingerprints). No item is lost; none reaches the index twice (only the fingerprints are retried,
+never the check).
+
+Signals: workers ignore ``SIGINT`` and ``SIGTERM`` (Ctrl-C and systemd signal the whole process
+group): the crawl process handles them, finishes its items and shuts the pool down. A worker whose
+crawl process died without shutting it down (``SIGKILL``) notices and exits.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import multiprocessing
+import multiprocessing.util
+import os
+import re
+import signal
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import fields
+from functools import partial
+from multiprocessing.connection import wait
+from typing import Any
+
+from .fingerprint import Fingerprinter, Fingerprints
+
+logger = logging.getLogger(__name__)
+
+#: Broken executors (a worker died) replaced by fresh ones; at the next break the pool gives up and
+#: fingerprints the rest of the crawl in the crawl process.
+MAX_RESTARTS = 3
+_FIELDS = tuple(f.name for f in fields(Fingerprints))
+_FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
+_SAMPLE = ("江城地铁十二号线今日开通 Harbour city opens tidal plant",
+           "<p>本报讯 2023年6月18日上午9时，江城地铁十二号线正式开通运营，全长38公里。</p>"
+           "<p>The plant's 14 turbines can produce up to 32 megawatts, enough for about 20,000 homes.</p>")
+
+
+def fingerprinter_options(engine_options: dict[str, Any]) -> dict[str, Any]:
+    """The :class:`Fingerprinter` keywords among :meth:`Deduplicator.open`'s, as plain data (patterns
+    as ``(pattern, flags)``, paths as strings, word lists as lists) for the workers."""
+    options = {k: v for k, v in engine_options.items() if k in _FINGERPRINTER_OPTIONS}
+    if options.get("title_patterns"):
+        options["title_patterns"] = [(p.pattern, p.flags) if isinstance(p, re.Pattern) else (p, 0)
+                                     for p in options["title_patterns"]]
+    if options.get("user_dict"):
+        options["user_dict"] = os.fspath(options["user_dict"])
+    stop_words = options.get("stop_words")
+    if stop_words is not None:
+        options["stop_words"] = (os.fspath(stop_words) if isinstance(stop_words, (str, os.PathLike))
+                                 else list(stop_words))
+    return options
+
+
+def _is_plain(value: Any) -> bool:
+    """Can this item value go to a worker as it is (and be read there as it is read here)?"""
+    kind = type(value)
+    if value is None or kind is str or kind is bytes:
+        return True
+    return kind in (list, tuple) and all(v is None or type(v) in (str, bytes) for v in value)
+
+
+# -- in the worker process ------------------------------------------------------------------------
+
+_fingerprinter: Fingerprinter | None = None
+
+
+def _start_worker(options: dict[str, Any]) -> None:
+    """Worker initializer: ignore the signals the crawl handles, exit with the crawl, warm the engine."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+    options = dict(options)
+    options["title_patterns"] = [re.compile(p, f) for p, f in options.get("title_patterns") or ()]
+    global _fingerprinter
+    _fingerprinter = Fingerprinter(**options)
+    _fingerprinter.fingerprint(*_SAMPLE)  # the first item pays nothing more than any other
+    multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
+
+
+def _exit_now() -> None:
+    """Once the pool let the worker go (its last answer written), exit without tearing the engine's
+    tables down object by object (~0.2 s that the crawl's shutdown would wait for)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
+
+
+def _exit_with(parent_sentinel: int) -> None:
+    """Exit as soon as the crawl process is gone, however it went (its end of a pipe closes)."""
+    wait([parent_sentinel])
+    os._exit(1)
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+def _fingerprint(title: Any, body: Any) -> tuple[Any, ...] | None:
+    """The fields of an item's fingerprints, or None if fingerprinting raised (the crawl process
+    then fingerprints the item itself, and raises the same error there)."""
+    assert _fingerprinter is not None, "worker not started"
+    try:
+        fps = _fingerprinter.fingerprint(title, body)
+    except Exception:
+        return None
+    return tuple(getattr(fps, name) for name in _FIELDS)
+
+
+# -- in the crawl process -------------------------------------------------------------------------
+
+
+@contextmanager
+def _without_main() -> Iterator[None]:
+    """Spawn workers that do not import this process's ``__main__``, as :mod:`multiprocessing` does
+    to find functions defined there: theirs are all in this module. A crawl script with no ``if
+    __name__ == "__main__"`` guard (Scrapy's "run from a script" examples) would otherwise run its
+    crawl again in each worker, and a main that is no file (``python -``) would fail to start it."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
+
+
+def _settle(future: Future[Any], result: Any = None, exc: BaseException | None = None) -> None:
+    """Give ``future`` its outcome, unless it was cancelled meanwhile (nobody waits for it then)."""
+    try:
+        if exc is None:
+            future.set_result(result)
+        else:
+            future.set_exception(exc)
+    except InvalidStateError:
+        pass
+
+
+def _copy(future: Future[Any], source: Future[Any]) -> None:
+    _settle(future, None if source.exception() else source.result(), source.exception())
+
+
+class FingerprintPool:
+    """``submit(title, body)`` → a future of the item's :class:`Fingerprints`, made on ``workers``
+    processes (0: on one thread of this process, calling ``fallback``, as before the pool)."""
+
+    def __init__(self, workers: int, options: dict[str, Any],
+                 fallback: Callable[[Any, Any], Fingerprints]) -> None:
+        self.workers = workers
+        self.died = 0  #: executors broken by a worker that died
+        self._options = options
+        self._fallback = fallback
+        self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
+        self._lock = threading.Lock()
+        self._executor: ProcessPoolExecutor | None = self._start() if workers else None
+
+    def _start(self) -> ProcessPoolExecutor:
+        """A new executor whose workers are spawned and warmed now (they start in parallel)."""
+        executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                       initializer=_start_worker, initargs=(self._options,))
+        with _without_main():
+            self._warm(executor)
+        return executor
+
+    def _warm(self, executor: ProcessPoolExecutor) -> None:
+        """Spawn every worker now (one process per submit while none is idle: no later submit spawns)."""
+        started, waiting, counting = time.perf_counter(), [self.workers], threading.Lock()
+
+        def ready(warmed: Future[int]) -> None:
+            with counting:
+                waiting[0] -= 1
+            if not waiting[0] and not warmed.exception():
+                logger.info("scrapy-simhash: %d fingerprint worker process(es) ready in %.2f s",
+                            self.workers, time.perf_counter() - started)
+
+        for _ in range(self.workers):
+            executor.submit(_ready).add_done_callback(ready)
+
+    def pids(self) -> list[int]:
+        """Process ids of the current workers (for tests and diagnostics)."""
+        executor = self._executor
+        return list(getattr(executor, "_processes", None) or ()) if executor is not None else []
+
+    def submit(self, title: Any, body: Any) -> Future[Fingerprints]:
+        """Fingerprint one item's title and body; the future raises what fingerprinting raises
+        (:class:`~scrapy_simhash.fingerprint.UnreadableField`)."""
+        if self._executor is None or not (_is_plain(title) and _is_plain(body)):
+            return self._local.submit(self._fallback, title, body)
+        future: Future[Fingerprints] = Future()
+        self._send(future, title, body, 0)
+        return future
+
+    def _send(self, future: Future[Fingerprints], title: Any, body: Any, attempt: int) -> None:
+        while (executor := self._executor) is not None and attempt < 2:
+            try:
+                sent = executor.submit(_fingerprint, title, body)
+            except (BrokenProcessPool, RuntimeError):  # broken by another item's worker, not yet replaced
+                self._replace(executor)  # not this item's attempt: it never reached a worker
+                continue
+            sent.add_done_callback(partial(self._returned, future, title, body, attempt, executor))
+            return
+        self._in_process(future, title, body)
+
+    def _returned(self, future: Future[Fingerprints], title: Any, body: Any, attempt: int,
+                  executor: ProcessPoolExecutor, sent: Future[tuple[Any, ...] | None]) -> None:
+        """A worker's answer (on the executor's thread): the fingerprints, or why there are none."""
+        exc = sent.exception()
+        if exc is None and (result := sent.result()) is not None:
+            _settle(future, Fingerprints(*result))
+        elif isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
+            self._replace(executor)
+            self._send(future, title, body, attempt + 1)
+        else:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
+            self._in_process(future, title, body)
+
+    def _in_process(self, future: Future[Fingerprints], title: Any, body: Any) -> None:
+        self._local.submit(self._fallback, title, body).add_done_callback(partial(_copy, future))
+
+    def _replace(self, broken: ProcessPoolExecutor) -> None:
+        """A fresh executor for a broken one (once per broken executor), or none after too many."""
+        with self._lock:
+            if self._executor is not broken:
+                return
+            self.died += 1
+            gave_up = self.died > MAX_RESTARTS
+            logger.warning("scrapy-simhash: a fingerprint worker died; %s", "the rest of the crawl is fingerprinted "
+                           "in the crawl process" if gave_up else "its items are retried in a fresh worker")
+            self._executor = None if gave_up else self._start()
+        broken.shutdown(wait=False)
+
+    def shutdown(self) -> None:
+        """Finish the items submitted, then stop the workers (joined) and the thread."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+        self._local.shutdown(wait=True)
