@@ -259,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--option", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
                     help="an engine variant with these Deduplicator.open options (repeatable); default: "
                          "sentences_shared=50 and main_content=True, one variant each")
+    ap.add_argument("--no-variants", action="store_true", help="only the default engine (and its fallback)")
     ap.add_argument("--systems", default="", help=f"comma list of peers to run (default all: {','.join(PEERS)})")
     ap.add_argument("--seed", type=int, default=18, help="seed of the per-round shuffle")
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the index directories (a real disk)")
@@ -280,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--dir {root} is on {kind}: the index must be on a real disk (pass --dir)")
         return 2
     options = args.option if args.option is not None else ["sentences_shared=50", "main_content=True"]
+    if args.no_variants:
+        options = []
     systems = ["engine", *(f"engine:{o}" for o in options)]
     if importlib.util.find_spec("numpy"):
         systems.append("engine-fallback")
