@@ -11,30 +11,75 @@ already cut: news text repeats them all the time (English words, numbers, names,
 The tokens are what fingerprints are made of, so equality with jieba is tested on real articles.
 A change to the tokenizer's dictionary after this object was built (``jieba.add_word``) clears the
 remembered results.
+
+Where the optional extension ``_segment_c`` is built (``pip install`` compiles it when a C compiler
+is there), the route through a block is computed in C over compact copies of the dictionary; the
+Python route below stays the reference and the fallback, and the tests hold both to jieba's words.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from math import log
 
 import jieba
 from jieba import finalseg
+
+try:  # optional compiled ``_cut_block`` (built from _segment_c.pyx where a C compiler was there)
+    from . import _segment_c
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _segment_c = None
 
 _BLOCK = jieba.re_han_default  # runs jieba cuts with its dictionary (Han, Latin, digits, + # & . _ % -)
 _SKIP = jieba.re_skip_default  # whitespace inside the other runs
 _CACHE_MAX = 100_000
 
 
-class Segmenter:
-    """Cuts text into words exactly as ``tokenizer.cut(text)`` (accurate mode, HMM on) does."""
+#: Whether the compiled segmenter is importable here (``Segmenter(compiled=False)`` forces the fallback).
+COMPILED = _segment_c is not None
 
-    def __init__(self, tokenizer: jieba.Tokenizer) -> None:
+
+_routers: weakref.WeakKeyDictionary[jieba.Tokenizer, tuple[tuple[int, int, int, int], object]] = (
+    weakref.WeakKeyDictionary()
+)
+_routers_lock = threading.Lock()
+
+
+def _router(tokenizer: jieba.Tokenizer, state: tuple[int, int, int, int], logtotal: float) -> _segment_c.Router | None:
+    """The compiled route of this tokenizer's dictionary in this state, built once (~0.05 s) and
+    shared by every segmenter; None when a frequency is one it cannot hold (the Python route then
+    handles it as jieba does)."""
+    with _routers_lock:
+        known = _routers.get(tokenizer)
+        if known is not None and known[0] == state:
+            return known[1]  # type: ignore[return-value]
+        try:
+            router = _segment_c.Router(tokenizer.FREQ, logtotal)
+        except (ValueError, OverflowError):
+            router = None
+        _routers[tokenizer] = (state, router)
+        return router
+
+
+class Segmenter:
+    """Cuts text into words exactly as ``tokenizer.cut(text)`` (accurate mode, HMM on) does.
+
+    ``compiled`` (default: when built) cuts dictionary blocks with the compiled route of
+    ``_segment_c`` (the whole cut about 2.5× faster on Chinese news), word for word the same.
+    """
+
+    def __init__(self, tokenizer: jieba.Tokenizer, compiled: bool | None = None) -> None:
         tokenizer.check_initialized()
+        if compiled and _segment_c is None:
+            raise RuntimeError("the compiled segmenter (scrapy_simhash._segment_c) is not built here")
+        self.compiled = COMPILED if compiled is None else compiled
         self.tokenizer = tokenizer
         self._state: tuple[int, int, int, int] | None = None
         self._blocks: dict[str, tuple[str, ...]] = {}
         self._unknown: dict[str, tuple[str, ...]] = {}
         self._logtotal = 0.0
+        self._router: _segment_c.Router | None = None
 
     def _sync(self) -> None:
         """Forget remembered results when the dictionary changed since they were made."""
@@ -44,6 +89,7 @@ class Segmenter:
             self._blocks.clear()
             self._unknown.clear()
             self._logtotal = log(t.total)
+            self._router = _router(t, state, self._logtotal) if self.compiled else None
             self._state = state
 
     def cut(self, text: str) -> list[str]:
@@ -73,6 +119,8 @@ class Segmenter:
     def _cut_block(self, block: str) -> tuple[str, ...]:
         """jieba's ``__cut_DAG``: the most probable route through the dictionary, HMM for unknowns."""
         freq = self.tokenizer.FREQ
+        if self._router is not None:
+            return self._router.cut_block(block, self._flush)
         logtotal = self._logtotal
         n = len(block)
         score = [0.0] * (n + 1)
