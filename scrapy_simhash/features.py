@@ -29,14 +29,14 @@ import math
 import os
 import re
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import jieba
-
 from . import defaults
+from ._jieba import jieba
 from .segment import Segmenter
 from .tables import load_idf, load_prefix_dict
 
@@ -145,6 +145,9 @@ class FeatureExtractor:
         self.segmenter = Segmenter(self.tokenizer)
         self.idf, self.median_idf = idf_table()
         self._word_cache: dict[str, str | None] = {}  # token → feature word (tokens repeat: Zipf)
+        # feature word → its IDF, for the words seen: a small dict whose keys are the words' own
+        # objects, where a lookup in the 270,000-word IDF table costs a few cache misses
+        self._word_idf: dict[str, float] = {}
 
     def _word(self, token: str) -> str | None:
         """The feature word of one token, or None when it is no feature."""
@@ -157,14 +160,17 @@ class FeatureExtractor:
 
     def words(self, text: str) -> list[str]:
         """The feature words of ``text`` in order: lower-cased, without stop words and punctuation."""
-        cache = self._word_cache
+        cache, word_idf = self._word_cache, self._word_idf
         if len(cache) > _WORD_CACHE_MAX:
             cache.clear()
+            word_idf.clear()
         out = []
         for token in self.segmenter.cut(text):
             word = cache.get(token, _UNSEEN)
             if word is _UNSEEN:
                 word = cache[token] = self._word(token)
+                if word is not None and word not in word_idf:
+                    word_idf[word] = self.idf.get(word, self.median_idf)
             if word is not None:
                 out.append(word)
         return out
@@ -172,15 +178,13 @@ class FeatureExtractor:
     def weights(self, text: str, top_k: int | None = None) -> dict[str, float]:
         """TF-IDF weight of each word; with ``top_k``, the ``top_k`` heaviest plus every word tied
         with the ``top_k``-th (so the kept set never depends on an arbitrary tie-break)."""
-        counts: dict[str, int] = {}
-        for word in self.words(text):
-            counts[word] = counts.get(word, 0) + 1
-        idf, median = self.idf, self.median_idf
+        counts = Counter(self.words(text))  # counted in C, in order of first occurrence as a loop would
+        idf = self._word_idf  # every word words() returned is in it
         if self.tf == "linear":  # the default's fast path: no call per word
-            weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
+            weighted = {w: n * idf[w] for w, n in counts.items()}
         else:
             tf = self._tf
-            weighted = {w: tf(n) * idf.get(w, median) for w, n in counts.items()}
+            weighted = {w: tf(n) * idf[w] for w, n in counts.items()}
         if top_k is not None and len(weighted) > top_k:
             cutoff = sorted(weighted.values(), reverse=True)[top_k - 1]
             weighted = {w: v for w, v in weighted.items() if v >= cutoff}

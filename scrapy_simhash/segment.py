@@ -23,8 +23,7 @@ import threading
 import weakref
 from math import log
 
-import jieba
-from jieba import finalseg
+from ._jieba import finalseg, jieba
 
 try:  # optional compiled ``_cut_block`` (built from _segment_c.pyx where a C compiler was there)
     from . import _segment_c

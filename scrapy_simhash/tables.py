@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-import jieba
+from ._jieba import jieba
 
 logger = logging.getLogger(__name__)
 
