@@ -8,8 +8,9 @@ when nothing was found. Systems:
 * ``engine``: ``Deduplicator.open`` on a fresh durable SQLite index (default settings) and
   ``check_and_add(title, body, url=...)`` per article; ``engine:KEY=VALUE,...`` is the same with
   ``Deduplicator.open`` options (``--option sentences_shared=50``, repeatable: one variant each);
-  ``engine-fallback`` is the default engine with its pure-Python fallbacks forced (today: the bit
-  vote without numpy), run when numpy is importable, to show what the compiled paths buy;
+  ``engine-fallback`` is the default engine with its pure-Python fallbacks forced (the bit vote
+  without numpy, the segmenter without its compiled route: ``SCRAPY_SIMHASH_PURE_PYTHON=1``), to
+  show what the compiled paths buy;
 * ``minhash@0.5`` / ``minhash@0.8``: datasketch ``MinHashLSH`` (128 permutations, shared between
   the sketches as datasketch allows, so a sketch does not redraw them) over the body's character
   5-grams, ``MinHash.update_batch``;
@@ -192,8 +193,10 @@ def setup(system: str, workdir: Path) -> Stream:
     if name == "engine":
         return setup_engine(parse_options(filter(None, arg.split(","))), workdir)
     if name == "engine-fallback":
-        from scrapy_simhash import simhash
+        os.environ["SCRAPY_SIMHASH_PURE_PYTHON"] = "1"  # the segmenter's pure-Python route
+        from scrapy_simhash import segment, simhash
 
+        assert not segment.COMPILED
         simhash._np = None  # the vote's pure-Python path, as where numpy is not installed
         return setup_engine({}, workdir)
     if name == "minhash":
@@ -284,8 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_variants:
         options = []
     systems = ["engine", *(f"engine:{o}" for o in options)]
-    if importlib.util.find_spec("numpy"):
-        systems.append("engine-fallback")
+    systems.append("engine-fallback")
     for peer in [s for s in args.systems.split(",") if s] or PEERS:
         pkg = missing_package(peer)
         if pkg:

@@ -193,3 +193,98 @@ cdef class Router:
             free(score)
             free(end)
         return tuple(out)
+
+
+cdef inline double _emit(dict table, object c, double low) except? -1.0:
+    cdef PyObject *value = PyDict_GetItem(table, c)
+    return low if value == NULL else <double> <object> value
+
+
+def viterbi_words(str run, tuple start, tuple trans, dict e_b, dict e_m, dict e_e, dict e_s, double low):
+    """``segment._viterbi_words``: the B/M/E/S Viterbi of jieba's ``finalseg`` over ``run`` and the
+    words it marks. ``start`` = (B, M, E, S) start log probabilities; ``trans`` = (E→B, S→B, M→M,
+    B→M, S→S, E→S, B→E, M→E). Same sums in the same order, same tie-breaks."""
+    cdef Py_ssize_t n = len(run), i, begin, nexti
+    cdef double t_eb = trans[0], t_sb = trans[1], t_mm = trans[2], t_bm = trans[3]
+    cdef double t_ss = trans[4], t_es = trans[5], t_be = trans[6], t_me = trans[7]
+    cdef double b, m, e, s, nb, nm, ne, ns, x, y, em
+    cdef object c
+    cdef unsigned char state, pos
+    # back[4 * i + k]: best predecessor of state k (0 B, 1 M, 2 E, 3 S) at position i ≥ 1
+    cdef unsigned char *back = <unsigned char *> malloc(4 * n + 4)
+    cdef unsigned char *states = <unsigned char *> malloc(n + 1)
+    cdef list words = []
+    if back == NULL or states == NULL:
+        free(back)
+        free(states)
+        raise MemoryError()
+    try:
+        c = run[0:1]
+        b = <double> start[0] + _emit(e_b, c, low)
+        m = <double> start[1] + _emit(e_m, c, low)
+        e = <double> start[2] + _emit(e_e, c, low)
+        s = <double> start[3] + _emit(e_s, c, low)
+        for i in range(1, n):
+            c = run[i:i + 1]
+            em = _emit(e_b, c, low)
+            x = e + t_eb + em
+            y = s + t_sb + em
+            if x > y:
+                nb = x
+                back[4 * i] = 2
+            else:
+                nb = y
+                back[4 * i] = 3
+            em = _emit(e_m, c, low)
+            x = m + t_mm + em
+            y = b + t_bm + em
+            if x >= y:
+                nm = x
+                back[4 * i + 1] = 1
+            else:
+                nm = y
+                back[4 * i + 1] = 0
+            em = _emit(e_s, c, low)
+            x = s + t_ss + em
+            y = e + t_es + em
+            if x >= y:
+                ns = x
+                back[4 * i + 3] = 3
+            else:
+                ns = y
+                back[4 * i + 3] = 2
+            em = _emit(e_e, c, low)
+            x = b + t_be + em
+            y = m + t_me + em
+            if x > y:
+                ne = x
+                back[4 * i + 2] = 0
+            else:
+                ne = y
+                back[4 * i + 2] = 1
+            b = nb
+            m = nm
+            e = ne
+            s = ns
+        state = 2 if e > s else 3
+        states[n - 1] = state
+        for i in range(n - 1, 0, -1):
+            state = back[4 * i + state]
+            states[i - 1] = state
+        begin = nexti = 0
+        for i in range(n):
+            pos = states[i]
+            if pos == 0:
+                begin = i
+            elif pos == 2:
+                words.append(run[begin:i + 1])
+                nexti = i + 1
+            elif pos == 3:
+                words.append(run[i:i + 1])
+                nexti = i + 1
+        if nexti < n:
+            words.append(run[nexti:])
+    finally:
+        free(back)
+        free(states)
+    return words

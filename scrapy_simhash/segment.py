@@ -19,15 +19,18 @@ Python route below stays the reference and the fallback, and the tests hold both
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from math import log
 
 from ._jieba import finalseg, jieba
 
-try:  # optional compiled ``_cut_block`` (built from _segment_c.pyx where a C compiler was there)
+try:  # optional compiled route and Viterbi (built from _segment_c.pyx where a C compiler was there)
     from . import _segment_c
 except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _segment_c = None
+if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):  # the fallback on purpose (benchmarks, checks)
     _segment_c = None
 
 _BLOCK = jieba.re_han_default  # runs jieba cuts with its dictionary (Han, Latin, digits, + # & . _ % -)
@@ -175,19 +178,20 @@ class Segmenter:
             if words is None:
                 if len(self._unknown) >= _CACHE_MAX:
                     self._unknown.clear()
-                words = self._unknown[buf] = _hmm_cut(buf)
+                words = self._unknown[buf] = _hmm_cut(buf, self.compiled)
             out.extend(words)
 
 
-def _hmm_cut(text: str) -> tuple[str, ...]:
+def _hmm_cut(text: str, compiled: bool = COMPILED) -> tuple[str, ...]:
     """``tuple(jieba.finalseg.cut(text))``: Han runs through the BMES Viterbi, the rest as is."""
+    viterbi = _viterbi_words_compiled if compiled else _viterbi_words
     out: list[str] = []
     force_split = finalseg.Force_Split_Words
     for n, part in enumerate(finalseg.re_han.split(text)):
         if not part:
             continue
         if n % 2:
-            for word in _viterbi_words(part):
+            for word in viterbi(part):
                 if word in force_split:
                     out.extend(word)
                 else:
@@ -195,6 +199,29 @@ def _hmm_cut(text: str) -> tuple[str, ...]:
         else:
             out.extend(x for x in finalseg.re_skip.split(part) if x)
     return tuple(out)
+
+
+_hmm_cache: list = [None, None]  # [identity of finalseg's tables, their tuple for _segment_c.viterbi_words]
+
+
+def _hmm_tables() -> tuple:
+    """finalseg's tables as the compiled Viterbi takes them, rebuilt if finalseg's dicts were replaced."""
+    start, trans, emit = finalseg.start_P, finalseg.trans_P, finalseg.emit_P
+    key = (id(start), id(trans), id(emit), finalseg.MIN_FLOAT)
+    if _hmm_cache[0] != key:
+        low = finalseg.MIN_FLOAT
+        _hmm_cache[1] = (
+            (start["B"], start["M"], start["E"], start["S"]),
+            (trans["E"].get("B", low), trans["S"].get("B", low), trans["M"].get("M", low), trans["B"].get("M", low),
+             trans["S"].get("S", low), trans["E"].get("S", low), trans["B"].get("E", low), trans["M"].get("E", low)),
+            emit["B"], emit["M"], emit["E"], emit["S"], low,
+        )
+        _hmm_cache[0] = key
+    return _hmm_cache[1]
+
+
+def _viterbi_words_compiled(run: str) -> list[str]:
+    return _segment_c.viterbi_words(run, *_hmm_tables())
 
 
 def _viterbi_words(run: str) -> list[str]:

@@ -92,13 +92,14 @@ def test_any_text_cuts_as_jieba_cuts_it_compiled(text: str) -> None:
     assert Segmenter(tokenizer, compiled=True).cut(text) == jieba_words(tokenizer, text)
 
 
-def test_unknown_runs_go_through_the_same_hmm() -> None:
+@ROUTES
+def test_unknown_runs_go_through_the_same_hmm(compiled: bool) -> None:
     rnd = random.Random(7)
     han = [chr(c) for c in range(0x4E00, 0x9FD6)]
     for _ in range(3000):
         run = "".join(rnd.choice(han) for _ in range(rnd.randint(1, 9)))
         run += rnd.choice(["", "abc", "12.5%", " ", "x1"]) + "".join(rnd.choice(han) for _ in range(rnd.randint(0, 4)))
-        assert _hmm_cut(run) == tuple(finalseg.cut(run)), run
+        assert _hmm_cut(run, compiled) == tuple(finalseg.cut(run)), run
 
 
 @ROUTES
