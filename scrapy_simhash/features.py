@@ -30,7 +30,7 @@ import os
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -84,7 +84,7 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
 
 
 @lru_cache(maxsize=1)
-def idf_table() -> tuple[dict[str, float], float]:
+def idf_table() -> tuple[Mapping[str, float], float]:
     """jieba's IDF table and its median (the weight of unknown words).
 
     Read from the ``analyse/idf.txt`` file jieba ships (through :mod:`.tables`), without importing
