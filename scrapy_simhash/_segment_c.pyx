@@ -288,3 +288,56 @@ def viterbi_words(str run, tuple start, tuple trans, dict e_b, dict e_m, dict e_
         free(back)
         free(states)
     return words
+
+
+def cut_parts(list parts, dict blocks, object cut_block, object skip_split, Py_ssize_t cache_max):
+    """``Segmenter.cut`` after ``_BLOCK.split(text)``: blocks (odd parts) cut by ``cut_block`` and
+    remembered in ``blocks`` (cleared at ``cache_max``), the other parts split by ``skip_split``
+    into whitespace runs (kept whole) and other characters (one by one)."""
+    cdef list out = []
+    cdef Py_ssize_t n, m
+    cdef PyObject *known
+    cdef str part, piece
+    cdef object words
+    for n in range(len(parts)):
+        part = <str> parts[n]
+        if not part:
+            continue
+        if n & 1:
+            known = PyDict_GetItem(blocks, part)
+            if known == NULL:
+                if len(blocks) >= cache_max:
+                    blocks.clear()
+                words = cut_block(part)
+                blocks[part] = words
+            else:
+                words = <object> known
+            out.extend(words)
+        else:
+            pieces = skip_split(part)
+            for m in range(len(pieces)):
+                piece = <str> pieces[m]
+                if m & 1:
+                    out.append(piece)  # whitespace, whole
+                elif len(piece) == 1:
+                    out.append(piece)
+                else:
+                    out.extend(piece)  # anything else, one character at a time
+    return out
+
+
+def map_words(list tokens, dict cache, object miss):
+    """``[cache[t] for t in tokens if cache[t] is not None]``, ``miss(t)`` filling the cache for a
+    token not in it yet (``FeatureExtractor.words``)."""
+    cdef list out = []
+    cdef PyObject *known
+    cdef object word
+    for token in tokens:
+        known = PyDict_GetItem(cache, token)
+        if known == NULL:
+            word = miss(token)
+        else:
+            word = <object> known
+        if word is not None:
+            out.append(word)
+    return out

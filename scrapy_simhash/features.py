@@ -37,7 +37,7 @@ from pathlib import Path
 
 from . import defaults
 from ._jieba import jieba
-from .segment import Segmenter
+from .segment import Segmenter, _segment_c
 from .tables import load_idf, load_prefix_dict
 
 logger = logging.getLogger(__name__)
@@ -160,20 +160,28 @@ class FeatureExtractor:
 
     def words(self, text: str) -> list[str]:
         """The feature words of ``text`` in order: lower-cased, without stop words and punctuation."""
-        cache, word_idf = self._word_cache, self._word_idf
+        cache = self._word_cache
         if len(cache) > _WORD_CACHE_MAX:
             cache.clear()
-            word_idf.clear()
+            self._word_idf.clear()
+        tokens = self.segmenter.cut(text)
+        if _segment_c is not None:  # the same loop, compiled
+            return _segment_c.map_words(tokens, cache, self._learn)
         out = []
-        for token in self.segmenter.cut(text):
+        for token in tokens:
             word = cache.get(token, _UNSEEN)
             if word is _UNSEEN:
-                word = cache[token] = self._word(token)
-                if word is not None and word not in word_idf:
-                    word_idf[word] = self.idf.get(word, self.median_idf)
+                word = self._learn(token)
             if word is not None:
                 out.append(word)
         return out
+
+    def _learn(self, token: str) -> str | None:
+        """The feature word of a token not seen yet, remembered with its IDF."""
+        word = self._word_cache[token] = self._word(token)
+        if word is not None and word not in self._word_idf:
+            self._word_idf[word] = self.idf.get(word, self.median_idf)
+        return word
 
     def weights(self, text: str, top_k: int | None = None) -> dict[str, float]:
         """TF-IDF weight of each word; with ``top_k``, the ``top_k`` heaviest plus every word tied

@@ -98,6 +98,8 @@ class Segmenter:
         """The words of ``text``, as jieba's ``Tokenizer.cut(text)`` yields them."""
         self._sync()
         blocks = self._blocks
+        if self._router is not None:
+            return _segment_c.cut_parts(_BLOCK.split(text), blocks, self._cut_block, _SKIP.split, _CACHE_MAX)
         out: list[str] = []
         # split() with a capturing group alternates: other text, block, other text, block, ...
         for n, part in enumerate(_BLOCK.split(text)):
