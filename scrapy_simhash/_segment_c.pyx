@@ -1,10 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled ``Segmenter._cut_block`` (optional: :mod:`.segment` falls back to its pure-Python
-version, which cuts the same words).
+"""The segmenter's hot loops compiled (optional: :mod:`.segment` and :mod:`.features` fall back to
+their pure-Python versions, which give the same words): the route through a block
+(:class:`Router`, ``Segmenter._cut_block``), the HMM Viterbi (:func:`viterbi_words`), and the loops
+over the parts of a text (:func:`cut_parts`) and over its tokens (:func:`map_words`).
 
-The route is jieba's: the same floating-point operations in the same order (C doubles are the IEEE
-doubles of Python floats, ``log`` is the C library's that ``math.log`` calls, and the build lets no
-compiler reorder float arithmetic). What is faster is the dictionary lookup. The prefix dictionary
+The route and the Viterbi are jieba's: the same floating-point operations in the same order (C
+doubles are the IEEE doubles of Python floats, ``log`` is the C library's that ``math.log`` calls;
+there are only additions and comparisons, nothing a compiler may contract or reorder without
+-ffast-math). What is faster in the route is the dictionary lookup. The prefix dictionary
 is a dict of ~500,000 words, so a lookup costs a few cache misses (its index, its entry, the key
 string) plus building the substring; nearly all lookups are of 1 to 3 characters. Here those go to
 two compact tables built from the dict: one slot per BMP character, and an open-addressing table
