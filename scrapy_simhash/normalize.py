@@ -142,7 +142,7 @@ _CHAR_TABLE = _build_char_table()
 
 
 def _char_class(codepoints: Iterable[int]) -> str:
-    """A regex character class of these code points, as ranges of ``\\uXXXX`` escapes."""
+    """A regex character class of these code points, as ranges of ``\\UXXXXXXXX`` escapes."""
     cps = sorted(codepoints)
     parts, i = [], 0
     while i < len(cps):
