@@ -8,8 +8,9 @@ when nothing was found. Systems:
 * ``engine``: ``Deduplicator.open`` on a fresh durable SQLite index (default settings) and
   ``check_and_add(title, body, url=...)`` per article; ``engine:KEY=VALUE,...`` is the same with
   ``Deduplicator.open`` options (``--option sentences_shared=50``, repeatable: one variant each);
-  ``engine-fallback`` is the default engine with its pure-Python fallbacks forced (today: the bit
-  vote without numpy), run when numpy is importable, to show what the compiled paths buy;
+  ``engine-fallback`` is the default engine with its pure-Python fallbacks forced (the bit vote
+  without numpy, the segmenter without its compiled route: ``SCRAPY_SIMHASH_PURE_PYTHON=1``), to
+  show what the compiled paths buy;
 * ``minhash@0.5`` / ``minhash@0.8``: datasketch ``MinHashLSH`` (128 permutations, shared between
   the sketches as datasketch allows, so a sketch does not redraw them) over the body's character
   5-grams, ``MinHash.update_batch``;
@@ -192,8 +193,10 @@ def setup(system: str, workdir: Path) -> Stream:
     if name == "engine":
         return setup_engine(parse_options(filter(None, arg.split(","))), workdir)
     if name == "engine-fallback":
-        from scrapy_simhash import simhash
+        os.environ["SCRAPY_SIMHASH_PURE_PYTHON"] = "1"  # the segmenter's pure-Python route
+        from scrapy_simhash import segment, simhash
 
+        assert not segment.COMPILED
         simhash._np = None  # the vote's pure-Python path, as where numpy is not installed
         return setup_engine({}, workdir)
     if name == "minhash":
@@ -259,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--option", action="append", metavar="KEY=VALUE[,KEY=VALUE]",
                     help="an engine variant with these Deduplicator.open options (repeatable); default: "
                          "sentences_shared=50 and main_content=True, one variant each")
+    ap.add_argument("--no-variants", action="store_true", help="only the default engine (and its fallback)")
     ap.add_argument("--systems", default="", help=f"comma list of peers to run (default all: {','.join(PEERS)})")
     ap.add_argument("--seed", type=int, default=18, help="seed of the per-round shuffle")
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the index directories (a real disk)")
@@ -280,9 +284,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--dir {root} is on {kind}: the index must be on a real disk (pass --dir)")
         return 2
     options = args.option if args.option is not None else ["sentences_shared=50", "main_content=True"]
+    if args.no_variants:
+        options = []
     systems = ["engine", *(f"engine:{o}" for o in options)]
-    if importlib.util.find_spec("numpy"):
-        systems.append("engine-fallback")
+    systems.append("engine-fallback")
     for peer in [s for s in args.systems.split(",") if s] or PEERS:
         pkg = missing_package(peer)
         if pkg:

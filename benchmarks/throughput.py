@@ -5,8 +5,8 @@ machine. Per language (``zh``: inews BDCI 2019, ``en``: Reuters-21578 bodies tha
 on the same ``--limit`` articles:
 
 (a) ``jieba.analyse.extract_tags(body, topK=64)`` alone over the raw bodies: the floor;
-(b) ``Fingerprinter(sentences=False).fingerprint(title, body)`` (as ``Deduplicator.open`` builds it
-    for the default tiers): normalize + features + simhash;
+(b) ``Fingerprinter().fingerprint(title, body)`` (as ``Deduplicator.open`` builds it for the default
+    tiers, the sentence tier included): normalize + features + simhash + signatures;
 (c) ``Deduplicator.check_and_add`` on a fresh durable SQLite index (WAL, ``synchronous=FULL``) in a
     temporary directory on a real disk (``--dir``; the file system type is printed, tmpfs refused);
     (c') the same with ``synchronous=OFF``, only to show the share of the per-commit fsync;
@@ -30,7 +30,6 @@ Run: ``python benchmarks/throughput.py`` (≈ 4–5 min on 2 cores; ``--quick`` 
 from __future__ import annotations
 
 import argparse
-import functools
 import gzip
 import http.server
 import json
@@ -200,6 +199,8 @@ def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], work
     fields = {f.name for f in dataclasses.fields(fpmod.Fingerprints)}
     numbers = getattr(fpmod, "number_signature", None) if "numbers" in fields else None
     sentences = getattr(fpmod, "sentence_signature", None) if "sentences" in fields else None
+    figures = getattr(fpmod, "figure_share", None) if "figures" in fields else None
+    short_digest = getattr(fpmod, "short_body_digest", None) if "short_body" in fields else None
     min_title_f = getattr(fpmod, "_MIN_TITLE_FEATURES", 2)
     min_body_f = getattr(fpmod, "_MIN_BODY_FEATURES", 3)
     t = {"normalize": 0.0, "features": 0.0, "simhash": 0.0, "signatures": 0.0, "index": 0.0, "mismatches": 0}
@@ -210,7 +211,8 @@ def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], work
         for d in docs:
             t0 = pc()
             title_text = fp.clean_title(d["title"])
-            body_text = fp.clean_body(d["body"])
+            page = fp.is_page(d["body"])
+            body_text = fp._clean_body(d["body"], page)
             t1 = pc()
             tf = fp.features.title_features(title_text) if len(title_text) >= fp.min_title_chars else {}
             bf = fp.features.body_features(body_text) if len(body_text) >= fp.min_body_chars else {}
@@ -219,10 +221,17 @@ def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], work
             bh = simhash(bf, fp.bits) if len(bf) >= min_body_f else None
             t3 = pc()
             extra: dict[str, Any] = {}
+            short = short_digest(body_text) if short_digest is not None and bh is None else None
+            if short_digest is not None:
+                extra["short_body"] = short
             if numbers is not None:
-                extra["numbers"] = numbers(body_text)
+                extra["numbers"] = numbers(body_text) if bh is not None or short is not None else None
             if sentences is not None and getattr(fp, "sentences", True):
                 extra["sentences"] = sentences(body_text)
+            if figures is not None:
+                extra["figures"] = figures(body_text) >= fpmod.FIGURE_HEAVY_SHARE
+            if "main_text" in fields:
+                extra["main_text"] = page
             fps = fpmod.Fingerprints(th, bh, title_text, len(body_text), **extra)
             t4 = pc()
             dedup.decide(fps, url=d["url"])
@@ -460,9 +469,9 @@ def main(argv: list[str] | None = None) -> int:
     from scrapy_simhash import Fingerprinter
 
     Fingerprinter()  # jieba's dictionary and the IDF table loaded before anything is timed
-    # (b), (c) and the split fingerprint as Deduplicator.open does for the default tiers: no sentence
-    # signatures (they serve only the opt-in sentence tier).
-    engine_fp = functools.partial(Fingerprinter, sentences=False)
+    # (b), (c) and the split fingerprint as Deduplicator.open does for the default tiers (the sentence
+    # tier is on by default: sentences_shared=50 needs the sentence signatures).
+    engine_fp = Fingerprinter
     jieba.analyse.extract_tags("预热词典", topK=1)  # dictionaries loaded before anything is timed
     results: dict[str, dict[str, list[Any]]] = {}
     loads: list[float] = []

@@ -29,15 +29,15 @@ import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-import jieba
-
 from . import defaults
-from .segment import Segmenter
+from ._jieba import jieba
+from .segment import Segmenter, _segment_c
 from .tables import load_idf, load_prefix_dict
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
 
 
 @lru_cache(maxsize=1)
-def idf_table() -> tuple[dict[str, float], float]:
+def idf_table() -> tuple[Mapping[str, float], float]:
     """jieba's IDF table and its median (the weight of unknown words).
 
     Read from the ``analyse/idf.txt`` file jieba ships (through :mod:`.tables`), without importing
@@ -145,6 +145,9 @@ class FeatureExtractor:
         self.segmenter = Segmenter(self.tokenizer)
         self.idf, self.median_idf = idf_table()
         self._word_cache: dict[str, str | None] = {}  # token → feature word (tokens repeat: Zipf)
+        # feature word → its IDF, for the words seen: a small dict whose keys are the words' own
+        # objects, where a lookup in the 270,000-word IDF table costs a few cache misses
+        self._word_idf: dict[str, float] = {}
 
     def _word(self, token: str) -> str | None:
         """The feature word of one token, or None when it is no feature."""
@@ -160,27 +163,36 @@ class FeatureExtractor:
         cache = self._word_cache
         if len(cache) > _WORD_CACHE_MAX:
             cache.clear()
+            self._word_idf.clear()
+        tokens = self.segmenter.cut(text)
+        if _segment_c is not None:  # the same loop, compiled
+            return _segment_c.map_words(tokens, cache, self._learn)
         out = []
-        for token in self.segmenter.cut(text):
+        for token in tokens:
             word = cache.get(token, _UNSEEN)
             if word is _UNSEEN:
-                word = cache[token] = self._word(token)
+                word = self._learn(token)
             if word is not None:
                 out.append(word)
         return out
 
+    def _learn(self, token: str) -> str | None:
+        """The feature word of a token not seen yet, remembered with its IDF."""
+        word = self._word_cache[token] = self._word(token)
+        if word is not None and word not in self._word_idf:
+            self._word_idf[word] = self.idf.get(word, self.median_idf)
+        return word
+
     def weights(self, text: str, top_k: int | None = None) -> dict[str, float]:
         """TF-IDF weight of each word; with ``top_k``, the ``top_k`` heaviest plus every word tied
         with the ``top_k``-th (so the kept set never depends on an arbitrary tie-break)."""
-        counts: dict[str, int] = {}
-        for word in self.words(text):
-            counts[word] = counts.get(word, 0) + 1
-        idf, median = self.idf, self.median_idf
+        counts = Counter(self.words(text))  # counted in C, in order of first occurrence as a loop would
+        idf = self._word_idf  # every word words() returned is in it
         if self.tf == "linear":  # the default's fast path: no call per word
-            weighted = {w: n * idf.get(w, median) for w, n in counts.items()}
+            weighted = {w: n * idf[w] for w, n in counts.items()}
         else:
             tf = self._tf
-            weighted = {w: tf(n) * idf.get(w, median) for w, n in counts.items()}
+            weighted = {w: tf(n) * idf[w] for w, n in counts.items()}
         if top_k is not None and len(weighted) > top_k:
             cutoff = sorted(weighted.values(), reverse=True)[top_k - 1]
             weighted = {w: v for w, v in weighted.items() if v >= cutoff}

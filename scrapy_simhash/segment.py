@@ -11,30 +11,77 @@ already cut: news text repeats them all the time (English words, numbers, names,
 The tokens are what fingerprints are made of, so equality with jieba is tested on real articles.
 A change to the tokenizer's dictionary after this object was built (``jieba.add_word``) clears the
 remembered results.
+
+Where the optional extension ``_segment_c`` is built (``pip install`` compiles it when a C compiler
+is there), the route through a block is computed in C over compact copies of the dictionary; the
+Python route below stays the reference and the fallback, and the tests hold both to jieba's words.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+import weakref
 from math import log
 
-import jieba
-from jieba import finalseg
+from ._jieba import finalseg, jieba
+
+try:  # optional compiled route and Viterbi (built from _segment_c.pyx where a C compiler was there)
+    from . import _segment_c
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _segment_c = None
+if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):  # the fallback on purpose (benchmarks, checks)
+    _segment_c = None
 
 _BLOCK = jieba.re_han_default  # runs jieba cuts with its dictionary (Han, Latin, digits, + # & . _ % -)
 _SKIP = jieba.re_skip_default  # whitespace inside the other runs
 _CACHE_MAX = 100_000
 
 
-class Segmenter:
-    """Cuts text into words exactly as ``tokenizer.cut(text)`` (accurate mode, HMM on) does."""
+#: Whether the compiled segmenter is importable here (``Segmenter(compiled=False)`` forces the fallback).
+COMPILED = _segment_c is not None
 
-    def __init__(self, tokenizer: jieba.Tokenizer) -> None:
+
+_routers: weakref.WeakKeyDictionary[jieba.Tokenizer, tuple[tuple[int, int, int, int], object]] = (
+    weakref.WeakKeyDictionary()
+)
+_routers_lock = threading.Lock()
+
+
+def _router(tokenizer: jieba.Tokenizer, state: tuple[int, int, int, int], logtotal: float) -> _segment_c.Router | None:
+    """The compiled route of this tokenizer's dictionary in this state, built once (~0.05 s) and
+    shared by every segmenter; None when a frequency is one it cannot hold (the Python route then
+    handles it as jieba does)."""
+    with _routers_lock:
+        known = _routers.get(tokenizer)
+        if known is not None and known[0] == state:
+            return known[1]  # type: ignore[return-value]
+        try:
+            router = _segment_c.Router(tokenizer.FREQ, logtotal)
+        except (ValueError, OverflowError):
+            router = None
+        _routers[tokenizer] = (state, router)
+        return router
+
+
+class Segmenter:
+    """Cuts text into words exactly as ``tokenizer.cut(text)`` (accurate mode, HMM on) does.
+
+    ``compiled`` (default: when built) cuts dictionary blocks with the compiled route of
+    ``_segment_c`` (the whole cut about 2.5× faster on Chinese news), word for word the same.
+    """
+
+    def __init__(self, tokenizer: jieba.Tokenizer, compiled: bool | None = None) -> None:
         tokenizer.check_initialized()
+        if compiled and _segment_c is None:
+            raise RuntimeError("the compiled segmenter (scrapy_simhash._segment_c) is not built here")
+        self.compiled = COMPILED if compiled is None else compiled
         self.tokenizer = tokenizer
         self._state: tuple[int, int, int, int] | None = None
         self._blocks: dict[str, tuple[str, ...]] = {}
         self._unknown: dict[str, tuple[str, ...]] = {}
         self._logtotal = 0.0
+        self._router: _segment_c.Router | None = None
 
     def _sync(self) -> None:
         """Forget remembered results when the dictionary changed since they were made."""
@@ -44,12 +91,15 @@ class Segmenter:
             self._blocks.clear()
             self._unknown.clear()
             self._logtotal = log(t.total)
+            self._router = _router(t, state, self._logtotal) if self.compiled else None
             self._state = state
 
     def cut(self, text: str) -> list[str]:
         """The words of ``text``, as jieba's ``Tokenizer.cut(text)`` yields them."""
         self._sync()
         blocks = self._blocks
+        if self._router is not None:
+            return _segment_c.cut_parts(_BLOCK.split(text), blocks, self._cut_block, _SKIP.split, _CACHE_MAX)
         out: list[str] = []
         # split() with a capturing group alternates: other text, block, other text, block, ...
         for n, part in enumerate(_BLOCK.split(text)):
@@ -73,6 +123,8 @@ class Segmenter:
     def _cut_block(self, block: str) -> tuple[str, ...]:
         """jieba's ``__cut_DAG``: the most probable route through the dictionary, HMM for unknowns."""
         freq = self.tokenizer.FREQ
+        if self._router is not None:
+            return self._router.cut_block(block, self._flush)
         logtotal = self._logtotal
         n = len(block)
         score = [0.0] * (n + 1)
@@ -128,19 +180,20 @@ class Segmenter:
             if words is None:
                 if len(self._unknown) >= _CACHE_MAX:
                     self._unknown.clear()
-                words = self._unknown[buf] = _hmm_cut(buf)
+                words = self._unknown[buf] = _hmm_cut(buf, self.compiled)
             out.extend(words)
 
 
-def _hmm_cut(text: str) -> tuple[str, ...]:
+def _hmm_cut(text: str, compiled: bool = COMPILED) -> tuple[str, ...]:
     """``tuple(jieba.finalseg.cut(text))``: Han runs through the BMES Viterbi, the rest as is."""
+    viterbi = _viterbi_words_compiled if compiled else _viterbi_words
     out: list[str] = []
     force_split = finalseg.Force_Split_Words
     for n, part in enumerate(finalseg.re_han.split(text)):
         if not part:
             continue
         if n % 2:
-            for word in _viterbi_words(part):
+            for word in viterbi(part):
                 if word in force_split:
                     out.extend(word)
                 else:
@@ -148,6 +201,29 @@ def _hmm_cut(text: str) -> tuple[str, ...]:
         else:
             out.extend(x for x in finalseg.re_skip.split(part) if x)
     return tuple(out)
+
+
+_hmm_cache: list = [None, None]  # [identity of finalseg's tables, their tuple for _segment_c.viterbi_words]
+
+
+def _hmm_tables() -> tuple:
+    """finalseg's tables as the compiled Viterbi takes them, rebuilt if finalseg's dicts were replaced."""
+    start, trans, emit = finalseg.start_P, finalseg.trans_P, finalseg.emit_P
+    key = (id(start), id(trans), id(emit), finalseg.MIN_FLOAT)
+    if _hmm_cache[0] != key:
+        low = finalseg.MIN_FLOAT
+        _hmm_cache[1] = (
+            (start["B"], start["M"], start["E"], start["S"]),
+            (trans["E"].get("B", low), trans["S"].get("B", low), trans["M"].get("M", low), trans["B"].get("M", low),
+             trans["S"].get("S", low), trans["E"].get("S", low), trans["B"].get("E", low), trans["M"].get("E", low)),
+            emit["B"], emit["M"], emit["E"], emit["S"], low,
+        )
+        _hmm_cache[0] = key
+    return _hmm_cache[1]
+
+
+def _viterbi_words_compiled(run: str) -> list[str]:
+    return _segment_c.viterbi_words(run, *_hmm_tables())
 
 
 def _viterbi_words(run: str) -> list[str]:

@@ -128,6 +128,9 @@ CASES = [
     Case(("normalize._LONE_TIME_RE",), normalize_text, lambda n: "8:30" + NL * (4 * n) + "P", n=250),
     Case(("normalize._LONE_TIME_RE",), normalize_text, lambda n: "下午" + NL * (4 * n) + "8", n=250),
     Case(("normalize._YEAR_HINT_RE", "normalize._LONE_TIME_RE"), normalize_text, lambda n: "2023:" * n),
+    Case(("normalize._AP_HINT_RE",), normalize_text, lambda n: "8:30" + " 1" * (2 * n) + " a"),
+    Case(("normalize._ADVERSARIAL_HINT_RE",), normalize_text, lambda n: "中" + " " * (4 * n) + "*"),
+    Case(("normalize._CHAR_CHANGE_RE",), normalize_text, lambda n: "，“" * (2 * n)),
     # titles: runs of colons before a hyphen; runs of spaces left by removed tags
     Case(("normalize._split_suffix",), normalize_title, lambda n: "x" + ":" * (4 * n) + "-"),
     Case(("normalize._split_suffix",), normalize_title, lambda n: "a::b" + "(转)" * n + "c"),

@@ -1,4 +1,7 @@
-"""The segmenter cuts exactly as jieba does: fingerprints are made of its words."""
+"""The segmenter cuts exactly as jieba does: fingerprints are made of its words.
+
+Every test runs both routes: the pure-Python one and the compiled one (``_segment_c``; skipped with a
+reason where it is not built)."""
 
 from __future__ import annotations
 
@@ -15,11 +18,13 @@ from jieba import finalseg
 
 from scrapy_simhash.features import get_tokenizer
 from scrapy_simhash.normalize import normalize_body
-from scrapy_simhash.segment import Segmenter, _hmm_cut
+from scrapy_simhash.segment import COMPILED, Segmenter, _hmm_cut
 
 from .conftest import STORY_EN, STORY_ZH, STORY_ZH_2, read_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
+NOT_BUILT = pytest.mark.skipif(not COMPILED, reason="compiled segmenter not built (setup.py build_ext --inplace)")
+ROUTES = pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=NOT_BUILT)], ids=["python", "compiled"])
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +36,13 @@ def jieba_words(tokenizer: jieba.Tokenizer, text: str) -> list[str]:
     return list(tokenizer.cut(text))
 
 
-def test_the_stories_and_the_html_fixtures_cut_as_jieba_cuts_them(tokenizer: jieba.Tokenizer) -> None:
+@ROUTES
+def test_the_stories_and_the_html_fixtures_cut_as_jieba_cuts_them(tokenizer: jieba.Tokenizer, compiled: bool) -> None:
     texts = [s[k] for s in (STORY_ZH, STORY_ZH_2, STORY_EN) for k in ("title", "body")]
     for page in sorted(FIXTURES.glob("*.html.gz")):
         html = gzip.decompress(page.read_bytes())
         texts += [html.decode("utf-8", "replace"), normalize_body(html)]
-    segmenter = Segmenter(tokenizer)
+    segmenter = Segmenter(tokenizer, compiled)
     for text in texts:
         assert segmenter.cut(text) == jieba_words(tokenizer, text)
     for text in texts:  # the second time from what it remembered
@@ -47,8 +53,10 @@ def test_the_stories_and_the_html_fixtures_cut_as_jieba_cuts_them(tokenizer: jie
     ("zh/newsspider-2016.jsonl.gz", "body"), ("zh/inews-bdci2019.jsonl.gz", "body"),
     ("zh/inews-bdci2019.jsonl.gz", "title"), ("en/reuters21578.jsonl.gz", "body"), ("en/bbc-2225.jsonl.gz", "body"),
 ])
-def test_real_articles_cut_as_jieba_cuts_them(tokenizer: jieba.Tokenizer, corpus: str, field: str) -> None:
-    segmenter = Segmenter(tokenizer)
+@ROUTES
+def test_real_articles_cut_as_jieba_cuts_them(tokenizer: jieba.Tokenizer, corpus: str, field: str,
+                                              compiled: bool) -> None:
+    segmenter = Segmenter(tokenizer, compiled)
     checked = 0
     for record in itertools.islice(read_jsonl(corpus), 150):
         text = record.get(field) or ""
@@ -66,36 +74,50 @@ ALPHABET = list("中国人民银行发布新闻记者张三李四王五赵六钱
     list("，。！？、：；“”（）【】,.!?;:'\"()") + [" ", "\n", "\t", "\u3000", "\r\n"] + list("㐀𠀀ａ１")
 
 
+TEXTS = st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join)
+
+
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.sampled_from(ALPHABET), max_size=60).map("".join))
+@given(TEXTS)
 def test_any_text_cuts_as_jieba_cuts_it(text: str) -> None:
     tokenizer = get_tokenizer()
-    assert Segmenter(tokenizer).cut(text) == jieba_words(tokenizer, text)
+    assert Segmenter(tokenizer, compiled=False).cut(text) == jieba_words(tokenizer, text)
 
 
-def test_unknown_runs_go_through_the_same_hmm() -> None:
+@NOT_BUILT
+@settings(max_examples=400, deadline=None)
+@given(TEXTS)
+def test_any_text_cuts_as_jieba_cuts_it_compiled(text: str) -> None:
+    tokenizer = get_tokenizer()
+    assert Segmenter(tokenizer, compiled=True).cut(text) == jieba_words(tokenizer, text)
+
+
+@ROUTES
+def test_unknown_runs_go_through_the_same_hmm(compiled: bool) -> None:
     rnd = random.Random(7)
     han = [chr(c) for c in range(0x4E00, 0x9FD6)]
     for _ in range(3000):
         run = "".join(rnd.choice(han) for _ in range(rnd.randint(1, 9)))
         run += rnd.choice(["", "abc", "12.5%", " ", "x1"]) + "".join(rnd.choice(han) for _ in range(rnd.randint(0, 4)))
-        assert _hmm_cut(run) == tuple(finalseg.cut(run)), run
+        assert _hmm_cut(run, compiled) == tuple(finalseg.cut(run)), run
 
 
-def test_a_user_dictionary_is_honoured(tmp_path: Path) -> None:
+@ROUTES
+def test_a_user_dictionary_is_honoured(tmp_path: Path, compiled: bool) -> None:
     text = "台中正确应该不会被切开，八一双鹿更名为八一南昌，鑫淼犇龘集团今日上市"
     user_dict = tmp_path / "user.txt"
     user_dict.write_text("八一双鹿 10 nz\n鑫淼犇龘集团 5\n", "utf-8")
     tokenizer = get_tokenizer(user_dict)
-    words = Segmenter(tokenizer).cut(text)
+    words = Segmenter(tokenizer, compiled).cut(text)
     assert "鑫淼犇龘集团" in words
     assert words == jieba_words(tokenizer, text)
 
 
-def test_a_dictionary_changed_later_is_not_hidden_by_what_was_remembered(tmp_path: Path) -> None:
+@ROUTES
+def test_a_dictionary_changed_later_is_not_hidden_by_what_was_remembered(tmp_path: Path, compiled: bool) -> None:
     tokenizer = jieba.Tokenizer()  # its own dictionary: the shared one stays untouched
     tokenizer.initialize()
-    segmenter = Segmenter(tokenizer)
+    segmenter = Segmenter(tokenizer, compiled)
     text = "龘犇鑫淼是一家公司"
     before = segmenter.cut(text)
     assert "龘犇鑫淼" not in before
@@ -103,3 +125,24 @@ def test_a_dictionary_changed_later_is_not_hidden_by_what_was_remembered(tmp_pat
     after = segmenter.cut(text)
     assert "龘犇鑫淼" in after
     assert after == jieba_words(tokenizer, text)
+
+
+@NOT_BUILT
+def test_compiled_and_python_routes_cut_real_articles_alike(tokenizer: jieba.Tokenizer) -> None:
+    python, compiled = Segmenter(tokenizer, compiled=False), Segmenter(tokenizer, compiled=True)
+    for corpus in ("zh/inews-bdci2019.jsonl.gz", "zh/newsspider-2016.jsonl.gz", "en/reuters21578.jsonl.gz"):
+        for record in itertools.islice(read_jsonl(corpus), 600):
+            for text in (record.get("title") or "", record.get("body") or ""):
+                assert compiled.cut(text) == python.cut(text), record.get("id")
+
+
+@NOT_BUILT
+def test_words_outside_the_compact_tables_cut_as_jieba_cuts_them() -> None:
+    """Characters outside the BMP, NUL and long words go through the dict in the compiled route."""
+    tokenizer = jieba.Tokenizer()
+    tokenizer.initialize()
+    for word, freq in (("𠀀𠀁", 50000), ("中\x00国", 50000), ("很长很长的一个新词", 90000), ("㐀𠀀", 0)):
+        tokenizer.add_word(word, freq)
+    segmenter = Segmenter(tokenizer, compiled=True)
+    for text in ("𠀀𠀁中国很长很长的一个新词", "𠀀𠀁𠀀", "中\x00国人", "㐀𠀀很长很长的一个"):
+        assert segmenter.cut(text) == jieba_words(tokenizer, text)
