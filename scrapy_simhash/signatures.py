@@ -70,6 +70,11 @@ def sentence_signature(text: str) -> tuple[str, ...]:
     return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
 
 
+def is_line(digest: str) -> bool:
+    """Is this hash of a :func:`sentence_signature` a line's (top bit set), not a sentence's?"""
+    return digest[0] >= "8"
+
+
 def figure_share(text: str) -> float:
     """The share of a normalized text's characters (whitespace, dates and clock times left out)
     that are figures; bodies at or above :data:`FIGURE_HEAVY_SHARE` are figure-heavy."""

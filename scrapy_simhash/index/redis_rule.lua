@@ -238,20 +238,22 @@ end
 local sentences_figures = L.sentences_figures or 3
 
 local function sentence_tier(q, nb)
-  local last = q.sentences[#q.sentences]
+  local last, mine = q.sentences[#q.sentences], {}
+  for _, h in ipairs(q.sentences) do mine[h] = true end
   for _, e in ipairs(sentence_holders(q.sentences, nb)) do
     local f = redis.call('HMGET', B .. 'e:' .. e.id, 'm', 'b', 'x')
     local distance, item = nil, nil
     if q.body_fp and f[2] then distance = dist(q.body_fp, f[2], 64 * 4) end
+    local x = split(f[3] or '')
     -- the entry's sample is all its sentences, or covers the range of all of the item's
-    if e.stored < L.sentences_stored then
-      item = #q.sentences
-    else
-      local x = split(f[3] or '')
-      if last <= x[#x] then item = #q.sentences end
+    if e.stored < L.sentences_stored or last <= x[#x] then item = #q.sentences end
+    -- shared sentences that are not lines (signatures.is_line: the top bit set)
+    local sentences = e.shared
+    for _, h in ipairs(x) do
+      if mine[h] and string.sub(h, 1, 1) >= '8' then sentences = sentences - 1 end
     end
     if sentences_match(e.shared, e.stored, q.sentences_shared, distance, item)
-        and (e.shared >= sentences_figures or numbers_agree(q.numbers, f[1] or nil, q.title_numbers, true)) then
+        and (sentences >= sentences_figures or numbers_agree(q.numbers, f[1] or nil, q.title_numbers, true)) then
       return {d = e.stored - e.shared, id = e.id}
     end
   end

@@ -16,8 +16,8 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
 3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
    entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
    :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and, unless they
-   share :data:`SENTENCES_FIGURES` sentences, whose numbers agree (a side without numbers
-   agreeing). Its distance is the number of its sampled sentences the item lacks.
+   share :data:`SENTENCES_FIGURES` sentences that are not lines, whose numbers agree (a side
+   without numbers agreeing). Its distance is the number of its sampled sentences the item lacks.
 4. **Otherwise the item is new**: its entry is inserted (with the :data:`SENTENCES_STORED` smallest
    sentence hashes of its signature). A matched item with a URL gets its decision recorded
    (``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``) so ``explain`` can tell why.
@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
-from ..signatures import NUMBERS_MAX
+from ..signatures import NUMBERS_MAX, is_line
 from .base import Entry, Match, Outcome, Query, Tier
 
 #: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash.
@@ -46,10 +46,11 @@ from .base import Entry, Match, Outcome, Query, Tier
 SENTENCES_STORED = 12
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close.
 SENTENCE_BODY_DISTANCE = 8
-#: The sentence tier checks numbers only when fewer sentences than this are shared: a templated
-#: report with other figures (rate tables, a later version of a story) shares a sentence or two of
-#: its template; three shared sentences carry the story's figures with them, and an edited repost
-#: adds and loses figures with the sentences it adds and loses (benchmarks/README.md, issue 15).
+#: The sentence tier checks numbers only when fewer sentences than this are shared (sentences, not
+#: lines: a table's header rows are template): a templated report with other figures (rate
+#: tables, a later version of a story) shares a sentence or two of its template; three shared
+#: sentences carry the story's figures with them, and an edited repost adds and loses figures with
+#: the sentences it adds and loses (benchmarks/README.md, issue 15).
 SENTENCES_FIGURES = 3
 #: Title tier: two body fingerprints further apart than this contradict a title match unless the
 #: bodies share a sampled sentence. Unrelated texts sit ~32 ± 4 bits apart (P(≤ 20) ≈ 0.2 %); of the
@@ -189,8 +190,10 @@ def sentence_tier(store: Store, query: Query, not_before: float) -> Match | None
             distance = (query.body_fp ^ entry.body_fp).bit_count()
         # the entry's sample is all its sentences, or covers the range of all of the item's
         whole = stored < SENTENCES_STORED or mine[-1] <= max(entry.sentences)
+        # shared sentences that are not lines (boilerplate ones left out of `shared` may undercount)
+        sentences = shared - sum(map(is_line, set(entry.sentences).intersection(mine)))
         if sentences_match(shared, stored, query.sentences_shared, distance, len(mine) if whole else None) and (
-            shared >= SENTENCES_FIGURES
+            sentences >= SENTENCES_FIGURES
             or numbers_agree(query.numbers, entry.numbers, query.title_numbers, empty_agrees=True)
         ):
             return Match("sentence", stored - shared, entry)
