@@ -300,3 +300,12 @@ def test_a_random_stream_decides_alike_everywhere(tmp_path: Path) -> None:
         for index in backends:
             index.close()
 
+
+
+def test_the_lua_rule_falls_back_to_rule_constants() -> None:
+    """A constant the script does not get as a limit yet is written into it: it must be rule.py's."""
+    import re
+
+    from scrapy_simhash.index.redis import SCRIPT
+
+    assert re.search(r"L\.sentences_figures or (\d+)", SCRIPT).group(1) == str(rule.SENTENCES_FIGURES)
