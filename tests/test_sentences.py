@@ -4,7 +4,7 @@ inews spam pair), through the default engine. Each test pins one mechanism and f
 * a page's sample is its sentences, not the lines around them (related-link headlines, chrome);
 * a cut copy of a page is measured by the share of *its own* sentences the page's sample holds;
 * three shared sentences carry the story's figures: an edit that adds and drops figures is caught,
-  while two Freddie Mac rate tables sharing their template sentence stay apart;
+  while two Freddie Mac rate tables sharing only template lines stay apart;
 * markup left in a scraped text is no sentence: two inews spam pages shared only CSS pieces.
 """
 
