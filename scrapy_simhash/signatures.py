@@ -24,9 +24,13 @@ _DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?
 
 
 #: Sentence ends in normalized text (。 stays full width; ！？； are ASCII by then); a period ends a
-#: sentence only before a space or the end, so decimals stay whole.
-_SENTENCE_END = re.compile(r"[。!?;\n]+|\.(?=\s|$)")
+#: sentence only before a space or the end (closing quotes and brackets between), so decimals stay
+#: whole. A line break ends a piece too, but a piece it ends is a line, not a sentence (below).
+_SENTENCE_END = re.compile(r"[。!?;]+|\.(?=[\"'”’)\]」』]*(?:\s|$))")
 _SPACE = re.compile(r"\s+")
+#: A line's hash has its top bit set, a sentence's clear: a sample by smallest hash takes sentences
+#: first and lines (table rows, headlines of related links, site chrome) only to fill up.
+_LINE_BIT = 1 << 63
 #: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story.
 MIN_SENTENCE_CHARS = 20
 #: A body at least this share of whose characters are figures is a table of figures (an earnings
@@ -41,17 +45,34 @@ def sentence_signature(text: str) -> tuple[str, ...]:
     """Hashes of the distinct sentences of a normalized text, smallest first, at most
     :data:`SENTENCES_CHECKED`.
 
-    A sentence is lower-cased with all whitespace removed and must have at least
-    :data:`MIN_SENTENCE_CHARS` characters; each is hashed to 64 bits (BLAKE2b) and written as 16
-    lowercase hex digits. Fewer than 2 such sentences → ``()`` (no signature). An item is checked
-    with all of these; the index keeps only the :data:`~.index.rule.SENTENCES_STORED` smallest, a
-    sample of the story's sentences chosen by hash, so the sample of an original and the text of
-    its repost agree on which sentences count, however the repost was cut, padded or reordered.
+    The text is cut at sentence marks and line breaks. A piece that a sentence mark ends is a
+    sentence; one that a line break (or the end) ends is a line: a table row, a headline in a box
+    of related links, a line of site chrome. Each is lower-cased with all whitespace removed and
+    must have at least :data:`MIN_SENTENCE_CHARS` characters and no ``=`` (markup or code left in a
+    scraped text: ``style="margin-bottom: 10px; …"`` is no sentence, whatever its semicolons);
+    each is hashed to 64 bits (BLAKE2b), the top bit set for a line and clear for a sentence, so
+    that the smallest hashes are sentences (a page's chrome and links change from site to site, its
+    sentences do not), and written as 16 lowercase hex digits. Fewer than 2 → ``()`` (no
+    signature). An item is checked with all of these; the index keeps only the
+    :data:`~.index.rule.SENTENCES_STORED` smallest, a sample of the story's sentences chosen by
+    hash, so the sample of an original and the text of its repost agree on which sentences count,
+    however the repost was cut, padded or reordered.
     """
-    found = {_SPACE.sub("", part).lower() for part in _SENTENCE_END.split(text)}
-    hashes = sorted(blake2b(x.encode("utf-8"), digest_size=8).hexdigest()
-                    for x in found if len(x) >= MIN_SENTENCE_CHARS)
+    found: dict[str, int] = {}  # piece → 0 (a sentence) or _LINE_BIT (a line)
+    for line in text.split("\n"):
+        *ended, rest = (_SPACE.sub("", part).lower() for part in _SENTENCE_END.split(line))
+        found.update(dict.fromkeys(ended, 0))
+        found.setdefault(rest, _LINE_BIT)
+    hashes = sorted(
+        f"{int.from_bytes(blake2b(x.encode('utf-8'), digest_size=8).digest(), 'big') & ~_LINE_BIT | bit:016x}"
+        for x, bit in found.items() if len(x) >= MIN_SENTENCE_CHARS and "=" not in x
+    )
     return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
+
+
+def is_line(digest: str) -> bool:
+    """Is this hash of a :func:`sentence_signature` a line's (top bit set), not a sentence's?"""
+    return digest[0] >= "8"
 
 
 def figure_share(text: str) -> float:

@@ -204,8 +204,9 @@ def test_sentence_tier_in_the_index(tmp_path: Path) -> None:
         g, h, e = "1" * 16, "2" * 16, "e" * 16
         assert ix.check_and_add(_q(body_fp=far(), sentences=(g, h, e), numbers=number_signature("7 8 9"),
                                    url="figs")).match is None  # another story, with figures
+        # (two of its three sentences: fewer than rule.SENTENCES_FIGURES, which carry the figures)
         for figures, dropped in (("1 2 3", False), ("7 8 9", True), ("", True)):
-            q = _q(body_fp=far(), sentences=(e, g, h), numbers=number_signature(figures),
+            q = _q(body_fp=far(), sentences=(e, g, "3" * 16), numbers=number_signature(figures),
                    title_numbers=70, url=f"n{figures}")
             out = ix.check_and_add(q)
             assert (out.match is not None and out.match.entry.url == "figs") is dropped, figures

@@ -94,6 +94,8 @@ T, B = 0x0123_4567_89AB_CDEF, 0xFEDC_BA98_7654_3210  # a title and a body finger
 N1 = "0000000a 0000000b 0000000c"  # number signatures: N1 and N2 share nothing
 N2 = "0000001a 0000001b 0000001c"
 S = tuple(f"{n:016x}" for n in range(1, 9))  # sentence hashes
+LONG = tuple(f"{n:016x}" for n in range(100, 100 + 2 * rule.SENTENCES_STORED))  # more than an entry stores
+K = rule.SENTENCES_STORED
 H1, H2 = "00000000000000a1", "00000000000000a2"  # digests of two different short bodies
 FAR = rule.TITLE_BODY_DISTANCE
 
@@ -181,8 +183,24 @@ CASES = [
          ({"body_fp": B, "sentences": S[:4]},),
          {"body_fp": flip(B, *range(0, 64, 9)), "sentences": (S[0], S[6]), "sentences_shared": 50},
          ("sentence", 3, 0)),
-    Case("sentence tier: numbers must agree", ({"body_fp": B, "sentences": S[:4], "numbers": N2},),
-         {"body_fp": ~B & M64, "sentences": S[:4], "sentences_shared": 50, "numbers": N1, "title_numbers": 70}, None),
+    Case("sentence tier: numbers must agree below SENTENCES_FIGURES shared sentences",
+         ({"body_fp": B, "sentences": S[:3], "numbers": N2},),
+         {"body_fp": ~B & M64, "sentences": S[:2], "sentences_shared": 50, "numbers": N1, "title_numbers": 70}, None),
+    Case("sentence tier: SENTENCES_FIGURES shared sentences carry the figures",
+         ({"body_fp": B, "sentences": S[: rule.SENTENCES_FIGURES + 1], "numbers": N2},),
+         {"body_fp": ~B & M64, "sentences": S[: rule.SENTENCES_FIGURES], "sentences_shared": 50, "numbers": N1,
+          "title_numbers": 70}, ("sentence", 1, 0)),
+    Case("sentence tier: the item mostly inside an entry that stored all it has",
+         ({"body_fp": B, "sentences": S[:4]},), {"body_fp": ~B & M64, "sentences": (S[0], S[1], S[6]),
+                                                  "sentences_shared": 50}, ("sentence", 2, 0)),
+    Case("sentence tier: the item mostly inside the range the entry's sample covers",
+         ({"body_fp": B, "sentences": LONG},),
+         {"body_fp": ~B & M64, "sentences": (LONG[0], LONG[3], LONG[K - 1]), "sentences_shared": 50},
+         ("sentence", K - 3, 0)),
+    Case("sentence tier: an item reaching past the sample's range is not measured by it",
+         ({"body_fp": B, "sentences": LONG},),
+         {"body_fp": ~B & M64, "sentences": (LONG[0], LONG[3], LONG[K]), "sentences_shared": 50},
+         None),
     Case("sentence tier: a side without numbers agrees", ({"body_fp": B, "sentences": S[:4], "numbers": ""},),
          {"body_fp": ~B & M64, "sentences": S[:4], "sentences_shared": 50, "numbers": N1, "title_numbers": 70},
          ("sentence", 0, 0)),
@@ -282,3 +300,12 @@ def test_a_random_stream_decides_alike_everywhere(tmp_path: Path) -> None:
         for index in backends:
             index.close()
 
+
+
+def test_the_lua_rule_falls_back_to_rule_constants() -> None:
+    """A constant the script does not get as a limit yet is written into it: it must be rule.py's."""
+    import re
+
+    from scrapy_simhash.index.redis import SCRIPT
+
+    assert re.search(r"L\.sentences_figures or (\d+)", SCRIPT).group(1) == str(rule.SENTENCES_FIGURES)

@@ -193,8 +193,10 @@ end
 
 -- rule.py: sentences_match ---------------------------------------------------------------------
 
-local function sentences_match(shared, stored, percent, body_distance)
-  if shared >= 2 and 100 * shared > percent * stored then return true end
+local function sentences_match(shared, stored, percent, body_distance, item)
+  if shared >= 2 and (100 * shared > percent * stored or (item and 100 * shared > percent * item)) then
+    return true
+  end
   return shared >= 1 and body_distance ~= nil and body_distance <= L.sentence_body_distance
 end
 
@@ -232,13 +234,26 @@ end
 
 -- rule.py: sentence_tier -----------------------------------------------------------------------
 
+-- rule.SENTENCES_FIGURES (until redis.py passes it as a limit)
+local sentences_figures = L.sentences_figures or 3
+
 local function sentence_tier(q, nb)
+  local last, mine = q.sentences[#q.sentences], {}
+  for _, h in ipairs(q.sentences) do mine[h] = true end
   for _, e in ipairs(sentence_holders(q.sentences, nb)) do
-    local f = redis.call('HMGET', B .. 'e:' .. e.id, 'm', 'b')
-    local distance = nil
+    local f = redis.call('HMGET', B .. 'e:' .. e.id, 'm', 'b', 'x')
+    local distance, item = nil, nil
     if q.body_fp and f[2] then distance = dist(q.body_fp, f[2], 64 * 4) end
-    if sentences_match(e.shared, e.stored, q.sentences_shared, distance)
-        and numbers_agree(q.numbers, f[1] or nil, q.title_numbers, true) then
+    local x = split(f[3] or '')
+    -- the entry's sample is all its sentences, or covers the range of all of the item's
+    if e.stored < L.sentences_stored or last <= x[#x] then item = #q.sentences end
+    -- shared sentences that are not lines (signatures.is_line: the top bit set)
+    local sentences = e.shared
+    for _, h in ipairs(x) do
+      if mine[h] and string.sub(h, 1, 1) >= '8' then sentences = sentences - 1 end
+    end
+    if sentences_match(e.shared, e.stored, q.sentences_shared, distance, item)
+        and (sentences >= sentences_figures or numbers_agree(q.numbers, f[1] or nil, q.title_numbers, true)) then
       return {d = e.stored - e.shared, id = e.id}
     end
   end

@@ -15,9 +15,9 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    each other) and the number guard is on, only entries whose numbers agree count.
 3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
    entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
-   :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and whose numbers
-   agree, a side without numbers agreeing. Its distance is the number of its sampled sentences the
-   item lacks.
+   :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and, unless they
+   share :data:`SENTENCES_FIGURES` sentences that are not lines, whose numbers agree (a side
+   without numbers agreeing). Its distance is the number of its sampled sentences the item lacks.
 4. **Otherwise the item is new**: its entry is inserted (with the :data:`SENTENCES_STORED` smallest
    sentence hashes of its signature). A matched item with a URL gets its decision recorded
    (``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``) so ``explain`` can tell why.
@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
-from ..signatures import NUMBERS_MAX
+from ..signatures import NUMBERS_MAX, is_line
 from .base import Entry, Match, Outcome, Query, Tier
 
 #: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash.
@@ -46,6 +46,12 @@ from .base import Entry, Match, Outcome, Query, Tier
 SENTENCES_STORED = 12
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close.
 SENTENCE_BODY_DISTANCE = 8
+#: The sentence tier checks numbers only when fewer sentences than this are shared (sentences, not
+#: lines: a table's header rows are template): a templated report with other figures (rate
+#: tables, a later version of a story) shares a sentence or two of its template; three shared
+#: sentences carry the story's figures with them, and an edited repost adds and loses figures with
+#: the sentences it adds and loses (benchmarks/README.md, issue 15).
+SENTENCES_FIGURES = 3
 #: Title tier: two body fingerprints further apart than this contradict a title match unless the
 #: bodies share a sampled sentence. Unrelated texts sit ~32 ± 4 bits apart (P(≤ 20) ≈ 0.2 %); of the
 #: reposts of the tune split whose titles match, 0.9 % (zh) / 1.3 % (en) have bodies further apart,
@@ -129,16 +135,21 @@ def bodies_agree(query: Query, entry: Entry) -> bool:
     return query.short_body is not None and query.short_body == entry.short_body
 
 
-def sentences_match(shared: int, stored: int, percent: int, body_distance: int | None) -> bool:
+def sentences_match(shared: int, stored: int, percent: int, body_distance: int | None, item: int | None = None) -> bool:
     """The sentence tier's test for one earlier entry.
 
-    ``shared`` of the entry's ``stored`` sampled sentence hashes are in the item's text. More than
-    ``percent`` % of them, and at least 2, make a match; so does a single one when the two body
-    fingerprints are within :data:`SENTENCE_BODY_DISTANCE` bits (``body_distance``, None when
-    either body has none): a short story keeps too few sentences for a share to mean much, and a
-    sentence shared *and* a close body are two independent signs of one story.
+    ``shared`` of the entry's ``stored`` sampled sentence hashes are in the item's text. At least 2
+    shared make a match when they are more than ``percent`` % of the entry's sample (the story is
+    in the item), or more than ``percent`` % of the item's ``item`` sentences: ``item`` is given
+    (not None) only when every one of the item's hashes lies within the range the entry's sample
+    covers (the sample is a bottom-k by hash, so in that range it lists every sentence the entry
+    has), so the share is exact: the item is a part of the entry (a cut copy of a page whose
+    sample holds its site chrome and related links). A single shared sentence is enough when the
+    two body fingerprints are within :data:`SENTENCE_BODY_DISTANCE` bits (``body_distance``, None
+    when either body has none): a short story keeps too few sentences for a share to mean much,
+    and a sentence shared *and* a close body are two independent signs of one story.
     """
-    if shared >= 2 and 100 * shared > percent * stored:
+    if shared >= 2 and (100 * shared > percent * stored or (item is not None and 100 * shared > percent * item)):
         return True
     return shared >= 1 and body_distance is not None and body_distance <= SENTENCE_BODY_DISTANCE
 
@@ -172,12 +183,18 @@ def nearest(
 
 def sentence_tier(store: Store, query: Query, not_before: float) -> Match | None:
     """The earliest entry the sentence tier matches (see the module docstring), or None."""
-    for entry, shared, stored in store.sentence_holders(sorted(set(query.sentences)), not_before):
+    mine = sorted(set(query.sentences))
+    for entry, shared, stored in store.sentence_holders(mine, not_before):
         distance = None
         if query.body_fp is not None and entry.body_fp is not None:
             distance = (query.body_fp ^ entry.body_fp).bit_count()
-        if sentences_match(shared, stored, query.sentences_shared, distance) and numbers_agree(
-            query.numbers, entry.numbers, query.title_numbers, empty_agrees=True
+        # the entry's sample is all its sentences, or covers the range of all of the item's
+        whole = stored < SENTENCES_STORED or mine[-1] <= max(entry.sentences)
+        # shared sentences that are not lines (boilerplate ones left out of `shared` may undercount)
+        sentences = shared - sum(map(is_line, set(entry.sentences).intersection(mine)))
+        if sentences_match(shared, stored, query.sentences_shared, distance, len(mine) if whole else None) and (
+            sentences >= SENTENCES_FIGURES
+            or numbers_agree(query.numbers, entry.numbers, query.title_numbers, empty_agrees=True)
         ):
             return Match("sentence", stored - shared, entry)
     return None
