@@ -78,7 +78,8 @@ from typing import Any
 from ..simhash import from_signed64, to_signed64
 from . import rule
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
-from .meta import TITLE_CHARS, Layout, layouts
+from .bands import TierBands, bands_for
+from .meta import TITLE_CHARS
 
 SCHEMA = """
 CREATE TABLE namespace (
@@ -147,7 +148,7 @@ ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
 
 def value_bits(params: IndexParams) -> int:
     """Bits of the band value kept in a key for these parameters (recorded as ``band_key.value_bits``)."""
-    widest = max(width for layout in layouts(params).values() for _, width in layout)
+    widest = max(width for layout in bands_for(params).values() for _, width in layout.parts)
     return min(widest, MAX_VALUE_BITS)
 
 
@@ -179,7 +180,9 @@ def check_storage_meta(meta: dict[str, Any], params: IndexParams, location: str)
 _SAMPLED_NAMESPACES = 8
 
 
-def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout], vbits: int, bits: int) -> None:
+def check_rows(
+    conn: sqlite3.Connection, location: str, tiers: dict[Tier, TierBands], vbits: int, bits: int
+) -> None:
     """Cheap checks (a few index lookups, whatever the size) that the rows agree with the recorded
     layout: every namespace id used by an entry exists; the lowest and highest band keys belong to
     existing namespaces and bands; the oldest and newest entries of the first namespaces have their
@@ -197,7 +200,7 @@ def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout
             f"index {location} has entries of namespace id {unknown[0]!r}, which its namespace table "
             f"(ids {sorted(ids)[:10]}) does not have: the file was altered or damaged, refusing it"
         )
-    sizes = {_KIND[tier]: len(tiers[tier]) for tier in TIERS}
+    sizes = {_KIND[tier]: len(tiers[tier].parts) for tier in TIERS}
     # one aggregate per query: SQLite answers each from the primary key in O(log n), both at once by a scan
     for (key,) in (conn.execute(f"SELECT {f}(key) FROM band").fetchone() for f in ("min", "max")):
         if key is None:
@@ -294,21 +297,21 @@ class Rows:
     the hot path, computed once at open."""
 
     def __init__(
-        self, ns_id: int | None, namespace: str, tiers: dict[Tier, Layout], vbits: int,
+        self, ns_id: int | None, namespace: str, tiers: dict[Tier, TierBands], vbits: int,
         enc: Callable[[int], Any], dec: Callable[[Any], int],
     ) -> None:
         self.ns_id, self.namespace, self.enc, self.dec, self._vbits = ns_id, namespace, enc, dec, vbits
+        self.tiers = tiers
         ns = ns_id or 0
-        self._plan: dict[Tier, list[tuple[int, int, int]]] = {}
-        for tier in TIERS:
-            plan = []
-            for number, (shift, width) in enumerate(tiers[tier]):
-                prefix = ((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number
-                plan.append((prefix << vbits, shift, width))
-            self._plan[tier] = plan
+        self._base = {
+            tier: [(((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number) << vbits
+                   for number in range(len(tiers[tier].parts))]
+            for tier in TIERS
+        }
+        self._fold = any(width > vbits for tier in TIERS for _, width in tiers[tier].parts)
         self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
         self.sql_band = {
-            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * len(tiers[tier]))})" for tier in TIERS
+            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
         }
         self.sql_first = {
             tier: f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
@@ -317,16 +320,19 @@ class Rows:
         }
         self.sql_used = {tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS}
 
+    def _keys(self, tier: Tier, values: list[tuple[int, int]]) -> list[int]:
+        base, vb = self._base[tier], self._vbits
+        if self._fold:  # a value wider than a key holds is folded (XOR): only ever more candidates
+            return [base[n] | _fold(value, vb) for n, value in values]
+        return [base[n] | value for n, value in values]
+
     def keys(self, tier: Tier, fp: int) -> list[int]:
-        """The band keys of ``fp`` in ``tier``."""
-        vb = self._vbits
-        keys = []
-        for base, shift, width in self._plan[tier]:
-            value = (fp >> shift) & ((1 << width) - 1)
-            if width > vb:
-                value = _fold(value, vb)
-            keys.append(base | value)
-        return keys
+        """The band keys an entry with ``fp`` in ``tier`` stores (one per part)."""
+        return self._keys(tier, self.tiers[tier].store(fp))
+
+    def probe_keys(self, tier: Tier, fp: int) -> list[int]:
+        """The band keys a query for ``fp`` in ``tier`` reads (each part's value and its neighbours)."""
+        return self._keys(tier, self.tiers[tier].probe(fp))
 
     def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
         """``(key, stored fp)`` rows of an entry's fingerprints."""
@@ -367,7 +373,7 @@ class Tables:
 
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
         dec = self.rows.dec
-        return [dec(raw) for (raw,) in self.conn.execute(self.rows.sql_band[tier], self.rows.keys(tier, fp))]
+        return [dec(raw) for (raw,) in self.conn.execute(self.rows.sql_band[tier], self.rows.probe_keys(tier, fp))]
 
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
         rows = self.rows
