@@ -41,10 +41,10 @@ from scrapy_simhash.index import (
     Query,
     open_index,
 )
-from scrapy_simhash.index.bands import records
 from scrapy_simhash.index import redis as redis_module
 from scrapy_simhash.index import rule as index_rule
 from scrapy_simhash.index import sqlite as sqlite_module
+from scrapy_simhash.index.bands import records
 from scrapy_simhash.simhash import hamming_distance
 
 REPO = Path(__file__).resolve().parents[1]

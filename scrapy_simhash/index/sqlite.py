@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import rule
+from .bands import bands_for, records
 from .base import (
     Decision,
     Entry,
@@ -45,7 +46,6 @@ from .base import (
     Query,
     Tier,
 )
-from .bands import bands_for, records
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict, verify_meta
 from .owners import alive as owners_alive
 from .sqlite_file import (

@@ -77,8 +77,8 @@ from typing import Any
 
 from ..simhash import from_signed64, to_signed64
 from . import rule
-from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .bands import TierBands, bands_for
+from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS
 
 SCHEMA = """
