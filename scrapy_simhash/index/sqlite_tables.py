@@ -35,9 +35,11 @@ What is stored where, and why
     earliest non-expired entry holding a fingerprint in O(log n), however many share it;
     ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
-    The pigeonhole bands. ``key`` packs ``(namespace id, tier, band number, band value)`` into one
-    non-negative 63-bit integer; ``fp`` is the full fingerprint. A fingerprint is stored once per
-    band however many entries share it, so boilerplate pages and empty bodies do not grow buckets:
+    The band rows of the multi-index layout (:mod:`.bands`): one per part of a fingerprint. ``key``
+    packs ``(namespace id, tier, part number, part value)`` into one non-negative 63-bit integer; ``fp``
+    is the full fingerprint. A check reads the keys of its parts' values and their neighbours. A
+    fingerprint is stored once per part however many entries share it, so boilerplate pages and
+    empty bodies do not grow buckets:
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
 ``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
@@ -62,10 +64,10 @@ big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very 
 (XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
 exact Hamming distance, so exactness is unaffected.
 
-Scaling: identical fingerprints cost nothing extra, but distinct fingerprints sharing a band value
-are all candidates: about ``n / 2**width`` per band. For 64 bits and body k=3 (16-bit bands) that is
-~15 per band at 1M entries, verified in Python; ``benchmarks/index_scaling.py`` measures it. Manku's
-permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows for fewer candidates.
+Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
+sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), but
+thousands at 1M for fingerprints crowded around one centre (``benchmarks/index_scaling.py``,
+``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
 """
 
 from __future__ import annotations
