@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index
+from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index, sqlite_dense
 from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
 from scrapy_simhash.index.meta import layouts
 from scrapy_simhash.index.sqlite import SqliteIndex
@@ -96,17 +96,42 @@ def test_sqlite_finds_k_and_never_k_plus_1(exact_index: SqliteIndex, seed: int, 
     assert all(m.distance <= k for m in found)
 
 
-def test_clustered_fingerprints_are_all_found_and_only_those(tmp_path: Path) -> None:
-    """Distinct entries sharing most bits (one centre, random flips): the index answers as a scan would."""
+def _answers_as_a_scan(ix: SqliteIndex, fps: list[int], centre: int, rng: random.Random) -> None:
+    for _ in range(40):
+        query = flips(rng, centre, 64, rng.randint(0, 6))
+        found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
+        assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
+
+
+@pytest.mark.parametrize("split_at", [sqlite_dense.SPLIT_AT, 8])
+def test_clustered_fingerprints_are_all_found_and_only_those(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, split_at: int
+) -> None:
+    """Distinct entries sharing most bits (one centre, random flips): the index answers as a scan would,
+    with its dense buckets split (a small threshold splits many), after removals and after a reband."""
+    monkeypatch.setattr(sqlite_dense, "SPLIT_AT", split_at)
     rng = random.Random(7)
     centre = rng.getrandbits(64)
     fps = sorted({flips(rng, centre, 64, rng.randint(1, 6)) for _ in range(3000)})
-    with SqliteIndex.open(tmp_path / "c.sqlite3") as ix:
-        ix.add([(None, fp, f"u{fp}", None, 1.0) for fp in fps])
-        for _ in range(50):
-            query = flips(rng, centre, 64, rng.randint(0, 6))
-            found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
-            assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
+    path = tmp_path / "c.sqlite3"
+    with SqliteIndex.open(path) as ix:
+        ix.add([(None, fp, f"u{fp}", None, float(i)) for i, fp in enumerate(fps[:2000])])
+        for i, fp in enumerate(fps[2000:]):  # one at a time: buckets fill up and split as entries arrive
+            ix.check_and_add(Query(title_fp=None, body_fp=fp, title_k=0, body_k=0, url=f"u{fp}", seen_at=1e4 + i))
+        conn = ix._conn
+        assert conn is not None
+        split = conn.execute("SELECT count(*) FROM band WHERE fp = x''").fetchone()[0]
+        assert split > 0 and conn.execute("SELECT count(*) FROM band2").fetchone()[0] > split
+        _answers_as_a_scan(ix, fps, centre, rng)
+        assert ix.purge(1000.0) == 1000  # the first 1000 go, with their plain and split rows
+        kept = [fp for i, fp in enumerate(fps) if i >= 1000]
+        _answers_as_a_scan(ix, kept, centre, rng)
+        assert ix.forget(f"u{kept[0]}") == 1
+        kept = kept[1:]
+        _answers_as_a_scan(ix, kept, centre, rng)
+    reband(path, body_bands=5)
+    with SqliteIndex.open(path) as ix:  # reopened: the sampled entries' rows are checked, split or not
+        _answers_as_a_scan(ix, kept, centre, rng)
 
 
 # -- re-banding ------------------------------------------------------------------------------------
@@ -162,6 +187,7 @@ def _as_schema_3(path: Path) -> None:
     old = {tfp: None for (tfp,) in conn.execute("SELECT title_fp FROM entry WHERE title_fp IS NOT NULL")}
     body = {bfp: None for (bfp,) in conn.execute("SELECT body_fp FROM entry WHERE body_fp IS NOT NULL")}
     conn.execute("DELETE FROM band")
+    conn.execute("DROP TABLE band2")  # schema 4's table for split buckets
     conn.executemany("INSERT OR IGNORE INTO band VALUES (?, ?)",
                      [(k, raw) for raw in old for k in rows.keys("title", dec(raw))]
                      + [(k, raw) for raw in body for k in rows.keys("body", dec(raw))])

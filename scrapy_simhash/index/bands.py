@@ -66,6 +66,32 @@ class TierBands:
     def probes(self) -> int:
         return sum(len(masks) for masks in self._flips)
 
+    # -- dense buckets, split further --------------------------------------------------------------
+
+    @cached_property
+    def splits(self) -> tuple[TierBands | None, ...]:
+        """Per part, the layout of the other bits (the rest) that splits a dense bucket of that part
+        (None: the part is the whole fingerprint, nothing is left to split by)."""
+        return tuple(None if width == self.bits else
+                     tier_bands(self.bits - width, min(self.distance, self.bits - width - 1))
+                     for _, width in self.parts)
+
+    def rest(self, fp: int, part: int) -> int:
+        """The bits of ``fp`` outside ``part``, packed (low bits first)."""
+        shift, width = self.parts[part]
+        return (fp & ((1 << shift) - 1)) | ((fp >> (shift + width)) << shift)
+
+    def store_split(self, fp: int, part: int) -> list[tuple[int, int]]:
+        """``(sub-part, value)`` rows an entry stores in a dense bucket of ``part``."""
+        split = self.splits[part]
+        return [] if split is None else split.store(self.rest(fp, part))
+
+    def probe_split(self, fp: int, part: int) -> list[tuple[int, int]]:
+        """``(sub-part, value)`` rows a query reads in a dense bucket of ``part``: an entry there agrees
+        with the query's probed value of ``part``, so its rest is within ``distance`` of the query's."""
+        split = self.splits[part]
+        return [] if split is None else split.probe(self.rest(fp, part))
+
     def record(self) -> dict[str, Any]:
         """What the meta records (JSON)."""
         return {"scheme": SCHEME, "distance": self.distance, "radius": self.radius,

@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import rule
+from . import rule, sqlite_dense
 from .bands import bands_for, records
 from .base import (
     Decision,
@@ -364,7 +364,7 @@ class SqliteIndex(QueryChecks):
                 "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", bands)
+            sqlite_dense.write(conn, self._rows, bands)
         return len(rows)
 
     def explain(self, url: str) -> Decision | None:
@@ -476,6 +476,7 @@ class SqliteIndex(QueryChecks):
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM sentence WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
+            conn.execute("DELETE FROM band2 WHERE key >= ? AND key < ?", (lo, hi))
         return n
 
     def count(self) -> int:
@@ -505,7 +506,7 @@ class SqliteIndex(QueryChecks):
                 per.setdefault(names.get(ns, f"#{ns}"), {"entries": 0, "oldest": None, "newest": None})[
                     "decisions"
                 ] = n
-            band_rows = int(conn.execute("SELECT count(*) FROM band").fetchone()[0])
+            band_rows = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in ("band", "band2"))
         size = 0
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):

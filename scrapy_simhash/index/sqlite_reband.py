@@ -20,11 +20,21 @@ from pathlib import Path
 from typing import Any
 
 from ..__version__ import __version__
+from . import sqlite_dense
 from .bands import bands_for, records
 from .base import TIERS, IndexOpenError, IndexParams
 from .meta import FORMAT, check_params
-from .sqlite_file import META_TABLE, SCHEMA_VERSION, _json_encode, check_header, check_schema, connect, read_meta
-from .sqlite_tables import Rows, codec, storage_meta, value_bits
+from .sqlite_file import (
+    META_TABLE,
+    SCHEMA_VERSION,
+    _json_encode,
+    check_header,
+    check_schema,
+    connect,
+    read_meta,
+    sqlite_error,
+)
+from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, value_bits
 
 #: Schema versions whose tables are this version's: only their band rows and meta record differ.
 REBANDED = (3, SCHEMA_VERSION)
@@ -50,6 +60,8 @@ def reband(
     conn = connect(file, False, busy_timeout)
     try:
         return _reband(conn, file, title_bands, body_bands, at_least, progress)
+    except sqlite3.Error as exc:
+        raise sqlite_error(str(file), exc, "re-banding") from exc
     finally:
         conn.close()
 
@@ -72,6 +84,9 @@ def _reband(
                 f"index {file} has schema version {meta.get('schema_version')!r}; re-banding reads versions "
                 f"{', '.join(map(str, REBANDED))} only"
             )
+        if meta.get("schema_version") == 3:  # the one table schema 4 added
+            start = SCHEMA.index("CREATE TABLE band2")
+            conn.execute(SCHEMA[start : SCHEMA.index(";", start)].replace("TABLE", "TABLE IF NOT EXISTS", 1))
         check_schema(conn, file)
         try:
             previous = IndexParams(**meta["params"])
@@ -121,11 +136,18 @@ def _rebuild(conn: sqlite3.Connection, params: IndexParams, progress: Progress |
 
     conn.create_function("simhash_band_key", 4, key)
     conn.execute("DELETE FROM band")
+    conn.execute("DELETE FROM band2")
     for tier in TIERS:
         for number in range(len(tiers[tier].parts)):
             conn.execute(
                 f"INSERT OR IGNORE INTO band(key, fp) SELECT simhash_band_key(ns, ?, ?, {tier}_fp) AS k, {tier}_fp"
                 f" FROM entry WHERE {tier}_fp IS NOT NULL ORDER BY k, {tier}_fp", (tier, number))
+    any_ns = Rows(0, "", tiers, vbits, enc, dec)  # what splitting needs: the layout, the codec
+    for (dense,) in conn.execute("SELECT key FROM band GROUP BY key HAVING count(*) >= ?",
+                                 (sqlite_dense.SPLIT_AT,)).fetchall():
+        tier, part = any_ns.part_of(dense)
+        if tiers[tier].splits[part] is not None:
+            sqlite_dense.split_bucket(conn, any_ns, dense, tier, part)
     if progress is not None:
         progress(total, total)
     (band_rows,) = conn.execute("SELECT count(*) FROM band").fetchone()

@@ -78,7 +78,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..simhash import from_signed64, to_signed64
-from . import rule
+from . import rule, sqlite_dense
 from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS
@@ -109,6 +109,12 @@ CREATE TABLE band (
     key INTEGER NOT NULL,
     fp NOT NULL,
     PRIMARY KEY (key, fp)
+) WITHOUT ROWID;
+CREATE TABLE band2 (
+    key INTEGER NOT NULL,
+    sub INTEGER NOT NULL,
+    fp NOT NULL,
+    PRIMARY KEY (key, sub, fp)
 ) WITHOUT ROWID;
 CREATE TABLE decision (
     ns INTEGER NOT NULL,
@@ -234,9 +240,7 @@ def check_rows(
                 if raw is None:
                     continue
                 keys = rows.keys(tier, dec(raw))  # type: ignore[arg-type]
-                present = conn.execute(
-                    f"SELECT count(*) FROM band WHERE fp = ? AND key IN ({','.join('?' * len(keys))})",
-                    (raw, *keys)).fetchone()[0]
+                present = sqlite_dense.held(conn, rows, tier, raw)
                 if present != len(keys):
                     raise IndexOpenError(
                         f"index {location}: entry {ident} has {present} of its {len(keys)} {tier} band rows "
@@ -313,7 +317,7 @@ class Rows:
         self._fold = any(width > vbits for tier in TIERS for _, width in tiers[tier].parts)
         self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
         self.sql_band = {
-            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
+            tier: f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
         }
         self.sql_first = {
             tier: f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
@@ -336,14 +340,19 @@ class Rows:
         """The band keys a query for ``fp`` in ``tier`` reads (each part's value and its neighbours)."""
         return self._keys(tier, self.tiers[tier].probe(fp))
 
-    def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
-        """``(key, stored fp)`` rows of an entry's fingerprints."""
+    def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any, Tier, int, int]]:
+        """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.sqlite_dense.write`)."""
         rows = []
         for tier, fp in (("title", tfp), ("body", bfp)):
             if fp is not None:
                 raw = self.enc(fp)
-                rows.extend((key, raw) for key in self.keys(tier, fp))  # type: ignore[arg-type]
+                rows.extend((key, raw, tier, part, fp) for part, key in enumerate(self.keys(tier, fp)))
         return rows
+
+    def part_of(self, key: int) -> tuple[Tier, int]:
+        """The tier and part number a band key belongs to."""
+        vb = self._vbits
+        return TIERS[key >> (vb + BAND_NUMBER_BITS) & 1], key >> vb & ((1 << BAND_NUMBER_BITS) - 1)
 
     def entry(self, row: tuple[Any, ...]) -> Entry:
         """An :class:`~.base.Entry` from an ``ENTRY_COLS`` row."""
@@ -361,10 +370,7 @@ class Rows:
         for index, tier in enumerate(TIERS):
             for raw in {r[index] for r in removed if r[index] is not None}:
                 if conn.execute(self.sql_used[tier], (self.ns_id, raw)).fetchone() is None:
-                    conn.executemany(
-                        "DELETE FROM band WHERE key = ? AND fp = ?",
-                        [(key, raw) for key in self.keys(tier, self.dec(raw))],
-                    )
+                    sqlite_dense.drop(conn, self, tier, raw)
 
 
 class Tables:
@@ -374,8 +380,7 @@ class Tables:
         self.rows, self.conn = rows, conn
 
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
-        dec = self.rows.dec
-        return [dec(raw) for (raw,) in self.conn.execute(self.rows.sql_band[tier], self.rows.probe_keys(tier, fp))]
+        return sqlite_dense.candidates(self.conn, self.rows, tier, fp)
 
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
         rows = self.rows
@@ -420,7 +425,7 @@ class Tables:
             ),
         ).lastrowid
         assert entry_id is not None
-        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", rows.band_rows(tfp, bfp))
+        sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
         if stored:
