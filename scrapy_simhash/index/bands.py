@@ -13,6 +13,10 @@ neighbours, 66 probes; ~66·n/2³² random candidates, 1.5 at 100M entries, wher
 bands of 16 bits read ~4·n/2¹⁶, 6,100 at 100M) and fewer rows are stored per entry (2 instead of
 4). ``benchmarks/band_schemes.py`` compares the alternatives.
 
+Fingerprints crowded around one centre still share part values; a backend splits a bucket that grows
+dense by the other bits of its entries (:attr:`TierBands.splits`, :meth:`~TierBands.store_split`,
+:meth:`~TierBands.probe_split`: the same scheme one level down), as :mod:`.sqlite_dense` does.
+
 A :class:`TierBands` is recorded in the index's meta (:meth:`TierBands.record`) and rebuilt from the
 record at open, so a file always answers with the layout its rows were written with.
 """

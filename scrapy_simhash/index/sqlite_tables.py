@@ -42,6 +42,10 @@ What is stored where, and why
     empty bodies do not grow buckets:
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
+``band2`` (``WITHOUT ROWID``, primary key ``(key, sub, fp)``)
+    The rows of split buckets (:mod:`.sqlite_dense`): a ``band`` bucket that reached
+    :data:`~.sqlite_dense.SPLIT_AT` fingerprints keeps one marker row (``fp`` an empty BLOB) and its
+    fingerprints are stored here under the sub-keys of their other bits.
 ``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
     The sentence tier's lookup table: one row per stored sentence hash of an entry (its
     :data:`~.rule.SENTENCES_STORED` smallest, each as a signed 64-bit integer, 8 bytes where the
@@ -65,8 +69,8 @@ big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very 
 exact Hamming distance, so exactness is unaffected.
 
 Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
-sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), but
-thousands at 1M for fingerprints crowded around one centre (``benchmarks/index_scaling.py``,
+sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), and
+for fingerprints crowded around one centre what the split buckets hold (``benchmarks/index_scaling.py``,
 ``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
 """
 
