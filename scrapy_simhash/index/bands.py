@@ -47,7 +47,7 @@ class TierBands:
     radius: int
 
     @cached_property
-    def _flips(self) -> tuple[tuple[int, ...], ...]:
+    def flips(self) -> tuple[tuple[int, ...], ...]:
         """Per part, the XOR masks of every value within ``radius`` of a value (0 first)."""
         out = []
         for _, width in self.parts:
@@ -64,11 +64,11 @@ class TierBands:
     def probe(self, fp: int) -> list[tuple[int, int]]:
         """``(part number, value)`` of every row a query for ``fp`` reads (its own values first)."""
         own = self.store(fp)
-        return [(n, value ^ mask) for (n, value), masks in zip(own, self._flips, strict=True) for mask in masks]
+        return [(n, value ^ mask) for (n, value), masks in zip(own, self.flips, strict=True) for mask in masks]
 
     @property
     def probes(self) -> int:
-        return sum(len(masks) for masks in self._flips)
+        return sum(len(masks) for masks in self.flips)
 
     # -- dense buckets, split further --------------------------------------------------------------
 

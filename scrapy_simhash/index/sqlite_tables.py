@@ -341,8 +341,15 @@ class Rows:
         return self._keys(tier, self.tiers[tier].store(fp))
 
     def probe_keys(self, tier: Tier, fp: int) -> list[int]:
-        """The band keys a query for ``fp`` in ``tier`` reads (each part's value and its neighbours)."""
-        return self._keys(tier, self.tiers[tier].probe(fp))
+        """The band keys a query for ``fp`` in ``tier`` reads (each part's value and its neighbours),
+        in the order of :meth:`.bands.TierBands.probe`."""
+        if self._fold:
+            return self._keys(tier, self.tiers[tier].probe(fp))
+        layout, keys = self.tiers[tier], []
+        for base, (shift, width), masks in zip(self._base[tier], layout.parts, layout.flips, strict=True):
+            key = base | ((fp >> shift) & ((1 << width) - 1))
+            keys += [key ^ mask for mask in masks]  # the mask stays inside the value bits
+        return keys
 
     def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any, Tier, int, int]]:
         """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.sqlite_dense.write`)."""
