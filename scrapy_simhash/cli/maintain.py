@@ -165,6 +165,8 @@ def run_reband(args: argparse.Namespace) -> int:
     path = sqlite_path(location)
     if path is None:
         raise CliError(f"{location}: only a SQLite index can be re-banded (a Redis index keeps its layout)")
+    if args.dynamic_threshold and args.body_max_distance is None:
+        raise CliError("--dynamic-threshold adds 2 bits to --body-max-distance: give both")
     title_bands, body_bands = args.title_bands, args.body_bands
     if args.title_max_distance is not None:
         title_bands = args.title_max_distance + 1
