@@ -707,12 +707,12 @@ def _rebanded(tier: str, bands: int) -> Any:
     follows from the parameters (layout, band key packing) changed to match."""
     def change(meta: dict[str, Any]) -> None:
         from scrapy_simhash.index import IndexParams
-        from scrapy_simhash.index.meta import layouts
+        from scrapy_simhash.index.bands import records
         from scrapy_simhash.index.sqlite_tables import value_bits
 
         meta["params"][f"{tier}_bands"] = bands
         params = IndexParams(**meta["params"])
-        meta[f"{tier}_layout"] = [list(b) for b in layouts(params)[tier]]  # type: ignore[index]
+        meta[f"{tier}_layout"] = records(params)[tier]  # type: ignore[index]
         meta["band_key"]["value_bits"] = value_bits(params)
 
     return change

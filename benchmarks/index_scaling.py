@@ -1,214 +1,246 @@
-"""How the SQLite band index scales: per check-and-add cost at 10k, 100k and 1M stored entries.
+"""How the band index scales: per check-and-add cost from 10k to 10M stored entries.
 
-Synthetic fingerprints, two distributions:
+Three distributions of synthetic 64-bit fingerprints (title and body alike):
 
-* ``random``: every entry has fresh random 64-bit title and body fingerprints;
-* ``skewed``: 10% of entries share one title and one body fingerprint (boilerplate pages, empty
-  bodies), and 10% of the timed queries carry those fingerprints too (they come back duplicate).
+* ``random``: fresh random fingerprints;
+* ``identical``: 10 % of entries (and of the timed queries) carry one shared title and one shared
+  body fingerprint (boilerplate pages, empty bodies);
+* ``clustered``: 10 % of entries (and of the queries) are ONE centre fingerprint with 6 random
+  distinct bits flipped: distinct entries that share most of their bands, as boilerplate-heavy
+  sites make. The hard case for any band index.
 
-The index is filled with :meth:`SqliteIndex.add` in big transactions, then at each size it times
-``--ops`` fresh check-and-adds after a short untimed warm-up (title k=2, then body k=3; the fresh
-ones insert), as shipped
-(``synchronous=FULL``: one WAL fsync per commit) and again with ``synchronous=OFF`` to show the cost
-without the fsync, plus read-only lookups. It reports bytes per entry on disk and the growth
-ratio cost@largest / cost@smallest (goal ≤ 2). For comparison, the ``simhash`` PyPI package's
-in-memory ``SimhashIndex`` (k=3, body fingerprint only, one tier) is built and queried the same
-way at 10k and 100k.
+Every index (one per distribution and size, SQLite files and, with ``--redis-url``, Redis prefixes)
+is built first with the bulk :meth:`add` in big transactions; then all are measured in
+interleaved rounds of ``--ops`` check-and-adds each (title k=2, then body k=3, as shipped:
+``synchronous=FULL``), so that a slow spell of the shared machine spreads over every size. Per
+index: CPU µs and wall µs per check-and-add (medians over rounds), band rows read per query (mean,
+p99: rows the band probes return to Python, both tiers; SQLite only), bytes per entry (SQLite: file
+size after a checkpoint; Redis: ``used_memory`` growth), the process RSS after its rounds, and the
+ratios largest ÷ smallest size.
 
-Run: ``python benchmarks/index_scaling.py`` (about 2–4 minutes on 2 cores; ``--quick`` for a smoke run).
+Run: ``python benchmarks/index_scaling.py [--sizes 10000,100000,1000000,10000000]
+[--redis-url redis://127.0.0.1:6379/15 --redis-sizes 10000,100000,1000000] [--rounds 5 --ops 200]``
+(the Redis database given is flushed). 10k–1M: about 10 minutes on 2 cores; 10M adds a 4 GB file
+per distribution and roughly 10 minutes each to build.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import platform
 import random
+import resource
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapy_simhash.index import IndexParams, Query, open_index
-from scrapy_simhash.index.sqlite import SqliteIndex
+from scrapy_simhash.index import IndexParams, Query, open_index, sqlite_tables
 
-BOILER_TITLE = 0x5A5A_5A5A_A5A5_A5A5
-BOILER_BODY = 0x0F0F_F0F0_0F0F_F0F0
+DISTS = ("random", "identical", "clustered")
 TITLE_K, BODY_K = 2, 3
+CENTRES = (0x5A5A_5A5A_A5A5_A5A5, 0x0F0F_F0F0_0F0F_F0F0)  # title, body
+SHARE = 0.10
+FLIPS = 6
 
 
 class Source:
-    """Reproducible fingerprints for one distribution."""
+    """Reproducible (title, body) fingerprint pairs of one distribution."""
 
     def __init__(self, dist: str, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.skew = 0.10 if dist == "skewed" else 0.0
+        self.dist, self.rng = dist, random.Random(seed)
+
+    def _clustered(self, centre: int) -> int:
+        for bit in self.rng.sample(range(64), FLIPS):
+            centre ^= 1 << bit
+        return centre
 
     def pair(self) -> tuple[int, int]:
-        if self.skew and self.rng.random() < self.skew:
-            return BOILER_TITLE, BOILER_BODY
-        return self.rng.getrandbits(64), self.rng.getrandbits(64)
+        rng = self.rng
+        if self.dist != "random" and rng.random() < SHARE:
+            if self.dist == "identical":
+                return CENTRES
+            return self._clustered(CENTRES[0]), self._clustered(CENTRES[1])
+        return rng.getrandbits(64), rng.getrandbits(64)
 
 
-def fill(ix: SqliteIndex, src: Source, start: int, stop: int, batch: int = 50_000) -> float:
-    """Add entries start..stop-1 in transactions of ``batch``; returns seconds."""
+class RowCounter:
+    """Counts the band rows the SQLite tables return to the rule (wraps ``Tables.candidates``)."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        original = sqlite_tables.Tables.candidates
+
+        def counted(tables: Any, tier: Any, fp: int) -> Any:
+            found = list(original(tables, tier, fp))
+            self.rows += len(found)
+            return found
+
+        sqlite_tables.Tables.candidates = counted  # type: ignore[method-assign]
+
+
+def build(url: str, dist: str, size: int, batch: int = 100_000) -> float:
+    """A fresh index of ``size`` entries; returns entries added per second."""
+    src = Source(dist, 1)
     t0 = time.perf_counter()
-    for lo in range(start, stop, batch):
-        rows = []
-        for i in range(lo, min(stop, lo + batch)):
-            t, b = src.pair()
-            rows.append((t, b, f"https://news.example.com/2024/{i:08d}.html", f"新闻标题 第{i}条", 1.7e9 + i))
-        ix.add(rows)
-    return time.perf_counter() - t0
+    with open_index(url, params=IndexParams()) as ix:
+        conn = getattr(ix, "_conn", None)
+        if conn is not None:  # SQLite: a 1 GiB page cache and no fsync while building (not measured)
+            conn.execute("PRAGMA cache_size=-1048576")
+            conn.execute("PRAGMA synchronous=OFF")
+        for lo in range(0, size, batch):
+            rows = []
+            for i in range(lo, min(size, lo + batch)):
+                t, b = src.pair()
+                rows.append((t, b, f"https://news.example.com/2024/{i:08d}.html", f"新闻标题 第{i}条", 1.7e9 + i))
+            ix.add(rows)
+    return size / (time.perf_counter() - t0)
 
 
-def time_check_and_add(ix: SqliteIndex, queries: list[tuple[int, int]], tag: str) -> tuple[float, int]:
-    """µs per check-and-add, and how many were admitted as new."""
-    new = 0
-    t0 = time.perf_counter()
-    for n, (t, b) in enumerate(queries):
-        out = ix.check_and_add(
-            Query(title_fp=t, body_fp=b, title_k=TITLE_K, body_k=BODY_K, url=f"https://q/{tag}/{n}", title="q")
-        )
-        new += out.match is None
-    return (time.perf_counter() - t0) / len(queries) * 1e6, new
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def time_lookup(ix: SqliteIndex, queries: list[tuple[int, int]]) -> float:
-    t0 = time.perf_counter()
-    for t, b in queries:
-        ix.lookup(t, b, title_k=TITLE_K, body_k=BODY_K, limit=1)
-    return (time.perf_counter() - t0) / len(queries) * 1e6
+class Target:
+    """One built index and what its rounds measured."""
+
+    def __init__(self, backend: str, dist: str, size: int, url: str, size_of: Callable[[], float]) -> None:
+        self.backend, self.dist, self.size, self.url, self.size_of = backend, dist, size, url, size_of
+        self.queries = Source(dist, 2)
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+        self.rows: list[int] = []
+        self.bytes_per_entry = 0.0
+        self.rss = 0.0
+        self.fill_rate = 0.0
+        self.index: Any = None
+
+    def round(self, ops: int, number: int, counter: RowCounter) -> None:
+        if self.index is None:
+            self.index = open_index(self.url, params=IndexParams())
+        cpu = wall = 0.0
+        for n in range(ops):
+            t, b = self.queries.pair()
+            q = Query(title_fp=t, body_fp=b, title_k=TITLE_K, body_k=BODY_K,
+                      url=f"https://q/{number}/{n}", title="q", seen_at=2e9)
+            before_rows = counter.rows
+            c0, w0 = time.process_time(), time.perf_counter()
+            self.index.check_and_add(q)
+            cpu += time.process_time() - c0
+            wall += time.perf_counter() - w0
+            if self.backend == "sqlite":
+                self.rows.append(counter.rows - before_rows)
+        self.cpu.append(cpu / ops * 1e6)
+        self.wall.append(wall / ops * 1e6)
+        self.rss = rss_mib()
 
 
-def disk_bytes(ix: SqliteIndex) -> int:
-    assert ix._conn is not None
-    ix._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    return os.path.getsize(ix.location)
+def p99(values: list[int]) -> float:
+    return sorted(values)[int(0.99 * (len(values) - 1))] if values else float("nan")
 
 
-def bench_sqlite(dist: str, sizes: list[int], ops: int, workdir: Path) -> list[dict[str, Any]]:
-    results = []
-    src, qsrc = Source(dist, 1), Source(dist, 2)
-    with open_index(workdir / f"{dist}.sqlite3", params=IndexParams()) as ix:
-        assert isinstance(ix, SqliteIndex) and ix._conn is not None
-        stored = 0
-        for size in sizes:
-            fill_s = fill(ix, src, stored, size)
-            fill_rate = (size - stored) / fill_s
-            stored = size
-            size_bytes = disk_bytes(ix)
-            n_entries = ix.count()
-            band_rows = ix.stats()["band_rows"]
-            # steady state, as in a running crawl: not the minute after a bulk load of the whole file
-            time_check_and_add(ix, [qsrc.pair() for _ in range(max(200, ops // 4))], f"{size}-warm")
-            full_us, new_full = time_check_and_add(ix, [qsrc.pair() for _ in range(ops)], f"{size}-full")
-            ix._conn.execute("PRAGMA synchronous=OFF")
-            off_us, _ = time_check_and_add(ix, [qsrc.pair() for _ in range(ops)], f"{size}-off")
-            ix._conn.execute("PRAGMA synchronous=FULL")
-            lookup_us = time_lookup(ix, [qsrc.pair() for _ in range(ops)])
-            stored = ix.count()  # the timed check-and-adds inserted some
-            results.append({
-                "impl": "sqlite", "dist": dist, "size": size, "fill_per_s": fill_rate,
-                "bytes_per_entry": size_bytes / n_entries, "band_rows_per_entry": band_rows / n_entries,
-                "lookup_us": lookup_us, "cadd_us": full_us, "cadd_nofsync_us": off_us,
-                "new_share": new_full / ops,
-            })
-            print(f"  sqlite {dist:6} {size:>9,}: check-and-add {full_us:7.0f} µs (no fsync {off_us:5.0f} µs), "
-                  f"lookup {lookup_us:5.0f} µs, fill {fill_rate:,.0f}/s", flush=True)
-    return results
-
-
-def bench_simhash_pkg(dist: str, sizes: list[int], ops: int) -> list[dict[str, Any]]:
-    try:
-        from simhash import Simhash, SimhashIndex
-    except ImportError:  # pragma: no cover
-        print("  (simhash package not installed: comparison skipped)")
-        return []
-    logging.getLogger("simhash").setLevel(logging.ERROR)  # it warns on every big bucket
-    results = []
-    for size in sizes:
-        src, qsrc = Source(dist, 1), Source(dist, 2)
-        objs = [(str(i), Simhash(src.pair()[1], f=64)) for i in range(size)]
-        t0 = time.perf_counter()
-        index = SimhashIndex(objs, f=64, k=BODY_K)
-        add_us = (time.perf_counter() - t0) / size * 1e6
-        queries = [Simhash(qsrc.pair()[1], f=64) for _ in range(ops)]
-        t0 = time.perf_counter()
-        for n, sh in enumerate(queries):
-            if not index.get_near_dups(sh):
-                index.add(f"q{n}", sh)
-        cadd_us = (time.perf_counter() - t0) / ops * 1e6
-        results.append({"impl": "simhash pkg", "dist": dist, "size": size, "fill_per_s": 1e6 / add_us,
-                        "cadd_us": cadd_us, "add_us": add_us})
-        print(f"  simhash {dist:6} {size:>9,}: get_near_dups+add {cadd_us:7.1f} µs, add {add_us:5.1f} µs", flush=True)
-    return results
-
-
-def table(rows: list[dict[str, Any]]) -> str:
-    def f(v: Any, fmt: str) -> str:
-        return "—" if v is None else format(v, fmt)
-
-    out = [
-        "| index | data | stored | check-and-add µs | … without fsync µs | lookup µs | bulk fill /s "
-        "| bytes/entry | band rows/entry |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in rows:
-        out.append(
-            f"| {r['impl']} | {r['dist']} | {r['size']:,} | {f(r['cadd_us'], '.0f')} | "
-            f"{f(r.get('cadd_nofsync_us'), '.0f')} | {f(r.get('lookup_us'), '.0f')} | {f(r['fill_per_s'], ',.0f')} | "
-            f"{f(r.get('bytes_per_entry'), '.0f')} | {f(r.get('band_rows_per_entry'), '.2f')} |"
-        )
-    return "\n".join(out)
+def sqlite_size(path: Path) -> Callable[[], float]:
+    def measure() -> float:
+        conn = sqlite3.connect(path)
+        try:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            (n,) = conn.execute("SELECT count(*) FROM entry").fetchone()
+        finally:
+            conn.close()
+        return os.path.getsize(path) / n
+    return measure
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="10000,100000,1000000", help="stored entries to measure at")
-    ap.add_argument("--simhash-sizes", default="10000,100000", help="sizes for the simhash package")
-    ap.add_argument("--ops", type=int, default=2000, help="timed operations per measurement")
-    ap.add_argument("--quick", action="store_true", help="smoke run: 2k/20k entries, 300 ops")
-    ap.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="SQLite sizes (add 10000000 for 10M)")
+    ap.add_argument("--dists", default=",".join(DISTS))
+    ap.add_argument("--redis-url", help="a scratch Redis database (flushed); Redis is skipped without it")
+    ap.add_argument("--redis-sizes", default="10000,100000,1000000")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ops", type=int, default=200, help="check-and-adds per index and round")
+    ap.add_argument("--dir", default="/var/tmp" if os.path.isdir("/var/tmp") else None,
+                    help="where the SQLite files are built (a temporary directory inside it)")
     args = ap.parse_args(argv)
-    if args.quick:
-        args.sizes, args.simhash_sizes, args.ops = "2000,20000", "2000,20000", 300
-    sizes = sorted(int(s) for s in args.sizes.split(","))
-    sh_sizes = sorted(int(s) for s in args.simhash_sizes.split(",") if s)
-    print(f"$ python {' '.join([Path(sys.argv[0]).as_posix(), *(argv if argv is not None else sys.argv[1:])])}")
+    sizes = sorted(int(s) for s in args.sizes.split(",") if s)
+    dists = [d for d in args.dists.split(",") if d]
+    shown = " ".join(argv if argv is not None else sys.argv[1:])
+    print(f"$ python benchmarks/index_scaling.py {shown}")
     print(f"python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, "
-          f"{platform.platform()}")
+          f"{platform.platform()}", flush=True)
+    counter = RowCounter()
     started = time.perf_counter()
-    rows: list[dict[str, Any]] = []
+    targets: list[Target] = []
+    client = None
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for dist in ("random", "skewed"):
-            rows += bench_sqlite(dist, sizes, args.ops, Path(tmp))
-            rows += bench_simhash_pkg(dist, sh_sizes, args.ops)
+        for dist in dists:
+            for size in sizes:
+                path = Path(tmp) / f"{dist}-{size}.sqlite3"
+                target = Target("sqlite", dist, size, str(path), sqlite_size(path))
+                target.fill_rate = build(target.url, dist, size)
+                target.bytes_per_entry = target.size_of()
+                print(f"built sqlite {dist:9} {size:>10,}: {target.fill_rate:,.0f} entries/s, "
+                      f"{target.bytes_per_entry:,.0f} bytes/entry", flush=True)
+                targets.append(target)
+        if args.redis_url:
+            import redis
+
+            client = redis.Redis.from_url(args.redis_url, socket_timeout=600)
+            client.flushdb()
+            for dist in dists:
+                for size in sorted(int(s) for s in args.redis_sizes.split(",") if s):
+                    before = client.info("memory")["used_memory"]
+                    sep = "&" if "?" in args.redis_url else "?"
+                    url = f"{args.redis_url}{sep}prefix=scale-{dist}-{size}"
+                    target = Target("redis", dist, size, url, lambda: 0.0)
+                    target.fill_rate = build(url, dist, size, batch=10_000)
+                    target.bytes_per_entry = (client.info("memory")["used_memory"] - before) / size
+                    print(f"built redis  {dist:9} {size:>10,}: {target.fill_rate:,.0f} entries/s, "
+                          f"{target.bytes_per_entry:,.0f} bytes/entry (used_memory)", flush=True)
+                    targets.append(target)
+        for number in range(args.rounds):
+            for target in targets:
+                target.round(args.ops, number, counter)
+            print(f"round {number + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)", flush=True)
     print()
-    print(table(rows))
+    print("| backend | data | entries | CPU µs / check-and-add | wall µs | rows read / query: mean | p99 "
+          "| bytes / entry | RSS MiB | bulk build entries/s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for t in targets:
+        mean = f"{statistics.fmean(t.rows):,.1f}" if t.rows else "—"
+        tail = f"{p99(t.rows):,.0f}" if t.rows else "—"
+        print(f"| {t.backend} | {t.dist} | {t.size:,} | {statistics.median(t.cpu):,.0f} | "
+              f"{statistics.median(t.wall):,.0f} | {mean} | {tail} | {t.bytes_per_entry:,.0f} | {t.rss:,.0f} | "
+              f"{t.fill_rate:,.0f} |")
     print()
-    lo, hi = sizes[0], sizes[-1]
-    for dist in ("random", "skewed"):
-        by = {r["size"]: r for r in rows if r["impl"] == "sqlite" and r["dist"] == dist}
-        ratios = ", ".join(
-            f"{label} {by[hi][key] / by[lo][key]:.2f}"
-            for label, key in (("check-and-add", "cadd_us"), ("without fsync", "cadd_nofsync_us"),
-                               ("lookup", "lookup_us"))
-        )
-        goal = "ok" if by[hi]["cadd_us"] / by[lo]["cadd_us"] <= 2 else "ABOVE GOAL"
-        print(f"ratio cost@{hi:,} / cost@{lo:,} ({dist}): {ratios}  (goal ≤ 2: {goal})")
-        sh = {r["size"]: r for r in rows if r["impl"] == "simhash pkg" and r["dist"] == dist}
-        if len(sh) >= 2:
-            a, b = min(sh), max(sh)
-            print(f"  simhash pkg get_near_dups+add@{b:,} / @{a:,} ({dist}): {sh[b]['cadd_us'] / sh[a]['cadd_us']:.2f}")
-    print(f"\ntotal {time.perf_counter() - started:.0f} s. check-and-add = one BEGIN IMMEDIATE transaction "
-          "(title tier k=2, body tier k=3, insert when new) committed with synchronous=FULL; 'without fsync' = "
-          "the same with synchronous=OFF. simhash pkg = in-memory, one fingerprint (body, k=3), no persistence.")
+    for backend in ("sqlite", "redis"):
+        for dist in dists:
+            by = {t.size: t for t in targets if t.backend == backend and t.dist == dist}
+            if len(by) < 2:
+                continue
+            lo, hi = by[min(by)], by[max(by)]
+            print(f"{backend} {dist}: CPU {hi.size:,} ÷ {lo.size:,} = "
+                  f"{statistics.median(hi.cpu) / statistics.median(lo.cpu):.2f}, wall "
+                  f"{statistics.median(hi.wall) / statistics.median(lo.wall):.2f}")
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; {args.rounds} rounds × {args.ops} check-and-adds per "
+          "index (medians over rounds); rows read = band rows returned to Python for both tiers of one query; "
+          "Redis CPU µs = this client's CPU only.", flush=True)
+    for target in targets:
+        target.index.close()
+    if client is not None:
+        client.flushdb(asynchronous=True)
+        client.close()
     return 0
 
 

@@ -31,7 +31,7 @@ class SimhashCommand(ScrapyCommand):
         return "<subcommand> [options]"
 
     def short_desc(self) -> str:
-        return "Near-duplicate index: dedup JSONL, stats, check, explain, purge, reset, forget, report"
+        return "Near-duplicate index: dedup JSONL, stats, check, explain, purge, reset, reband, forget, report"
 
     def long_desc(self) -> str:
         return (

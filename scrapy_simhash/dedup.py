@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from . import defaults
 from .fingerprint import Fingerprinter, Fingerprints
-from .index import BandIndex, Entry, IndexParams, Outcome, ParameterMismatch, Query, Tier, open_index
+from .index import BandIndex, Entry, IndexParams, Outcome, ParameterMismatch, Query, Tier, open_index, sqlite_path
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
 Action = Literal["drop", "flag"]
@@ -36,8 +36,9 @@ DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
 #: What to do when a threshold outgrows an index: its band layout is fixed when it is created.
 WIDER_THRESHOLD = (
     "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
-    "which needs 2 more body bands) needs a new index: point SIMHASH_INDEX_URL (--index) at a new file or Redis "
-    "?prefix=, or delete this one; SIMHASH_RESET (--reset) empties it but keeps its layout"
+    "which needs 2 more body bands) needs other band rows: re-band a SQLite index in place (`scrapy-simhash reband "
+    "PATH`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the file); a Redis index keeps its "
+    "layout: point SIMHASH_INDEX_URL (--index) at a new ?prefix= or another database"
 )
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
@@ -182,7 +183,14 @@ class Deduplicator:
         except ParameterMismatch as exc:
             if "_bands:" not in str(exc):
                 raise
-            raise ParameterMismatch(f"{exc}. {WIDER_THRESHOLD}") from exc
+            path = sqlite_path(index_url)
+            if not reset or path is None:
+                raise ParameterMismatch(f"{exc}. {WIDER_THRESHOLD}") from exc
+            from .index.sqlite_reband import reband
+
+            # a reset asks for an empty namespace with these settings: the file gets bands for them
+            reband(path, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)
+            index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
         try:
             if reset:
                 index.reset()

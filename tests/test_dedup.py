@@ -144,9 +144,25 @@ def test_url_with_lone_surrogates_is_stored(dedup):
 
 def test_a_threshold_the_index_cannot_answer_says_what_works(tmp_path: Path) -> None:
     """The README's old remedy (SIMHASH_RESET) kept the layout and failed with "body_bands: index 4 vs
-    requested 6": the message names the settings, and that a new index is what works."""
+    requested 6": without a reset the message names the settings and the reband command."""
     url = f"sqlite:///{tmp_path / 'i.sqlite3'}"
     Deduplicator.open(url).close()
-    for options in ({"dynamic_threshold": True}, {"body_max_distance": 5}, {"dynamic_threshold": True, "reset": True}):
-        with pytest.raises(ParameterMismatch, match=r"SIMHASH_DYNAMIC_THRESHOLD.*needs a new index.*keeps its layout"):
+    for options in ({"dynamic_threshold": True}, {"body_max_distance": 5}):
+        with pytest.raises(ParameterMismatch, match=r"SIMHASH_DYNAMIC_THRESHOLD.*scrapy-simhash reband.*SIMHASH_RESET"):
             Deduplicator.open(url, **options)
+
+
+def test_reset_rebands_an_index_for_a_wider_threshold(tmp_path: Path) -> None:
+    """SIMHASH_RESET with a threshold the index cannot answer empties the namespace and re-bands the
+    file; another namespace's entries stay, and the file answers its thresholds as before."""
+    url = f"sqlite:///{tmp_path / 'i.sqlite3'}"
+    with Deduplicator.open(url, namespace="other") as other:
+        assert other.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "new"
+    with Deduplicator.open(url) as d:
+        assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+    with Deduplicator.open(url, dynamic_threshold=True, reset=True) as d:
+        assert d.index.params.body_bands == 6 and d.index.count() == 0
+        assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+    with Deduplicator.open(url, namespace="other") as other:  # fewer bands requested: accepted
+        assert other.index.count() == 1
+        assert other.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "duplicate"

@@ -44,6 +44,7 @@ from scrapy_simhash.index import (
 from scrapy_simhash.index import redis as redis_module
 from scrapy_simhash.index import rule as index_rule
 from scrapy_simhash.index import sqlite as sqlite_module
+from scrapy_simhash.index.bands import records
 from scrapy_simhash.simhash import hamming_distance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,6 +127,19 @@ class Backend:
         """Band members actually stored, every namespace, counted from the storage itself."""
         raise NotImplementedError
 
+    def rows_per_fp(self, tier: str, params: IndexParams | None = None) -> int:
+        """Band rows one distinct fingerprint of ``tier`` stores (SQLite: its multi-index parts;
+        Redis: its pigeonhole bands)."""
+        params = params or IndexParams()
+        if self.name == "sqlite":
+            return len(records(params)[tier]["parts"])  # type: ignore[index]
+        return getattr(params, f"{tier}_bands")  # type: ignore[no-any-return]
+
+    @property
+    def per_entry(self) -> int:
+        """Band rows of an entry with a title and a body fingerprint, default parameters."""
+        return self.rows_per_fp("title") + self.rows_per_fp("body")
+
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
         """How many stored fingerprints one check of ``fp`` reads from its bands."""
         raise NotImplementedError
@@ -166,7 +180,7 @@ class SqliteBackend(Backend):
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
         conn = sqlite3.connect(self.path("index"))
-        n = len(conn.execute(index._rows.sql_band[tier], index._rows.keys(tier, fp)).fetchall())
+        n = len(conn.execute(index._rows.sql_band[tier], index._rows.probe_keys(tier, fp)).fetchall())
         conn.close()
         return n
 
@@ -509,7 +523,7 @@ def test_namespaces_are_isolated(backend: Backend) -> None:
         rows_before = backend.band_rows()
         assert a.reset() == 1
         assert (a.count(), b.count()) == (0, 2)
-        assert backend.band_rows() == rows_before - 7  # only a's 3 title + 4 body band rows went
+        assert backend.band_rows() == rows_before - backend.per_entry  # only a's title + body band rows went
         assert b.check_and_add(q(42, None)).match is not None  # b still finds its entry
         assert a.check_and_add(q(42, None)).match is None
         stats = b.stats()
@@ -520,10 +534,10 @@ def test_purge_removes_old_entries_and_unshared_band_rows(index: Any, backend: B
     shared, lonely = 0x1234_5678_0000_0000, 0x0000_0000_8765_4321
     index.add([(shared, None, "old-shared", None, 100.0), (lonely, None, "old-lonely", None, 100.0),
                (shared, None, "new-shared", None, 900.0)])
-    assert backend.band_rows() == 6
+    assert backend.band_rows() == 2 * backend.rows_per_fp("title")
     assert index.purge(500.0) == 2
     assert [e.url for e in index.entries()] == ["new-shared"]
-    assert backend.band_rows() == 3  # the shared fingerprint keeps its rows, the lonely one lost them
+    assert backend.band_rows() == backend.rows_per_fp("title")  # the shared fingerprint keeps its rows
     assert index.check_and_add(q(shared, None)).match.entry.url == "new-shared"  # type: ignore[union-attr]
     assert index.check_and_add(q(lonely, None)).match is None
     assert index.purge(0.0) == 0
@@ -533,7 +547,7 @@ def test_purge_in_batches(index: Any, backend: Backend) -> None:
     rng = random.Random(3)
     index.add([(rng.getrandbits(64), rng.getrandbits(64), None, None, float(i)) for i in range(1200)])
     assert index.purge(1000.0, batch=250) == 1000
-    assert index.count() == 200 and backend.band_rows() == 200 * 7
+    assert index.count() == 200 and backend.band_rows() == 200 * backend.per_entry
 
 
 def test_forget_by_id_and_by_url(index: Any, backend: Backend) -> None:
@@ -541,9 +555,9 @@ def test_forget_by_id_and_by_url(index: Any, backend: Backend) -> None:
     index.add([(0xF0F0, None, "https://b", None, 200.0)])  # shares a's title fingerprint
     dup = index.check_and_add(q(0xF0F0 ^ 1, None, url="https://dup", seen_at=300.0))
     assert dup.match is not None and dup.match.entry.id == a  # the earliest of the two
-    assert backend.band_rows() == 7
+    assert backend.band_rows() == backend.per_entry
     assert index.forget(a) == 1  # type: ignore[arg-type]
-    assert backend.band_rows() == 3  # body rows gone, title rows kept for https://b
+    assert backend.band_rows() == backend.rows_per_fp("title")  # body rows gone, title rows kept for https://b
     assert index.explain("https://dup").original is None  # type: ignore[union-attr]
     assert index.forget("https://b") == 1
     assert backend.band_rows() == 0 and index.count() == 0
@@ -589,9 +603,15 @@ def test_stats(index: Any, backend: Backend) -> None:
     assert (s["format"], s["schema_version"]) == (backend.module.FORMAT, backend.module.SCHEMA_VERSION)
     assert (s["entries"], s["oldest"], s["newest"], s["decisions"]) == (2, 50.0, 70.0, 1)
     assert s["namespaces"] == {"default": {"entries": 2, "oldest": 50.0, "newest": 70.0, "decisions": 1}}
-    assert s["title_layout"] == [[0, 22], [22, 21], [43, 21]]
-    assert s["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
-    assert s["band_rows"] == 7 + 3 and s["readonly"] is False
+    if backend.name == "sqlite":  # multi-index hashing (index/bands.py): two 32-bit parts per tier
+        for tier, k in (("title", 2), ("body", 3)):
+            assert s[f"{tier}_layout"] == {"scheme": "mih", "distance": k, "radius": 1, "parts": [[0, 32], [32, 32]]}
+        assert s["band_rows"] == 4 + 2
+    else:
+        assert s["title_layout"] == [[0, 22], [22, 21], [43, 21]]
+        assert s["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
+        assert s["band_rows"] == 7 + 3
+    assert s["readonly"] is False
     assert time.time() - 3600 < s["created"] <= time.time()
     json.dumps(s)  # plain data, printable by the command line
 
@@ -654,14 +674,14 @@ def test_identical_fingerprints_are_stored_once_in_the_band_table(index: Any, ba
     boiler_title, empty_body = 0x5555_AAAA_5555_AAAA, 0x0
     index.add([(boiler_title, empty_body, f"https://site/{i}", None, float(i)) for i in range(3000)])
     assert index.count() == 3000
-    assert backend.band_rows() == 3 + 4  # one row per band per fingerprint, not per entry
+    assert backend.band_rows() == backend.per_entry  # one row per band per fingerprint, not per entry
     # TTL re-admits the same fingerprints: still one row per band
     for day in range(1, 31):
         out = index.check_and_add(q(boiler_title, empty_body, seen_at=1e6 * day, not_before=1e6 * day - 1))
         assert out.match is None
-    assert index.count() == 3030 and backend.band_rows() == 7
+    assert index.count() == 3030 and backend.band_rows() == backend.per_entry
     # a check against the crowd reads one candidate per band and answers with the earliest live entry
-    assert backend.band_candidates(index, "title", boiler_title) == 3
+    assert backend.band_candidates(index, "title", boiler_title) == backend.rows_per_fp("title")
     m = index.check_and_add(q(boiler_title, None, seen_at=4e7, not_before=15e6)).match
     assert m is not None and m.entry.first_seen == 15e6
 
@@ -710,7 +730,11 @@ def test_params_none_reads_what_the_index_records(backend: Backend) -> None:
     backend.open(params=params).close()
     with backend.open() as ix:
         assert ix.params == params
-        assert ix.stats()["title_layout"] == [[0, 32], [32, 32]] and len(ix.stats()["body_layout"]) == 5
+        if backend.name == "sqlite":
+            assert ix.stats()["title_layout"] == records(params)["title"]
+            assert ix.stats()["body_layout"] == records(params)["body"]
+        else:
+            assert ix.stats()["title_layout"] == [[0, 32], [32, 32]] and len(ix.stats()["body_layout"]) == 5
 
 
 def test_missing_index_with_create_false_or_readonly(backend: Backend) -> None:

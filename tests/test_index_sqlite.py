@@ -35,6 +35,7 @@ from scrapy_simhash.index import (
     Query,
     open_index,
 )
+from scrapy_simhash.index.bands import records
 from scrapy_simhash.index.sqlite import FORMAT, META_TABLE, SCHEMA_VERSION, SqliteIndex
 
 REPO = Path(__file__).resolve().parents[1]
@@ -147,7 +148,7 @@ def test_hot_queries_use_indexes(index: SqliteIndex) -> None:
     assert conn is not None
     plans = []
     for tier in ("title", "body"):
-        keys = index._rows.keys(tier, 12345)
+        keys = index._rows.probe_keys(tier, 12345)
         plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_band[tier], keys).fetchall()
         plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_first[tier], (1, 5, 0.0, 1)).fetchall()
         plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_used[tier], (1, 5)).fetchall()
@@ -172,7 +173,11 @@ def test_meta_is_a_json_sqlitedict_mapping(path: Path) -> None:
         assert dict(sd.items()) == decoded
     assert decoded["format"] == FORMAT and decoded["schema_version"] == SCHEMA_VERSION
     assert decoded["params"] == params.as_dict()
-    assert decoded["title_layout"] == [[0, 32], [32, 32]] and len(decoded["body_layout"]) == 5
+    assert decoded["title_layout"] == records(params)["title"] and decoded["body_layout"] == records(params)["body"]
+    for tier in ("title", "body"):  # the parts cover the 64 bits, in order
+        parts = decoded[f"{tier}_layout"]["parts"]
+        assert [s for s, _ in parts] == [sum(w for _, w in parts[:i]) for i in range(len(parts))]
+        assert sum(w for _, w in parts) == 64
     with open_index(path) as ix:  # params=None: what the file has
         assert ix.params == params
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
-from scrapy_simhash.index.meta import layouts
+from scrapy_simhash.index.bands import records
 from scrapy_simhash.index.sqlite_tables import value_bits
 from tests.conftest import REPO
 from tests.test_hostile_files import immutable
@@ -234,7 +234,7 @@ def test_tampered_band_key_is_refused(sources: dict[str, Path], tmp_path: Path, 
 def test_tampered_layouts_and_bands_are_refused(sources: dict[str, Path], tmp_path: Path) -> None:
     path = copy_of(sources, "clean", tmp_path)
     faults.FILE_DAMAGE["meta params.title_bands 5"][1](path)
-    implied = [list(b) for b in layouts(IndexParams(**_meta(path)["params"]))["title"]]  # type: ignore[arg-type]
+    implied = records(IndexParams(**_meta(path)["params"]))["title"]  # type: ignore[arg-type]
     assert_refused(path, re.escape(f"title_layout = {_meta(path)['title_layout']!r}") + ".*"
                    + re.escape(f"imply {implied}"))
     # everything the parameters imply changed to match: the band rows then disagree
@@ -242,10 +242,18 @@ def test_tampered_layouts_and_bands_are_refused(sources: dict[str, Path], tmp_pa
     consistent.mkdir()
     path = copy_of(sources, "clean", consistent)
     faults.FILE_DAMAGE["meta title_bands 5, layout and band_key to match"][1](path)
-    assert_refused(path, "band key \\d+, of namespace id \\d+ and band 0 of title tier")  # other value bits
+    # the value bits stay (the body's 32-bit parts are the widest): the sampled entries' rows disagree
+    assert_refused(path, f"entry \\d+ has 0 of its {_parts(path, 'title')} title band rows under the keys the "
+                   "recorded layout gives")
     path = copy_of(sources, "clean", tmp_path)
     faults.FILE_DAMAGE["meta body_bands 5, layout to match"][1](path)  # same key packing: only the rows tell
-    assert_refused(path, "entry \\d+ has [0-4] of its 5 body band rows under the keys the recorded layout gives")
+    assert_refused(path, f"entry \\d+ has \\d of its {_parts(path, 'body')} body band rows under the keys the "
+                   "recorded layout gives")
+
+
+def _parts(path: Path, tier: str) -> int:
+    """Band rows per fingerprint of ``tier`` that the file's recorded parameters imply."""
+    return len(records(IndexParams(**_meta(path)["params"]))[tier]["parts"])  # type: ignore[arg-type,index]
 
 
 @pytest.mark.parametrize("script, pattern", [

@@ -7,7 +7,8 @@ tier options come from the project's ``SIMHASH_*`` settings).
 Subcommands: ``dedup`` (JSONL in → kept items and one decision per line out) and ``import`` (warm an
 index, summary only), both in :mod:`.dedup`; ``check`` (verdict for one item without adding it, plus its nearest
 entries), ``explain`` (why a URL was dropped), ``stats``, ``export``, ``purge``, ``reset``,
-``forget`` and ``report`` (a self-contained HTML page about the thresholds).
+``reband`` (rebuild a SQLite index's band rows for other thresholds), ``forget`` and ``report`` (a
+self-contained HTML page about the thresholds).
 
 Exit status: 0 on success (bad input lines are reported, counted and skipped, they do not fail a
 run); 1 when ``explain``/``forget`` find nothing, or when the input or the index broke off in the
@@ -20,7 +21,7 @@ add no dependency to a Scrapy project.
 
 Modules: :mod:`.parser` (every option), :mod:`.dedup` (``dedup``, ``import``), :mod:`.inspect`
 (``check``, ``explain``), :mod:`.maintain` (``stats``, ``export``, ``purge``, ``reset``,
-``forget``), :mod:`.report` (``report``) and :mod:`.common` (what they share). Each imports only
+``reband``, ``forget``), :mod:`.report` (``report``) and :mod:`.common` (what they share). Each imports only
 :mod:`.common` and the engine, never another subcommand's module.
 """
 
@@ -34,7 +35,7 @@ from typing import Any
 from .common import PROG, CliError, silence_stdout
 from .dedup import run_dedup
 from .inspect import run_check, run_explain
-from .maintain import index_stats, run_export, run_forget, run_purge, run_reset, run_stats
+from .maintain import index_stats, run_export, run_forget, run_purge, run_reband, run_reset, run_stats
 from .parser import BUILTIN_DEFAULTS, build_parser
 from .report import run_report
 
@@ -52,6 +53,7 @@ __all__ = [
     "run_export",
     "run_forget",
     "run_purge",
+    "run_reband",
     "run_report",
     "run_reset",
     "run_stats",
@@ -66,6 +68,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": run_export,
     "purge": run_purge,
     "reset": run_reset,
+    "reband": run_reband,
     "forget": run_forget,
     "report": run_report,
 }

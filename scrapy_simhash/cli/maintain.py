@@ -1,4 +1,4 @@
-"""``stats``, ``export``, ``purge``, ``reset`` and ``forget``: what the index holds, and keeping it."""
+"""``stats``, ``export``, ``purge``, ``reset``, ``reband`` and ``forget``: what the index holds, and keeping it."""
 
 from __future__ import annotations
 
@@ -152,3 +152,47 @@ def run_forget(args: argparse.Namespace) -> int:
     print(f"forgot {what} ({', '.join([*removed, 'its decision'] if decided else removed)} removed)")
     return 0
 
+
+
+def run_reband(args: argparse.Namespace) -> int:
+    """Rebuild a SQLite index's band rows (:func:`~scrapy_simhash.index.sqlite_reband.reband`)."""
+    from ..index import IndexError_, sqlite_path
+    from ..index.sqlite_reband import reband
+
+    location = args.path or args.index
+    if not location:
+        raise CliError("name the index file: reband PATH (or --index PATH)")
+    path = sqlite_path(location)
+    if path is None:
+        raise CliError(f"{location}: only a SQLite index can be re-banded (a Redis index keeps its layout)")
+    if args.dynamic_threshold and args.body_max_distance is None:
+        raise CliError("--dynamic-threshold adds 2 bits to --body-max-distance: give both")
+    title_bands, body_bands = args.title_bands, args.body_bands
+    if args.title_max_distance is not None:
+        title_bands = args.title_max_distance + 1
+    if args.body_max_distance is not None:
+        from ..dedup import SHORT_BODY_BONUS
+
+        body_bands = args.body_max_distance + 1 + (SHORT_BODY_BONUS if args.dynamic_threshold else 0)
+    show = args.progress if args.progress is not None else sys.stderr.isatty()
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        fraction = done / total if total else 1.0
+        bar = "#" * int(30 * fraction)
+        sys.stderr.write(f"\r[{bar:.<30}] {fraction:4.0%}  {done:,}/{total:,} band rows  "
+                         f"{time.monotonic() - started:.0f} s\x1b[K")
+        sys.stderr.flush()
+
+    try:
+        done = reband(path, title_bands=title_bands, body_bands=body_bands, progress=progress if show else None)
+    except (IndexError_, ValueError) as exc:
+        raise CliError(f"cannot re-band {location}: {exc}") from exc
+    finally:
+        if show:
+            sys.stderr.write("\r\x1b[K")
+    before, after = done["previous"], done["params"]
+    print(f"re-banded {path}: {done['entries']:,} entries, {done['band_rows']:,} band rows in "
+          f"{done['seconds']:.1f} s; title answers distances up to {after['title_bands'] - 1} (was "
+          f"{before['title_bands'] - 1}), body up to {after['body_bands'] - 1} (was {before['body_bands'] - 1})")
+    return 0

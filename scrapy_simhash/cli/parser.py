@@ -253,6 +253,29 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     p.add_argument("-y", "--yes", action="store_true", help="do not ask")
     index_options(p)
 
+    # reband
+    p = add("reband", "rebuild the band rows of a SQLite index for other thresholds or this version's layout",
+            "Rebuild the band rows from the full fingerprints every entry keeps: for a larger (or smaller) "
+            "threshold, or to convert an index of the previous schema version. One transaction: interrupted, "
+            "the index is left as it was. Without threshold options, the recorded ones are kept. Crawls "
+            "sharing the file wait for it (their busy timeout).",
+            ["index.sqlite3", "index.sqlite3 --body-max-distance 5", "--index index.sqlite3 --body-bands 6"])
+    p.add_argument("path", nargs="?", metavar="PATH", help="the index file (default: --index)")
+    g = p.add_argument_group("new thresholds (default: the recorded ones)")
+    g.add_argument("--title-bands", type=_positive_int, metavar="N", help="answer title distances up to N-1")
+    g.add_argument("--body-bands", type=_positive_int, metavar="N", help="answer body distances up to N-1")
+    g.add_argument("--title-max-distance", type=_non_negative_int, metavar="BITS",
+                   help="answer title distances up to BITS (as --title-bands BITS+1)")
+    g.add_argument("--body-max-distance", type=_non_negative_int, metavar="BITS",
+                   help="answer body distances up to BITS (with --dynamic-threshold: BITS+2)")
+    g.add_argument("--dynamic-threshold", action="store_true",
+                   help="room for the dynamic threshold's 2 extra body bits")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+    g = p.add_argument_group("index")
+    g.add_argument("--index", default=d["index"] if in_project else None, metavar="PATH",
+                   help="the index file, when PATH is not given")
+
     # forget
     p = add("forget", "remove one entry, by id or URL",
             "Remove the entry with this id (a number, as export shows) or URL, so its story is admitted "

@@ -10,7 +10,7 @@ make before touching their store, and :func:`stats_dict` the shape of ``stats()`
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..__version__ import __version__
@@ -38,23 +38,35 @@ def check_params(params: IndexParams) -> None:
 
 
 def layouts(params: IndexParams) -> dict[Tier, Layout]:
-    """The pigeonhole band layout of each fingerprint tier: ``(shift, width)`` per band."""
+    """The pigeonhole band layout of each fingerprint tier: ``(shift, width)`` per band (the Redis
+    index's; SQLite's is :mod:`.bands`)."""
     return {
         "title": band_layout(params.bits, params.title_bands - 1),
         "body": band_layout(params.bits, params.body_bands - 1),
     }
 
 
-def new_meta(params: IndexParams, schema_version: int, **extra: Any) -> dict[str, Any]:
+#: What a backend records as each tier's layout, from the parameters (JSON values).
+LayoutRecords = Callable[[IndexParams], Mapping[Tier, Any]]
+
+
+def pigeonhole_records(params: IndexParams) -> dict[Tier, Any]:
+    """The record of :func:`layouts`: ``[[shift, width], ...]`` per tier."""
+    return {tier: [list(b) for b in layout] for tier, layout in layouts(params).items()}
+
+
+def new_meta(
+    params: IndexParams, schema_version: int, *, layout_records: LayoutRecords = pigeonhole_records, **extra: Any
+) -> dict[str, Any]:
     """The record a new index stores about itself (``extra``: what is particular to the backend)."""
     check_params(params)
-    tiers = layouts(params)
+    tiers = layout_records(params)
     return {
         "format": FORMAT,
         "schema_version": schema_version,
         "params": params.as_dict(),
-        "title_layout": [list(b) for b in tiers["title"]],
-        "body_layout": [list(b) for b in tiers["body"]],
+        "title_layout": tiers["title"],
+        "body_layout": tiers["body"],
         **extra,
         "created": time.time(),
         "created_by": f"scrapy-simhash {__version__}",
@@ -62,28 +74,31 @@ def new_meta(params: IndexParams, schema_version: int, **extra: Any) -> dict[str
 
 
 def verify_meta(
-    meta: Mapping[str, Any], location: str, schema_version: int, requested: IndexParams | None, remedy: str
+    meta: Mapping[str, Any], location: str, schema_version: int, requested: IndexParams | None, remedy: str,
+    *, layout_records: LayoutRecords = pigeonhole_records, convert: Mapping[int, str] | None = None,
 ) -> IndexParams:
     """The parameters ``meta`` records, after checking that this version reads it and that they
-    answer ``requested`` (any, when None). ``remedy`` ends the mismatch message (what to do)."""
+    answer ``requested`` (any, when None). ``remedy`` ends the mismatch message (what to do);
+    ``convert``: the command that converts an index of an older schema version, per version."""
     if meta.get("format") != FORMAT:
         raise IndexOpenError(f"{location} is not a scrapy-simhash index (format {meta.get('format')!r})")
     version = meta.get("schema_version")
     if version != schema_version:
         newer = isinstance(version, int) and not isinstance(version, bool) and version > schema_version
+        command = (convert or {}).get(version) if isinstance(version, int) else None
+        older = (f": it was made by an older scrapy-simhash; convert it with `{command}`" if command else
+                 f": it was made by an older scrapy-simhash and cannot be converted; delete it or "
+                 f"use a new index {remedy} (SIMHASH_RESET / --reset does not help)")
         raise IndexOpenError(
             f"index {location} has schema version {version!r}; this scrapy-simhash reads version "
-            f"{schema_version}" + (" (upgrade scrapy-simhash)" if newer else
-                                   f": it was made by an older scrapy-simhash and cannot be converted; delete it or "
-                                   f"use a new index {remedy} (SIMHASH_RESET / --reset does not help)")
+            f"{schema_version}" + (" (upgrade scrapy-simhash)" if newer else older)
         )
     try:
         stored = IndexParams(**meta["params"])
         check_params(stored)
     except (KeyError, TypeError, ValueError) as exc:
         raise IndexOpenError(f"index {location} records unreadable parameters: {exc}") from exc
-    for tier, layout in layouts(stored).items():
-        expected = [list(band) for band in layout]
+    for tier, expected in layout_records(stored).items():
         if meta.get(f"{tier}_layout") != expected:
             raise IndexOpenError(
                 f"index {location} records {tier}_layout = {meta.get(f'{tier}_layout')!r}, but its parameters "
@@ -145,7 +160,6 @@ def stats_dict(
     ``newest``/``decisions`` are the index's own namespace's."""
     mine = per.get(index.namespace, {"entries": 0, "oldest": None, "newest": None, "decisions": 0})
     meta = index._meta
-    tiers = layouts(index.params)
     return {
         "backend": backend,
         "location": index.location,
@@ -156,8 +170,8 @@ def stats_dict(
         "created_by": meta.get("created_by"),
         **about,
         "params": index.params.as_dict(),
-        "title_layout": [list(b) for b in tiers["title"]],
-        "body_layout": [list(b) for b in tiers["body"]],
+        "title_layout": meta.get("title_layout"),
+        "body_layout": meta.get("body_layout"),
         "readonly": index._readonly,
         "namespace": index.namespace,
         "entries": mine["entries"],

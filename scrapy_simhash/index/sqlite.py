@@ -32,7 +32,8 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import rule
+from . import rule, sqlite_dense
+from .bands import bands_for, records
 from .base import (
     Decision,
     Entry,
@@ -45,7 +46,7 @@ from .base import (
     Query,
     Tier,
 )
-from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
+from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict, verify_meta
 from .owners import alive as owners_alive
 from .sqlite_file import (
     META_TABLE,
@@ -59,6 +60,7 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
+from .sqlite_reband import REBANDED
 from .sqlite_tables import (
     ENTRY_COLS,
     ENTRY_COLS_E,
@@ -125,7 +127,7 @@ class SqliteIndex(QueryChecks):
                 why = "opened read-only" if readonly else "create=False"
                 raise IndexOpenError(f"index {file} does not exist ({why})")
             params = params or IndexParams()
-            create_file(file, new_meta(params, SCHEMA_VERSION, **storage_meta(params)))
+            create_file(file, new_meta(params, SCHEMA_VERSION, layout_records=records, **storage_meta(params)))
         self._open_existing(file, params)
         return self
 
@@ -152,13 +154,14 @@ class SqliteIndex(QueryChecks):
                 f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
             )
         meta = read_meta(conn, file)
-        stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file")
+        stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file", layout_records=records,
+                             convert={version: f"scrapy-simhash reband {file}" for version in REBANDED})
         check_schema(conn, file)  # also: none of our tables and indexes is missing
         check_storage_meta(meta, stored, str(file))
         self.params = stored
         self._meta = meta
         self._value_bits = value_bits(stored)
-        self._layouts = layouts(stored)
+        self._layouts = bands_for(stored)
         self._bits = stored.bits
         self._enc, decode = codec(stored.bits)
         stored_type = int if stored.bits <= 64 else bytes
@@ -361,7 +364,7 @@ class SqliteIndex(QueryChecks):
                 "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", bands)
+            sqlite_dense.write(conn, self._rows, bands)
         return len(rows)
 
     def explain(self, url: str) -> Decision | None:
@@ -473,6 +476,7 @@ class SqliteIndex(QueryChecks):
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM sentence WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
+            conn.execute("DELETE FROM band2 WHERE key >= ? AND key < ?", (lo, hi))
         return n
 
     def count(self) -> int:
@@ -502,7 +506,7 @@ class SqliteIndex(QueryChecks):
                 per.setdefault(names.get(ns, f"#{ns}"), {"entries": 0, "oldest": None, "newest": None})[
                     "decisions"
                 ] = n
-            band_rows = int(conn.execute("SELECT count(*) FROM band").fetchone()[0])
+            band_rows = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in ("band", "band2"))
         size = 0
         for suffix in ("", "-wal"):
             with contextlib.suppress(OSError):

@@ -35,11 +35,17 @@ What is stored where, and why
     earliest non-expired entry holding a fingerprint in O(log n), however many share it;
     ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
-    The pigeonhole bands. ``key`` packs ``(namespace id, tier, band number, band value)`` into one
-    non-negative 63-bit integer; ``fp`` is the full fingerprint. A fingerprint is stored once per
-    band however many entries share it, so boilerplate pages and empty bodies do not grow buckets:
+    The band rows of the multi-index layout (:mod:`.bands`): one per part of a fingerprint. ``key``
+    packs ``(namespace id, tier, part number, part value)`` into one non-negative 63-bit integer; ``fp``
+    is the full fingerprint. A check reads the keys of its parts' values and their neighbours. A
+    fingerprint is stored once per part however many entries share it, so boilerplate pages and
+    empty bodies do not grow buckets:
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
+``band2`` (``WITHOUT ROWID``, primary key ``(key, sub, fp)``)
+    The rows of split buckets (:mod:`.sqlite_dense`): a ``band`` bucket that reached
+    :data:`~.sqlite_dense.SPLIT_AT` fingerprints keeps one marker row (``fp`` an empty BLOB) and its
+    fingerprints are stored here under the sub-keys of their other bits.
 ``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
     The sentence tier's lookup table: one row per stored sentence hash of an entry (its
     :data:`~.rule.SENTENCES_STORED` smallest, each as a signed 64-bit integer, 8 bytes where the
@@ -62,10 +68,10 @@ big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very 
 (XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
 exact Hamming distance, so exactness is unaffected.
 
-Scaling: identical fingerprints cost nothing extra, but distinct fingerprints sharing a band value
-are all candidates: about ``n / 2**width`` per band. For 64 bits and body k=3 (16-bit bands) that is
-~15 per band at 1M entries, verified in Python; ``benchmarks/index_scaling.py`` measures it. Manku's
-permuted tables (e.g. 5 blocks, keys on 2 of them) would trade more band rows for fewer candidates.
+Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
+sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), and
+for fingerprints crowded around one centre what the split buckets hold (``benchmarks/index_scaling.py``,
+``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
 """
 
 from __future__ import annotations
@@ -76,9 +82,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..simhash import from_signed64, to_signed64
-from . import rule
+from . import rule, sqlite_dense
+from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
-from .meta import TITLE_CHARS, Layout, layouts
+from .meta import TITLE_CHARS
 
 SCHEMA = """
 CREATE TABLE namespace (
@@ -106,6 +113,12 @@ CREATE TABLE band (
     key INTEGER NOT NULL,
     fp NOT NULL,
     PRIMARY KEY (key, fp)
+) WITHOUT ROWID;
+CREATE TABLE band2 (
+    key INTEGER NOT NULL,
+    sub INTEGER NOT NULL,
+    fp NOT NULL,
+    PRIMARY KEY (key, sub, fp)
 ) WITHOUT ROWID;
 CREATE TABLE decision (
     ns INTEGER NOT NULL,
@@ -147,7 +160,7 @@ ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
 
 def value_bits(params: IndexParams) -> int:
     """Bits of the band value kept in a key for these parameters (recorded as ``band_key.value_bits``)."""
-    widest = max(width for layout in layouts(params).values() for _, width in layout)
+    widest = max(width for layout in bands_for(params).values() for _, width in layout.parts)
     return min(widest, MAX_VALUE_BITS)
 
 
@@ -179,7 +192,9 @@ def check_storage_meta(meta: dict[str, Any], params: IndexParams, location: str)
 _SAMPLED_NAMESPACES = 8
 
 
-def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout], vbits: int, bits: int) -> None:
+def check_rows(
+    conn: sqlite3.Connection, location: str, tiers: dict[Tier, TierBands], vbits: int, bits: int
+) -> None:
     """Cheap checks (a few index lookups, whatever the size) that the rows agree with the recorded
     layout: every namespace id used by an entry exists; the lowest and highest band keys belong to
     existing namespaces and bands; the oldest and newest entries of the first namespaces have their
@@ -197,7 +212,7 @@ def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout
             f"index {location} has entries of namespace id {unknown[0]!r}, which its namespace table "
             f"(ids {sorted(ids)[:10]}) does not have: the file was altered or damaged, refusing it"
         )
-    sizes = {_KIND[tier]: len(tiers[tier]) for tier in TIERS}
+    sizes = {_KIND[tier]: len(tiers[tier].parts) for tier in TIERS}
     # one aggregate per query: SQLite answers each from the primary key in O(log n), both at once by a scan
     for (key,) in (conn.execute(f"SELECT {f}(key) FROM band").fetchone() for f in ("min", "max")):
         if key is None:
@@ -229,9 +244,7 @@ def check_rows(conn: sqlite3.Connection, location: str, tiers: dict[Tier, Layout
                 if raw is None:
                     continue
                 keys = rows.keys(tier, dec(raw))  # type: ignore[arg-type]
-                present = conn.execute(
-                    f"SELECT count(*) FROM band WHERE fp = ? AND key IN ({','.join('?' * len(keys))})",
-                    (raw, *keys)).fetchone()[0]
+                present = sqlite_dense.held(conn, rows, tier, raw)
                 if present != len(keys):
                     raise IndexOpenError(
                         f"index {location}: entry {ident} has {present} of its {len(keys)} {tier} band rows "
@@ -294,21 +307,21 @@ class Rows:
     the hot path, computed once at open."""
 
     def __init__(
-        self, ns_id: int | None, namespace: str, tiers: dict[Tier, Layout], vbits: int,
+        self, ns_id: int | None, namespace: str, tiers: dict[Tier, TierBands], vbits: int,
         enc: Callable[[int], Any], dec: Callable[[Any], int],
     ) -> None:
         self.ns_id, self.namespace, self.enc, self.dec, self._vbits = ns_id, namespace, enc, dec, vbits
+        self.tiers = tiers
         ns = ns_id or 0
-        self._plan: dict[Tier, list[tuple[int, int, int]]] = {}
-        for tier in TIERS:
-            plan = []
-            for number, (shift, width) in enumerate(tiers[tier]):
-                prefix = ((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number
-                plan.append((prefix << vbits, shift, width))
-            self._plan[tier] = plan
+        self._base = {
+            tier: [(((ns << 1 | _KIND[tier]) << BAND_NUMBER_BITS) | number) << vbits
+                   for number in range(len(tiers[tier].parts))]
+            for tier in TIERS
+        }
+        self._fold = any(width > vbits for tier in TIERS for _, width in tiers[tier].parts)
         self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
         self.sql_band = {
-            tier: f"SELECT fp FROM band WHERE key IN ({','.join('?' * len(tiers[tier]))})" for tier in TIERS
+            tier: f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
         }
         self.sql_first = {
             tier: f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
@@ -317,25 +330,40 @@ class Rows:
         }
         self.sql_used = {tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS}
 
+    def _keys(self, tier: Tier, values: list[tuple[int, int]]) -> list[int]:
+        base, vb = self._base[tier], self._vbits
+        if self._fold:  # a value wider than a key holds is folded (XOR): only ever more candidates
+            return [base[n] | _fold(value, vb) for n, value in values]
+        return [base[n] | value for n, value in values]
+
     def keys(self, tier: Tier, fp: int) -> list[int]:
-        """The band keys of ``fp`` in ``tier``."""
-        vb = self._vbits
-        keys = []
-        for base, shift, width in self._plan[tier]:
-            value = (fp >> shift) & ((1 << width) - 1)
-            if width > vb:
-                value = _fold(value, vb)
-            keys.append(base | value)
+        """The band keys an entry with ``fp`` in ``tier`` stores (one per part)."""
+        return self._keys(tier, self.tiers[tier].store(fp))
+
+    def probe_keys(self, tier: Tier, fp: int) -> list[int]:
+        """The band keys a query for ``fp`` in ``tier`` reads (each part's value and its neighbours),
+        in the order of :meth:`.bands.TierBands.probe`."""
+        if self._fold:
+            return self._keys(tier, self.tiers[tier].probe(fp))
+        layout, keys = self.tiers[tier], []
+        for base, (shift, width), masks in zip(self._base[tier], layout.parts, layout.flips, strict=True):
+            key = base | ((fp >> shift) & ((1 << width) - 1))
+            keys += [key ^ mask for mask in masks]  # the mask stays inside the value bits
         return keys
 
-    def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any]]:
-        """``(key, stored fp)`` rows of an entry's fingerprints."""
+    def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any, Tier, int, int]]:
+        """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.sqlite_dense.write`)."""
         rows = []
         for tier, fp in (("title", tfp), ("body", bfp)):
             if fp is not None:
                 raw = self.enc(fp)
-                rows.extend((key, raw) for key in self.keys(tier, fp))  # type: ignore[arg-type]
+                rows.extend((key, raw, tier, part, fp) for part, key in enumerate(self.keys(tier, fp)))
         return rows
+
+    def part_of(self, key: int) -> tuple[Tier, int]:
+        """The tier and part number a band key belongs to."""
+        vb = self._vbits
+        return TIERS[key >> (vb + BAND_NUMBER_BITS) & 1], key >> vb & ((1 << BAND_NUMBER_BITS) - 1)
 
     def entry(self, row: tuple[Any, ...]) -> Entry:
         """An :class:`~.base.Entry` from an ``ENTRY_COLS`` row."""
@@ -353,10 +381,7 @@ class Rows:
         for index, tier in enumerate(TIERS):
             for raw in {r[index] for r in removed if r[index] is not None}:
                 if conn.execute(self.sql_used[tier], (self.ns_id, raw)).fetchone() is None:
-                    conn.executemany(
-                        "DELETE FROM band WHERE key = ? AND fp = ?",
-                        [(key, raw) for key in self.keys(tier, self.dec(raw))],
-                    )
+                    sqlite_dense.drop(conn, self, tier, raw)
 
 
 class Tables:
@@ -366,8 +391,7 @@ class Tables:
         self.rows, self.conn = rows, conn
 
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
-        dec = self.rows.dec
-        return [dec(raw) for (raw,) in self.conn.execute(self.rows.sql_band[tier], self.rows.keys(tier, fp))]
+        return sqlite_dense.candidates(self.conn, self.rows, tier, fp)
 
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
         rows = self.rows
@@ -412,7 +436,7 @@ class Tables:
             ),
         ).lastrowid
         assert entry_id is not None
-        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", rows.band_rows(tfp, bfp))
+        sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
         if stored:

@@ -1,0 +1,255 @@
+"""The multi-index band layout (index/bands.py) and re-banding a SQLite index in place.
+
+Exactness: every fingerprint within the threshold shares a stored row with the query's probes, and
+the index answers exactly (k found, k+1 never), property-tested on real SQLite files. Re-banding
+keeps every entry, answers the new threshold, converts a file of the previous schema version, and
+a SIGKILL in the middle of it leaves an index that opens and holds every entry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index, sqlite_dense
+from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
+from scrapy_simhash.index.meta import layouts
+from scrapy_simhash.index.sqlite import SqliteIndex
+from scrapy_simhash.index.sqlite_reband import reband
+from scrapy_simhash.index.sqlite_tables import Rows, codec
+
+from .test_cli import SCRAPY, make_project, ok, run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def flips(rng: random.Random, fp: int, bits: int, n: int) -> int:
+    for bit in rng.sample(range(bits), n):
+        fp ^= 1 << bit
+    return fp
+
+
+@pytest.mark.parametrize("bits", [32, 64, 128])
+@pytest.mark.parametrize("k", range(8))
+def test_every_fingerprint_within_k_shares_a_probed_row(bits: int, k: int) -> None:
+    layout = tier_bands(bits, k)
+    assert layout.probes <= MAX_PROBES or len(layout.parts) == k + 1
+    assert sum(w for _, w in layout.parts) == bits and layout.radius == k // len(layout.parts)
+    rng = random.Random(bits * 100 + k)
+    for _ in range(300):
+        fp = rng.getrandbits(bits)
+        other = flips(rng, fp, bits, rng.randint(0, k))
+        assert set(layout.store(other)) & set(layout.probe(fp))
+
+
+@given(fp=st.integers(0, (1 << 64) - 1), positions=st.lists(st.integers(0, 63), max_size=3, unique=True))
+def test_flip_patterns_up_to_3_share_a_probed_row(fp: int, positions: list[int]) -> None:
+    other = fp
+    for bit in positions:
+        other ^= 1 << bit
+    for k in range(len(positions), 4):
+        layout = tier_bands(64, k)
+        assert set(layout.store(other)) & set(layout.probe(fp))
+
+
+def test_default_layout_and_its_cost() -> None:
+    """64 bits, title k=2 and body k=3: two 32-bit parts, probed with their one-bit neighbours."""
+    tiers = bands_for(IndexParams())
+    for tier in ("title", "body"):
+        assert tiers[tier].parts == ((0, 32), (32, 32)) and tiers[tier].radius == 1 and tiers[tier].probes == 66
+
+
+@pytest.fixture(scope="module")
+def exact_index(tmp_path_factory: pytest.TempPathFactory) -> SqliteIndex:
+    ix = SqliteIndex.open(tmp_path_factory.mktemp("exact") / "i.sqlite3", params=IndexParams(body_bands=4))
+    yield ix  # type: ignore[misc]
+    ix.close()
+
+
+_EXAMPLES = itertools.count()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), k=st.integers(0, 3), extra=st.integers(0, 4))
+def test_sqlite_finds_k_and_never_k_plus_1(exact_index: SqliteIndex, seed: int, k: int, extra: int) -> None:
+    """An entry d bits from the query is found by the body tier with threshold k iff d <= k."""
+    rng = random.Random(seed)
+    fp = rng.getrandbits(64)
+    distance = min(k + extra, 63)
+    url = f"u{next(_EXAMPLES)}"
+    exact_index.add([(None, flips(rng, fp, 64, distance), url, None, 1.0)])
+    found = exact_index.lookup(None, fp, title_k=0, body_k=k, limit=50)
+    near = [m for m in found if m.entry.url == url]
+    assert bool(near) == (distance <= k)
+    assert all(m.distance <= k for m in found)
+
+
+def _answers_as_a_scan(ix: SqliteIndex, fps: list[int], centre: int, rng: random.Random) -> None:
+    for _ in range(40):
+        query = flips(rng, centre, 64, rng.randint(0, 6))
+        found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
+        assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
+
+
+@pytest.mark.parametrize("split_at", [sqlite_dense.SPLIT_AT, 8])
+def test_clustered_fingerprints_are_all_found_and_only_those(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, split_at: int
+) -> None:
+    """Distinct entries sharing most bits (one centre, random flips): the index answers as a scan would,
+    with its dense buckets split (a small threshold splits many), after removals and after a reband."""
+    monkeypatch.setattr(sqlite_dense, "SPLIT_AT", split_at)
+    rng = random.Random(7)
+    centre = rng.getrandbits(64)
+    fps = sorted({flips(rng, centre, 64, rng.randint(1, 6)) for _ in range(3000)})
+    path = tmp_path / "c.sqlite3"
+    with SqliteIndex.open(path) as ix:
+        ix.add([(None, fp, f"u{fp}", None, float(i)) for i, fp in enumerate(fps[:2000])])
+        for i, fp in enumerate(fps[2000:]):  # one at a time: buckets fill up and split as entries arrive
+            ix.check_and_add(Query(title_fp=None, body_fp=fp, title_k=0, body_k=0, url=f"u{fp}", seen_at=1e4 + i))
+        conn = ix._conn
+        assert conn is not None
+        split = conn.execute("SELECT count(*) FROM band WHERE fp = x''").fetchone()[0]
+        assert split > 0 and conn.execute("SELECT count(*) FROM band2").fetchone()[0] > split
+        _answers_as_a_scan(ix, fps, centre, rng)
+        assert ix.purge(1000.0) == 1000  # the first 1000 go, with their plain and split rows
+        kept = [fp for i, fp in enumerate(fps) if i >= 1000]
+        _answers_as_a_scan(ix, kept, centre, rng)
+        assert ix.forget(f"u{kept[0]}") == 1
+        kept = kept[1:]
+        _answers_as_a_scan(ix, kept, centre, rng)
+    reband(path, body_bands=5)
+    with SqliteIndex.open(path) as ix:  # reopened: the sampled entries' rows are checked, split or not
+        _answers_as_a_scan(ix, kept, centre, rng)
+
+
+# -- re-banding ------------------------------------------------------------------------------------
+
+
+def filled(path: Path, n: int, params: IndexParams | None = None, seed: int = 1) -> list[tuple[int, int]]:
+    rng = random.Random(seed)
+    pairs = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(n)]
+    with open_index(path, params=params or IndexParams()) as ix:
+        ix.add([(t, b, f"https://x/{i}", "t", float(i)) for i, (t, b) in enumerate(pairs)])
+    return pairs
+
+
+def test_reband_keeps_every_entry_and_answers_the_new_threshold(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite3"
+    pairs = filled(path, 2000)
+    with open_index(path) as ix, open_index(path, namespace="other") as other:
+        other.add([(None, pairs[0][1], "https://other/0", None, 5.0)])
+        before = [(e.id, e.url, e.title_fp, e.body_fp) for e in ix.entries()]
+    with pytest.raises(ParameterMismatch):
+        open_index(path, params=IndexParams(body_bands=6))
+    done = reband(path, body_bands=6)
+    assert done["entries"] == 2001 and done["params"]["body_bands"] == 6
+    with open_index(path, params=IndexParams(body_bands=6)) as ix:
+        assert [(e.id, e.url, e.title_fp, e.body_fp) for e in ix.entries()] == before
+        rng = random.Random(3)
+        for _, b in pairs[:200]:  # each body 5 bits away is found, 6 bits away is not
+            for d in (5, 6):
+                query = flips(rng, b, 64, d)
+                found = ix.lookup(None, query, title_k=0, body_k=5, limit=5)
+                assert any(m.entry.body_fp == b for m in found) == (d <= 5)
+    with open_index(path, namespace="other", params=IndexParams(body_bands=6)) as other:
+        assert other.count() == 1 and other.lookup(None, pairs[0][1], title_k=0, body_k=5)[0].distance == 0
+
+
+def _as_schema_3(path: Path) -> None:
+    """Rewrite a file as the previous version wrote it: pigeonhole band rows, schema version 3."""
+    conn = sqlite3.connect(path)
+    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
+    params = IndexParams(**meta["params"])
+    tiers = layouts(params)
+    vbits = max(w for layout in tiers.values() for _, w in layout)
+
+    class Pigeonhole:  # the old layout in the shape Rows takes
+        def __init__(self, layout: tuple[tuple[int, int], ...]) -> None:
+            self.parts, self.probes = layout, len(layout)
+
+        def store(self, fp: int) -> list[tuple[int, int]]:
+            return [(n, (fp >> s) & ((1 << w) - 1)) for n, (s, w) in enumerate(self.parts)]
+
+    enc, dec = codec(64)
+    rows = Rows(1, "", {t: Pigeonhole(layout) for t, layout in tiers.items()}, vbits, enc, dec)  # type: ignore[misc]
+    old = {tfp: None for (tfp,) in conn.execute("SELECT title_fp FROM entry WHERE title_fp IS NOT NULL")}
+    body = {bfp: None for (bfp,) in conn.execute("SELECT body_fp FROM entry WHERE body_fp IS NOT NULL")}
+    conn.execute("DELETE FROM band")
+    conn.execute("DROP TABLE band2")  # schema 4's table for split buckets
+    conn.executemany("INSERT OR IGNORE INTO band VALUES (?, ?)",
+                     [(k, raw) for raw in old for k in rows.keys("title", dec(raw))]
+                     + [(k, raw) for raw in body for k in rows.keys("body", dec(raw))])
+    for key, value in {"schema_version": 3, "title_layout": [list(b) for b in tiers["title"]],
+                       "body_layout": [list(b) for b in tiers["body"]],
+                       "band_key": {**meta["band_key"], "value_bits": vbits}}.items():
+        conn.execute("UPDATE simhash_meta SET value = ? WHERE key = ?", (json.dumps(value), key))
+    conn.commit()
+    conn.close()
+
+
+def test_a_file_of_the_previous_schema_is_refused_then_rebanded_by_the_cli(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite3"
+    pairs = filled(path, 500)
+    _as_schema_3(path)
+    with pytest.raises(IndexOpenError, match=f"schema version 3.*scrapy-simhash reband {path}"):
+        open_index(path)
+    proc = ok(run("reband", path))
+    assert "500 entries" in proc.stdout and "\r" not in proc.stderr  # no progress bar without a terminal
+    with open_index(path, params=IndexParams()) as ix:
+        assert ix.count() == 500
+        for _, b in pairs[:50]:
+            assert ix.peek(Query(title_fp=None, body_fp=b ^ 0b111, title_k=2, body_k=3)).entry.body_fp == b  # type: ignore[union-attr]
+
+
+def test_scrapy_simhash_reband_uses_the_project_index(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p")
+    index = root / ".scrapy" / "simhash" / "index.sqlite3"
+    filled(index, 50)
+    ok(run("simhash", "reband", "--title-max-distance", "4", cwd=root, cmd=SCRAPY))
+    with open_index(index) as ix:
+        assert ix.params.title_bands == 5 and ix.count() == 50
+
+
+_REBANDER = """
+import sys
+from scrapy_simhash.index import sqlite_reband
+sqlite_reband.PROGRESS_EVERY = 1000
+
+def progress(done, total):
+    print(done, flush=True)
+
+sqlite_reband.reband(sys.argv[1], body_bands=6, progress=progress)
+"""
+
+
+def test_sigkill_during_reband_leaves_every_entry(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite3"
+    pairs = filled(path, 60_000)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", _REBANDER, str(path)], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # band rows are being computed: the transaction is open
+    assert line.strip().isdigit(), line
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    with open_index(path, params=IndexParams()) as ix:  # as it was: the old layout, every entry
+        assert ix.count() == 60_000 and ix.params.body_bands == 4
+        for t, _ in random.Random(2).sample(pairs, 100):
+            assert ix.peek(Query(title_fp=t ^ 1, body_fp=None, title_k=2, body_k=3)).entry.title_fp == t  # type: ignore[union-attr]
+    reband(path, body_bands=6)  # and it can be re-banded afterwards
+    with open_index(path, params=IndexParams(body_bands=6)) as ix:
+        assert ix.count() == 60_000
