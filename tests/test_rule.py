@@ -43,13 +43,13 @@ class MemoryStore:
             if other is not None and mine & set(self._bands(tier, other)):
                 yield other
 
-    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
+    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
         found = sorted(
             (e for e, _ in self.entries if (e.title_fp if tier == "title" else e.body_fp) == fp
              and e.first_seen >= not_before),
             key=lambda e: (e.first_seen, e.id),
         )
-        return found if limit is None else found[:limit]
+        return found[offset:] if limit is None else found[offset:offset + limit]
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
         counted = [h for h in hashes if sum(h in s for _, s in self.entries) < rule.SENTENCE_MAX_HOLDERS]
@@ -207,6 +207,9 @@ CASES = [
     Case("sentence tier: the earliest matching entry",
          ({"body_fp": 1, "sentences": S[4:8], "seen_at": 2.0}, {"body_fp": 2, "sentences": S[4:7], "seen_at": 1.0}),
          {"body_fp": ~B & M64, "sentences": S[4:8], "sentences_shared": 50}, ("sentence", 0, 1)),
+    Case("title tier: the earliest holder whose body agrees, past the first pages of holders",
+         (*({"title_fp": T, "body_fp": B ^ (M64 >> 32)} for _ in range(30)), {"title_fp": T, "body_fp": B}),
+         {"title_fp": T, "body_fp": B}, ("title", 0, 30)),
 ]
 
 
@@ -309,3 +312,23 @@ def test_the_lua_rule_falls_back_to_rule_constants() -> None:
     from scrapy_simhash.index.redis import SCRIPT
 
     assert re.search(r"L\.sentences_figures or (\d+)", SCRIPT).group(1) == str(rule.SENTENCES_FIGURES)
+
+
+def test_a_crowded_title_fingerprint_reads_one_page() -> None:
+    """A boilerplate title fingerprint held by 500 entries whose bodies agree: the rule reads the
+    first page of holders, not all of them (the check's cost must not grow with the crowd)."""
+    store = MemoryStore()
+    for n in range(500):
+        rule.check_and_add(store, _query({"title_fp": T, "body_fp": B, "seen_at": float(n + 1), "not_before": 1e12}, n))
+    read: list[Entry] = []
+    real = store.holders
+
+    def counted(*args: Any, **kwargs: Any) -> list[Entry]:
+        page = real(*args, **kwargs)
+        read.extend(page)
+        return page
+
+    store.holders = counted  # type: ignore[method-assign]
+    match = rule.peek(store, _query({"title_fp": T, "body_fp": B}, 999))
+    assert match is not None and match.entry.id == 1
+    assert len(read) <= rule.HOLDERS_PAGE

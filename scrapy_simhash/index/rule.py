@@ -62,15 +62,20 @@ TITLE_BODY_DISTANCE = 20
 SENTENCE_MAX_HOLDERS = 32
 
 
+#: The first page of holders the title and figure checks read (each next page twice the last).
+HOLDERS_PAGE = 8
+
+
 class Store(Protocol):
     """What the rule needs from a backend, inside one atomic step. Fingerprints are unsigned ints."""
 
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
         """Stored fingerprints of ``tier`` that share at least one band with ``fp`` (may repeat)."""
 
-    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
+    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
         """Entries holding exactly ``fp`` as their ``tier`` fingerprint, first seen at or after
-        ``not_before``, earliest first (then lowest id); the first ``limit``, or all when None."""
+        ``not_before``, earliest first (then lowest id): ``limit`` of them (all when None) after
+        the first ``offset``."""
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
         """``(entry, shared, stored)`` for every entry first seen at or after ``not_before`` that
@@ -159,8 +164,9 @@ def nearest(
     accept: Callable[[Entry], bool] | None = None,
 ) -> list[Match]:
     """The ``limit`` nearest entries within ``k`` (distance, then earliest first seen, then lowest
-    id); with ``accept``, only entries it accepts count, so every holder of a candidate fingerprint
-    is read (a recurring headline: one fingerprint, many entries)."""
+    id); with ``accept``, only entries it accepts count: the holders of a candidate fingerprint (a
+    recurring headline: one fingerprint, many entries) are read in growing pages until enough are
+    accepted, so a boilerplate fingerprint held by 100k entries costs one page when its first fits."""
     distances: dict[int, int] = {}
     for other in store.candidates(tier, fp):
         if other not in distances:  # a fingerprint agreeing on several bands comes back once per band
@@ -171,14 +177,30 @@ def nearest(
     while i < len(candidates) and len(matches) < limit:
         distance, group = candidates[i][0], []
         while i < len(candidates) and candidates[i][0] == distance:
+            need = limit - len(matches)
             if accept is None:
-                group += store.holders(tier, candidates[i][1], not_before, limit - len(matches))
+                group += store.holders(tier, candidates[i][1], not_before, need)
             else:
-                group += [e for e in store.holders(tier, candidates[i][1], not_before, None) if accept(e)]
+                group += accepted(store, tier, candidates[i][1], not_before, need, accept)
             i += 1
         group.sort(key=lambda e: (e.first_seen, e.id))
         matches += [Match(tier, distance, e) for e in group[: limit - len(matches)]]
     return matches
+
+
+def accepted(
+    store: Store, tier: Tier, fp: int, not_before: float, need: int, accept: Callable[[Entry], bool],
+) -> list[Entry]:
+    """The earliest ``need`` holders of ``fp`` that ``accept`` takes, read in pages of 8, 16, 32…"""
+    found: list[Entry] = []
+    offset, size = 0, HOLDERS_PAGE
+    while len(found) < need:
+        page = store.holders(tier, fp, not_before, size, offset)
+        found += [e for e in page if accept(e)]
+        if len(page) < size:
+            break
+        offset, size = offset + size, size * 2
+    return found[:need]
 
 
 def sentence_tier(store: Store, query: Query, not_before: float) -> Match | None:

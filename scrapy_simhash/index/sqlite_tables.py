@@ -325,7 +325,7 @@ class Rows:
         }
         self.sql_first = {
             tier: f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
-            "ORDER BY first_seen, id LIMIT ?"
+            "ORDER BY first_seen, id LIMIT ? OFFSET ?"
             for tier in TIERS
         }
         self.sql_used = {tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS}
@@ -393,9 +393,9 @@ class Tables:
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
         return sqlite_dense.candidates(self.conn, self.rows, tier, fp)
 
-    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None) -> list[Entry]:
+    def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
         rows = self.rows
-        args = (rows.ns_id, rows.enc(fp), not_before, -1 if limit is None else limit)
+        args = (rows.ns_id, rows.enc(fp), not_before, -1 if limit is None else limit, offset)
         return [rows.entry(r) for r in self.conn.execute(rows.sql_first[tier], args)]
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
