@@ -33,11 +33,13 @@ import pytest
 import pytest_twisted
 
 from scrapy_simhash.index import IndexError_, IndexOpenError, IndexWriteError, Query, open_index
+from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis import (
     FORMAT,
     SCHEMA_VERSION,
     redacted,
 )
+from scrapy_simhash.index.redis_keys import decode_record
 from scrapy_simhash.simhash import hamming_distance
 from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
 from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
@@ -119,6 +121,19 @@ def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
     server.stop()
 
 
+
+
+def band_tag(ix: Any, title_fp: int) -> bytes:
+    """The tag the first title band of ``title_fp`` is filed under (redis_keys.Keys.tags)."""
+    return bytes.fromhex(ix._k.tags(ix._k.store_keys("title", title_fp))[0])
+
+
+def poison_band(raw: Any, ix: Any, title_fp: int) -> None:
+    """Make the first title band of ``title_fp`` unreadable: its list marked as spilled to a key
+    that holds a string, not a sorted set. The index is small: its band table has one bucket."""
+    tag = band_tag(ix, title_fp)
+    raw.hset(f"{ix._base}tb:0", tag, b"")
+    raw.set(f"{ix._base}Ztb:{tag.hex()}", b"not a sorted set")
 
 
 def snapshot(server_url: str, prefix: str) -> list[tuple[str, Any]]:
@@ -234,27 +249,56 @@ def test_prefixes_and_databases_are_separate_indexes(url: str) -> None:
 # -- self-description, no pickle --------------------------------------------------------------------
 
 
-def test_meta_is_a_json_string_and_every_value_is_plain_text(url: str) -> None:
+def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: str) -> None:
+    """Every key is one of redis_keys.py's, of its type, and every value is in its documented form:
+    JSON or plain text, entry records that decode, lists of whole 4-byte ids or fingerprints —
+    nothing else (never a pickle)."""
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     with open_index(url) as ix:
-        ix.check_and_add(q(0xABC, 0xDEF, url="https://x/1", title="标题", seen_at=1.5))
+        sentences = tuple(f"{n:016x}" for n in range(1, 20))
+        ix.check_and_add(q(0xABC, 0xDEF, url="https://x/1", title="标题", seen_at=1.5, numbers="0000000a",
+                           sentences=sentences, request_id="r1"))
         ix.check_and_add(q(0xABC, None, url="https://x/2", seen_at=2.5))
+        for n in range(20):  # one fingerprint held by 20 entries: its holders spill to a sorted set
+            ix.add([(0x5555, None, None, None, 3.0 + n)])
+        ix.check_and_add(q(0x77, 0x88, owner=new_owner()))
     client = raw_redis(server)
     meta = json.loads(client.get(f"{prefix}:meta"))
     assert (meta["format"], meta["schema_version"], meta["backend"]) == (FORMAT, SCHEMA_VERSION, "redis")
-    assert meta["params"] == ix.params.as_dict() and meta["fingerprint_storage"] == "hex"
+    assert meta["params"] == ix.params.as_dict() and meta["fingerprint_storage"] == "binary"
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
-    kinds = collections.Counter()
-    for key in binary.scan_iter(match=f"{prefix}:*".encode()):
-        kind = binary.type(key).decode()
-        kinds[kind] += 1
-        values = {"string": lambda k: [binary.get(k)], "hash": lambda k: list(binary.hgetall(k).values()),
-                  "set": lambda k: list(binary.smembers(k)), "zset": lambda k: binary.zrange(k, 0, -1)}[kind](key)
-        for value in values:
-            value.decode("utf-8")  # plain text, never a pickle (which starts with b"\x80")
-            assert not value.startswith(b"\x80")
-    assert set(kinds) == {"string", "hash", "set", "zset"}
+    base = f"{prefix}:{{default}}:"
+    sizes = {"tb": 8, "bb": 8, "th": 4, "bh": 4, "sh": 4, "u": 4}
+    kinds: collections.Counter[str] = collections.Counter()
+    for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
+        key, kind = raw_key.decode(), binary.type(raw_key).decode()
+        name = key[len(base):] if key.startswith(base) else key[len(prefix) + 1:]
+        head = re.match(r"[a-z]+|Z[a-z]+", name).group()  # type: ignore[union-attr]
+        kinds[head] += 1
+        expected = {"meta": "string", "namespaces": "hash", "seq": "string", "n": "string", "nbands": "string",
+                    "lh": "hash", "e": "hash", "t": "string", "hours": "zset", "r": "string", "pending": "set",
+                    "owners": "set", "alive": "string", "d": "hash", "decided": "zset",
+                    **{t: "hash" for t in sizes}, **{"Z" + t: "zset" for t in sizes}}
+        assert expected.get(head) == kind, key
+        if head in ("meta", "seq", "n", "nbands", "alive", "namespaces", "lh", "hours", "pending", "owners"):
+            values = {"string": lambda k: [binary.get(k)], "hash": lambda k: list(binary.hgetall(k).values()),
+                      "set": lambda k: list(binary.smembers(k)), "zset": lambda k: binary.zrange(k, 0, -1)}[kind]
+            for value in values(raw_key):
+                value.decode("utf-8")  # plain text
+        elif head == "e":
+            chunks = binary.hgetall(raw_key)
+            for slot in (int(f) for f in chunks if int(f) < 16):  # chunk 0 of each record: its length
+                total = int.from_bytes(chunks[str(slot).encode()][8:10], "big")
+                decode_record(b"".join(chunks[str(slot + 16 * c).encode()] for c in range(-(-total // 64))), 8)
+        elif head in sizes:
+            for value in binary.hgetall(raw_key).values():
+                assert len(value) % sizes[head] == 0 and len(value) <= 64
+        elif head.startswith("Z"):
+            assert all(len(m) == sizes[head[1:]] for m in binary.zrange(raw_key, 0, -1))
+        elif head in ("t", "r"):
+            assert len(binary.get(raw_key)) % {"t": 4, "r": 12}[head] == 0
+    assert {"e", "tb", "bb", "th", "bh", "sh", "u", "Zth", "t", "r", "pending"} <= set(kinds)
     client.close()
     binary.close()
 
@@ -301,21 +345,22 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
         a = ix.check_and_add(q(71, 72, url="a")).entry_id
         ix.check_and_add(q(71, None, url="dup"))
         base = ix._base
-        client.hset(f"{base}e:{a:015d}", "s", "yesterday")
+        client.hset(f"{base}e:{a // 16}", str(a % 16), "yesterday")  # not a record of ours
         client.hset(f"{base}d:dup", "distance", "far")
         for call in (lambda: ix.check_and_add(q(71, None)), lambda: list(ix.entries()),
                      lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
-        band = f"{base}{ix._k.band_keys('title', 0x99)[0]}"
-        client.sadd(band, "abc")  # a foreign band member of another length: never a candidate
-        assert ix.lookup(0x99, None, title_k=2, body_k=0) == []
-        client.sadd(band, "z" * 16)  # one that looks like ours but is not hex: the script fails
+        raw = raw_redis(server, decode=False)
+        raw.hset(f"{base}tb:0", band_tag(ix, 0x99), "abc")  # a foreign band member of another length:
+        assert ix.lookup(0x99, None, title_k=2, body_k=0) == []  # never a candidate
+        poison_band(raw, ix, 0x99)  # a key of ours holding another type: the script fails
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
         with pytest.raises(IndexError_, match=re.escape(url)):
             ix.lookup(0x99, None, title_k=2, body_k=0)
     client.close()
+    raw.close()
 
 
 def test_readonly_open_reads_and_refuses_writes(url: str) -> None:
@@ -437,7 +482,7 @@ def test_a_batch_after_a_script_flush_and_an_error_inside_a_batch(private_server
         out = ix.check_and_add_many([q(rng.getrandbits(64), None, url=f"f{n}") for n in range(3)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 4
         bad = rng.getrandbits(64)
-        admin.sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)  # makes the script fail
+        poison_band(raw_redis(private_server.url, decode=False), ix, bad)  # makes the script fail
         # the poisoned item alone fails; its neighbours are decided (and committed) as usual
         out = ix.check_and_add_many([q(rng.getrandbits(64), None), q(bad, None), q(rng.getrandbits(64), None)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 6
