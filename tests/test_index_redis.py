@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from scrapy_simhash.index import IndexError_, IndexOpenError, IndexWriteError, Query, open_index
+from scrapy_simhash.index import IndexError_, IndexOpenError, IndexParams, IndexWriteError, Query, open_index
 from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis import (
     FORMAT,
@@ -128,12 +128,21 @@ def band_tag(ix: Any, title_fp: int) -> bytes:
     return bytes.fromhex(ix._k.tags(ix._k.store_keys("title", title_fp))[0])
 
 
+def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> None:
+    """Append a record to ``tag``'s page in ``table`` as redis_keys.py lays it out. The index is
+    small: its tables have one bucket."""
+    h = int.from_bytes(tag[:4], "big") ^ (int.from_bytes(tag[-4:], "big") if len(tag) >= 8 else 0)
+    key, page = f"{ix._base}{table}:0", (h >> 24) % 16
+    raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
+
+
 def poison_band(raw: Any, ix: Any, title_fp: int) -> None:
-    """Make the first title band of ``title_fp`` unreadable: its list marked as spilled to a key
-    that holds a string, not a sorted set. The index is small: its band table has one bucket."""
-    tag = band_tag(ix, title_fp)
-    raw.hset(f"{ix._base}tb:0", tag, b"")
-    raw.set(f"{ix._base}Ztb:{tag.hex()}", b"not a sorted set")
+    """Make ``title_fp`` a candidate of itself whose holders are unreadable: its holders marked as
+    spilled to a key that holds a string, not a sorted set."""
+    fp = title_fp.to_bytes(8, "big")
+    file_record(raw, ix, "tb", band_tag(ix, title_fp), fp)
+    file_record(raw, ix, "th", fp, b"\0\0\0\0")
+    raw.set(f"{ix._base}Zth:{fp.hex()}", b"not a sorted set")
 
 
 def snapshot(server_url: str, prefix: str) -> list[tuple[str, Any]]:
@@ -269,7 +278,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 8, "bb": 8, "th": 4, "bh": 4, "sh": 4, "u": 4}
+    sizes = {"tb": 12, "bb": 12, "th": 12, "bh": 12, "sh": 12, "u": 12}  # records: tag + payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()
@@ -292,10 +301,10 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
                 total = int.from_bytes(chunks[str(slot).encode()][8:10], "big")
                 decode_record(b"".join(chunks[str(slot + 16 * c).encode()] for c in range(-(-total // 64))), 8)
         elif head in sizes:
-            for value in binary.hgetall(raw_key).values():
-                assert len(value) % sizes[head] == 0 and len(value) <= 64
+            for value in binary.hvals(raw_key):
+                assert len(value) % sizes[head] == 0 and 0 < len(value) <= 64
         elif head.startswith("Z"):
-            assert all(len(m) == sizes[head[1:]] for m in binary.zrange(raw_key, 0, -1))
+            assert all(len(m) == 4 for m in binary.zrange(raw_key, 0, -1))  # ids
         elif head in ("t", "r"):
             assert len(binary.get(raw_key)) % {"t": 4, "r": 12}[head] == 0
     assert {"e", "tb", "bb", "th", "bh", "sh", "u", "Zth", "t", "r", "pending"} <= set(kinds)
@@ -309,6 +318,26 @@ class _Boom:
 
     def __reduce__(self):  # unpickling this would create the marker file
         return (open, (self.marker, "w"))
+
+
+def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str) -> None:
+    """Schema version 1 (a key per entry, fingerprint, band value and sentence) cannot be read by
+    this layout: refused at open, read-only too, with the way out; nothing is written."""
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    client = raw_redis(server)
+    old = {"backend": "redis", "format": FORMAT, "schema_version": 1, "params": IndexParams().as_dict(),
+           "fingerprint_storage": "hex"}
+    client.set(f"{prefix}:meta", json.dumps(old))
+    client.hset(f"{prefix}:{{default}}:e:000000000000001", mapping={"s": "1.5", "t": "0" * 16})
+    client.set(f"{prefix}:{{default}}:meta", "1")
+    before = snapshot(server, prefix)
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(IndexOpenError, match=r"schema version 1; this scrapy-simhash reads version 2: it was "
+                           r"made by an older scrapy-simhash.*delete it or use a new index.*\?prefix=.*redis-cli "
+                           rf"--scan --pattern '{prefix}:\*' \| xargs redis-cli unlink"):
+            open_index(url, **kwargs)
+    assert snapshot(server, prefix) == before
+    client.close()
 
 
 def test_foreign_or_hostile_meta_is_refused_untouched(url: str, tmp_path: Path) -> None:
@@ -352,8 +381,9 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
         raw = raw_redis(server, decode=False)
-        raw.hset(f"{base}tb:0", band_tag(ix, 0x99), "abc")  # a foreign band member of another length:
+        file_record(raw, ix, "tb", band_tag(ix, 0x99), b"abc")  # a foreign band member of another length:
         assert ix.lookup(0x99, None, title_k=2, body_k=0) == []  # never a candidate
+        raw.delete(f"{base}tb:0")  # (the foreign record leaves the page unaligned: start afresh)
         poison_band(raw, ix, 0x99)  # a key of ours holding another type: the script fails
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
@@ -747,3 +777,20 @@ def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:
         assert ix.check_and_add(q(5, 6)).match is not None
         ix.reset()  # a reset empties the namespace on purpose: still usable
         assert ix.check_and_add(q(5, 6)).match is None
+
+
+def test_the_script_files_under_the_store_keys_and_reads_the_probe_keys(url: str) -> None:
+    """A band layout computed in Python plugs in without touching the script: here each title
+    fingerprint is filed under one key (itself) and a query probes itself and its one-bit
+    neighbours, so exactly the fingerprints within one bit are candidates."""
+    with open_index(url) as ix:
+        ix._k.store_keys = lambda tier, fp: [f"{tier}:{fp:x}"]  # type: ignore[method-assign]
+        ix._k.probe_keys = lambda tier, fp: [f"{tier}:{fp ^ m:x}" for m in [0] + [1 << i for i in range(64)]]  # type: ignore[method-assign]
+        fp = 0x0123_4567_89AB_CDEF
+        first = ix.check_and_add(q(fp, None, url="a")).entry_id
+        m = ix.check_and_add(q(fp ^ (1 << 40), None, url="b")).match
+        assert m is not None and (m.entry.id, m.distance) == (first, 1)
+        assert ix.check_and_add(q(fp ^ 0b11, None, url="c")).match is None  # 2 bits: never probed
+        assert ix.lookup(fp ^ (1 << 63), None, title_k=2, body_k=0)[0].entry.id == first
+        assert ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "a"  # a and c: 1 bit each
+        assert ix.forget("a") == 1 and ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "c"

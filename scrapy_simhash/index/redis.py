@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import struct
 import time
@@ -185,7 +184,9 @@ class RedisIndex(QueryChecks):
             raise IndexOpenError(
                 f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): {exc}"
             ) from exc
-        stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, "(another database or ?prefix=)")
+        remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
+                  f"'{self.prefix}:*' | xargs redis-cli unlink)")
+        stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, remedy)
         self.params = stored
         self._meta = meta
         self._bits = stored.bits

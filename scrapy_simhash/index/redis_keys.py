@@ -32,20 +32,21 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     chunks, fields ``slot + 16 × chunk`` (``slot = id % 16``): a record up to 512 bytes keeps its
     hash compact. Records never change after insert.
 ``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
-    The lists the rule searches, each a *table* mapping a tag to fixed-size records, hashed over
-    buckets by linear hashing (``lh`` holds each table's level, split pointer and field count: a
-    bucket splits when the table averages more than :data:`LOAD` fields a bucket, so buckets stay
-    compact at 10 entries and at 10 million). A list of at most 64 bytes is the field's value; a
-    longer one moves to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex tag>`` (members: the
-    records; scores: first seen, or 0) and the field's value becomes empty. Tables:
+    The lists the rule searches, each a *table* of fixed-size records ``tag + payload`` packed
+    into 64-byte fields (a tag's *page*, 0–15 from its hash, continued in fields page + 16,
+    page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
+    split pointer and record count, and a bucket splits when the table averages more than
+    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, about
+    a byte a record beyond the record itself. A tag with more than 4 ids moves them to the sorted
+    set ``<prefix>:{<ns>}:Z<table>:<hex tag>`` (scores: first seen) and keeps one record with
+    id 0 (ids start at 1). Tables (tag → payload, bytes):
 
-    ``tb`` / ``bb``: band tag (4 bytes: BLAKE2b of the band key, :meth:`Keys.tags`) → the distinct
-    title/body fingerprints filed under that band; a fingerprint is a member once however many
-    entries share it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint
-    → the ids of the entries holding it (a recurring headline: a sorted set by first seen, so the
-    earliest non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash
-    (8 bytes) → ids. ``u``: the first 8 bytes of the URL's SHA-1 → ids (``forget(url)`` checks
-    each entry's URL).
+    ``tb`` / ``bb``: band tag (4: BLAKE2b of the band key, :meth:`Keys.tags`) → a title/body
+    fingerprint (8) filed under that band; a fingerprint is filed once however many entries share
+    it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint (8) → the id
+    (4) of an entry holding it (a recurring headline: its sorted set by first seen, so the earliest
+    non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
+    ``u``: the first 8 bytes of the URL's SHA-1 → id (``forget(url)`` checks each entry's URL).
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
     Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
     3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
@@ -83,9 +84,9 @@ from ..simhash import split_bands
 from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
-#: Fields a table bucket averages before it splits (linear hashing): the fullest buckets hold about
-#: twice that, under Redis's default ``hash-max-listpack-entries`` (128).
-LOAD = 40
+#: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
+#: twice that, 5 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
+LOAD = 96
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
@@ -211,6 +212,8 @@ class Keys:
             "figures": bool(query.figures),
             "owner": query.owner,
             "probe": self.bands(tfp, bfp, "probe"),
-            "store": self.bands(tfp, bfp, "store"),
         }
+        store = self.bands(tfp, bfp, "store")
+        if store != fields["probe"]:  # the script files under the probed tags when no store list comes
+            fields["store"] = store
         return {k: v for k, v in fields.items() if v is not None}

@@ -20,8 +20,9 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
           numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
           sentences_shared, short_body (absent when None), figures (boolean),
           probe = {t = {band tags}, b = {band tags}}: the band tags to read candidates from, and
-          store = {t = ..., b = ...}: the band tags a new entry is filed under (both computed in
-          Python, 8 hex digits each: either band layout plugs in without touching this script)
+          store = {t = ..., b = ...}: the band tags a new entry is filed under, absent when they are
+          the probe tags (both computed in Python, 8 hex digits each: either band layout plugs in
+          without touching this script)
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
 Fingerprints never become Lua numbers: they are raw bytes, compared 32 bits at a time.
@@ -40,8 +41,17 @@ end
 
 -- store: bytes -----------------------------------------------------------------------------------
 
+local function p32(n)
+  return string.char(bit.rshift(n, 24), bit.band(bit.rshift(n, 16), 255), bit.band(bit.rshift(n, 8), 255),
+    bit.band(n, 255))
+end
+
 local function unhex(s)
-  return (string.gsub(s, '..', function(h) return string.char(tonumber(h, 16)) end))
+  -- hex digits (a multiple of 8 of them) as raw bytes
+  if #s == 8 then return p32(tonumber(s, 16)) end
+  local out = {}
+  for i = 1, #s, 8 do out[#out + 1] = p32(tonumber(string.sub(s, i, i + 7), 16)) end
+  return table.concat(out)
 end
 
 local function tohex(s)
@@ -51,10 +61,6 @@ end
 local function u32(s, i)
   local a, b, c, d = string.byte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
-end
-
-local function p32(n)
-  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
 end
 
 local function popcount(x)
@@ -67,12 +73,30 @@ end
 local function dist(a, b, limit)
   -- Hamming distance of two raw fingerprints, 32 bits at a time; stops once past limit
   if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
+  if #a == 8 then
+    local a1, a2 = struct.unpack('>I4I4', a)
+    local b1, b2 = struct.unpack('>I4I4', b)
+    return popcount(bit.bxor(a1, b1)) + popcount(bit.bxor(a2, b2))
+  end
   local d = 0
   for i = 1, #a, 4 do
     d = d + popcount(bit.bxor(u32(a, i), u32(b, i)))
     if d > limit then return d end
   end
   return d
+end
+
+local function distance_to(fp, limit)
+  -- dist(other, fp, limit) as a function of other, fp's words unpacked once
+  if #fp ~= 8 then return function(other) return dist(other, fp, limit) end end
+  local f1, f2 = struct.unpack('>I4I4', fp)
+  return function(other)
+    if #other ~= 8 then return limit + 1 end
+    local o1, o2 = struct.unpack('>I4I4', other)
+    local d = popcount(bit.bxor(o1, f1))
+    if d > limit then return d end
+    return d + popcount(bit.bxor(o2, f2))
+  end
 end
 
 local function split(text)
@@ -102,14 +126,21 @@ local function find_aligned(s, rec, stride)
   end
 end
 
--- store: tables (linear hashing over small hashes) -------------------------------------------------
--- A table maps a tag (raw bytes) to a list of fixed-size records. Its fields live in the hashes
--- '<base><t>:<a>', a = bucket number; a bucket splits when the table's fields average over
--- L.load a bucket, so every bucket stays small enough for Redis's compact listpack encoding
--- whatever the index's size. A list is inline (the field's value, at most 64 bytes); a longer one
--- moves to the sorted set '<base>Z<t>:<hex tag>' (members: the records; scores: first seen, or 0)
--- and its field's value becomes '' (spilled).
+-- store: tables (linear hashing over small hashes of packed records) -----------------------------
+-- A table maps a tag (raw bytes) to a list of fixed-size payloads (ids, fingerprints). It holds
+-- records tag .. payload, packed into pages of at most 64 bytes: the fields of the hashes
+-- '<base><t>:<a>' (a: the bucket). A tag's page is 0..15 (from its hash's top bits), continued
+-- in fields page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table
+-- averages L.load records a bucket, so that every bucket stays small enough for Redis's compact
+-- listpack encoding whatever the index's size, and costs a byte or so a record beyond the record.
+-- A tag with more than SPILL[t] payloads keeps them in the sorted set '<base>Z<t>:<hex tag>'
+-- (members: payloads; scores: first seen, or 0) and one record with the payload 0 (ids start at 1).
 
+local TAG = {tb = 4, bb = 4, th = W, bh = W, sh = 8, u = 8}
+local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
+local SPILL = {th = 4, bh = 4, sh = 4, u = 4}  -- band lists never spill: their payloads are the point
+local PAGES, PAGE = 16, 64
+local MARK = '\0\0\0\0'
 local LH = {}
 
 local function state(t)
@@ -119,15 +150,12 @@ local function state(t)
     s = {L = 0, p = 0, n = 0}
     if raw then
       local l, p, n = string.match(raw, '^(%d+) (%d+) (%d+)$')
+      if not n then error(redis.error_reply('scrapy-simhash: table state ' .. t .. ' is unreadable')) end
       s = {L = tonumber(l), p = tonumber(p), n = tonumber(n)}
     end
     LH[t] = s
   end
   return s
-end
-
-local function save(t, s)
-  redis.call('HSET', B .. 'lh', t, s.L .. ' ' .. s.p .. ' ' .. s.n)
 end
 
 local function taghash(tag)
@@ -136,47 +164,131 @@ local function taghash(tag)
   return h
 end
 
-local function bucket(t, h)
+local function address(t, h)
   local s = state(t)
   local m = 2 ^ s.L
   local a = h % m
   if a < s.p then a = h % (2 * m) end
-  return B .. t .. ':' .. a
+  return a
+end
+
+local function page_of(h) return math.floor(h / 16777216) % PAGES end
+
+local function chain(key, page, R)
+  -- the records of a page and its continuations (each full but the last): {string, fields}
+  local per = math.floor(PAGE / R) * R
+  local v = redis.call('HGET', key, page)
+  if not v then return '', 0 end
+  if #v < per then return v, 1 end
+  local parts, j = {v}, 1
+  while true do
+    v = redis.call('HGET', key, page + PAGES * j)
+    if not v then return table.concat(parts), j end
+    parts[j + 1], j = v, j + 1
+    if #v < per then return table.concat(parts), j end
+  end
+end
+
+local function pack(recs, R)
+  -- a page's records as the values of its fields: whole records, PAGE // R a field
+  local per, out = math.floor(PAGE / R) * R, {}
+  for i = 1, #recs, per do out[#out + 1] = string.sub(recs, i, i + per - 1) end
+  return out
+end
+
+local function write_chain(key, page, recs, R, had)
+  -- store a page's records (one string) in fields page, page + 16, ... (had: its fields before)
+  local values, args = pack(recs, R), {}
+  for j, v in ipairs(values) do args[#args + 1] = page + PAGES * (j - 1); args[#args + 1] = v end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  if had > #values then
+    local gone = {}
+    for j = #values, had - 1 do gone[#gone + 1] = page + PAGES * j end
+    redis.call('HDEL', key, unpack(gone))
+  end
 end
 
 local function split_bucket(t, s)
-  local m = 2 ^ s.L
+  local m, R = 2 ^ s.L, TAG[t] + PAY[t]
   local old, new = B .. t .. ':' .. s.p, B .. t .. ':' .. (s.p + m)
   local flat = redis.call('HGETALL', old)
-  local moved, names = {}, {}
-  for i = 1, #flat, 2 do
-    if taghash(flat[i]) % (2 * m) ~= s.p then
-      moved[#moved + 1] = flat[i]; moved[#moved + 1] = flat[i + 1]; names[#names + 1] = flat[i]
+  local sides = {[old] = {}, [new] = {}}
+  for i = 2, #flat, 2 do
+    local v = flat[i]
+    for j = 1, #v, R do
+      local rec = string.sub(v, j, j + R - 1)
+      local h = taghash(string.sub(rec, 1, TAG[t]))
+      local side = sides[(h % (2 * m) == s.p) and old or new]
+      local pg = page_of(h)
+      side[pg] = side[pg] or {}
+      side[pg][#side[pg] + 1] = rec
     end
   end
-  if #names > 0 then
-    redis.call('HDEL', old, unpack(names))
-    redis.call('HSET', new, unpack(moved))
+  redis.call('DEL', old)
+  for key, pages in pairs(sides) do
+    for pg, recs in pairs(pages) do write_chain(key, pg, table.concat(recs), R, 0) end
   end
   s.p = s.p + 1
   if s.p == m then s.L, s.p = s.L + 1, 0 end
 end
 
+local DIRTY = {}
+
+local function save(t)
+  local s = LH[t]
+  redis.call('HSET', B .. 'lh', t, s.L .. ' ' .. s.p .. ' ' .. s.n)
+  DIRTY[t] = nil
+end
+
 local function grew(t, by)
+  -- the table holds by more records: its count is saved at the end of the call (flush), a split at once
   local s = state(t)
   s.n = s.n + by
-  if by > 0 and s.n > (L.load or 40) * (2 ^ s.L + s.p) then split_bucket(t, s) end
-  save(t, s)
+  DIRTY[t] = true
+  if by > 0 and s.n > (L.load or 48) * (2 ^ s.L + s.p) then
+    split_bucket(t, s)
+    save(t)
+  end
+end
+
+local function flush(reply)
+  -- save the record counts of the tables this call changed (one write), then reply
+  local args = {}
+  for t in pairs(DIRTY) do
+    local s = LH[t]
+    args[#args + 1] = t; args[#args + 1] = s.L .. ' ' .. s.p .. ' ' .. s.n
+  end
+  if #args > 0 then redis.call('HSET', B .. 'lh', unpack(args)) end
+  return reply
 end
 
 local function spill_key(t, tag) return B .. 'Z' .. t .. ':' .. tohex(tag) end
 
+local function locate(t, tag)
+  -- the bucket key, page, its chain {records, fields} and tag's payloads found there
+  local h = taghash(tag)
+  local key, page = B .. t .. ':' .. address(t, h), page_of(h)
+  local R, found, at = TAG[t] + PAY[t], {}, {}
+  local recs, had = chain(key, page, R)
+  local init = 1
+  while true do
+    local i = string.find(recs, tag, init, true)
+    if not i then break end
+    if (i - 1) % R == 0 then
+      found[#found + 1] = string.sub(recs, i + TAG[t], i + R - 1); at[#at + 1] = i
+      init = i + R
+    else
+      init = i + 1
+    end
+  end
+  return key, page, recs, had, found, at
+end
+
 local function list(t, tag)
-  -- the records of tag's list: inline ones as one string, or nil and the spilled sorted set's key
-  local v = redis.call('HGET', bucket(t, taghash(tag)), tag)
-  if v == false then return '', nil end
-  if v == '' then return nil, spill_key(t, tag) end
-  return v, nil
+  -- tag's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
+  local _, _, _, _, found = locate(t, tag)
+  if found[1] == MARK and SPILL[t] then return nil, spill_key(t, tag) end
+  return table.concat(found), nil
 end
 
 local function records(s, r)
@@ -186,48 +298,52 @@ local function records(s, r)
 end
 
 local function list_add(t, tag, rec, score, scores)
-  -- file rec under tag (once); scores(recs) gives the scores of inline records when they spill.
-  -- Returns whether tag had no list before, and whether rec was added
-  local key = bucket(t, taghash(tag))
-  local v = redis.call('HGET', key, tag)
-  if v == false then
-    redis.call('HSET', key, tag, rec)
-    grew(t, 1)
-    return true, true
-  end
-  if v == '' then return false, redis.call('ZADD', spill_key(t, tag), 'NX', score, rec) == 1 end
-  if find_aligned(v, rec) then return false, false end
-  if #v + #rec <= 64 then
-    redis.call('HSET', key, tag, v .. rec)
-  else
-    local recs = records(v, #rec)
-    local args, s = {}, scores(recs)
-    for i, x in ipairs(recs) do args[#args + 1] = s[i]; args[#args + 1] = x end
+  -- file payload rec under tag (once); scores(recs) gives the scores of inline payloads when they
+  -- spill. Returns whether tag had no payloads before, and whether rec was added
+  local key, page, recs, had, found, at = locate(t, tag)
+  if found[1] == MARK and SPILL[t] then return false, redis.call('ZADD', spill_key(t, tag), 'NX', score, rec) == 1 end
+  for _, f in ipairs(found) do if f == rec then return false, false end end
+  local R = TAG[t] + PAY[t]
+  if SPILL[t] and #found >= SPILL[t] then  -- spill: the payloads go to a sorted set, a mark stays
+    local args, s = {}, scores(found)
+    for i, x in ipairs(found) do args[#args + 1] = s[i]; args[#args + 1] = x end
     args[#args + 1] = score; args[#args + 1] = rec
     redis.call('ZADD', spill_key(t, tag), unpack(args))
-    redis.call('HSET', key, tag, '')
+    for i = #at, 1, -1 do recs = string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R) end
+    write_chain(key, page, recs .. tag .. MARK, R, had)
+    grew(t, 1 - #found)
+    return false, true
   end
-  return false, true
+  local per = math.floor(PAGE / R) * R  -- every field of a chain but its last is full
+  local last = #recs - per * math.max(had - 1, 0)
+  if had > 0 and last + R <= per then
+    redis.call('HSET', key, page + PAGES * (had - 1), string.sub(recs, #recs - last + 1) .. tag .. rec)
+  else
+    redis.call('HSET', key, page + PAGES * had, tag .. rec)
+  end
+  grew(t, 1)
+  return #found == 0, true
 end
 
 local function list_remove(t, tag, rec)
-  -- remove rec from tag's list: whether the list is now empty (the tag gone), whether rec was in it
-  local key = bucket(t, taghash(tag))
-  local v = redis.call('HGET', key, tag)
-  if v == false then return true, false end
-  if v == '' then
+  -- remove payload rec from tag's list: whether the list is now empty (the tag gone), whether rec was in it
+  local key, page, recs, had, found, at = locate(t, tag)
+  local R = TAG[t] + PAY[t]
+  local removed = nil
+  if found[1] == MARK and SPILL[t] then
     local z = spill_key(t, tag)
-    local removed = redis.call('ZREM', z, rec) == 1
+    removed = redis.call('ZREM', z, rec) == 1
     if redis.call('EXISTS', z) == 1 then return false, removed end
-  else
-    local i = find_aligned(v, rec)
-    if not i then return false, false end
-    v = string.sub(v, 1, i - 1) .. string.sub(v, i + #rec)
-    if v ~= '' then redis.call('HSET', key, tag, v); return false, true end
+    rec = MARK  -- the sorted set is gone: so is the mark
   end
-  redis.call('HDEL', key, tag)
-  grew(t, -1)
-  return true, true
+  for i, f in ipairs(found) do
+    if f == rec then
+      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R), R, had)
+      grew(t, -1)
+      return #found == 1, removed == nil or removed
+    end
+  end
+  return #found == 0, false
 end
 
 local function zeros(recs)
@@ -337,9 +453,8 @@ local function candidates(tc, tags)
   -- stored fingerprints sharing a band with the query's (each band tag once; members may repeat)
   local out = {}
   for _, tag in ipairs(tags) do
-    local v, z = list(tc .. 'b', tag)
-    local fps = v and records(v, W) or redis.call('ZRANGE', z, 0, -1)
-    for _, fp in ipairs(fps) do out[#out + 1] = fp end
+    local v = list(tc .. 'b', tag)  -- band lists never spill
+    for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
   end
   return out
 end
@@ -428,6 +543,16 @@ local function encode(e, seen_at, stored, pending)
   return struct.pack('>dHBB', num(seen_at), total, flags, #stored) .. body
 end
 
+local function tags(set)
+  -- band tags {t = {hex}, b = {hex}} as raw bytes
+  local out = {}
+  for _, tc in ipairs({'t', 'b'}) do
+    out[tc] = {}
+    for i, tag in ipairs((set or {})[tc] or {}) do out[tc][i] = unhex(tag) end
+  end
+  return out
+end
+
 local function insert(e, seen_at, nstore)
   -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner, store}; returns its id
   local id = redis.call('INCR', B .. 'seq')
@@ -443,20 +568,18 @@ local function insert(e, seen_at, nstore)
   redis.call('HSET', key, unpack(args))
   redis.call('INCR', B .. 'n')
   local hour = hour_of(seen_at)
-  redis.call('APPEND', B .. 't:' .. hour, idb)
-  redis.call('ZADD', B .. 'hours', 'NX', hour, hour)
-  CACHE[id] = decode(id, r)
+  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then redis.call('ZADD', B .. 'hours', hour, hour) end
   if e.url then list_add('u', url_tag(e.url), idb, 0, zeros) end
   if e.owner then  -- pending until its item is delivered (or released)
     redis.call('SADD', B .. 'pending:' .. e.owner, id)
     redis.call('SADD', B .. 'owners', e.owner)
   end
   for _, h in ipairs(stored) do list_add('sh', h, idb, seen_at, seens) end
-  local new_bands = 0
+  local new_bands, store = 0, e.store and tags(e.store) or e.probe
   for _, tier in ipairs({{'t', e.title_fp}, {'b', e.body_fp}}) do
     local tc, fp = tier[1], tier[2]
     if fp and list_add(tc .. 'h', fp, idb, seen_at, seens) then
-      for _, tag in ipairs(e.store[tc]) do
+      for _, tag in ipairs(store[tc]) do
         local _, added = list_add(tc .. 'b', tag, fp, 0, zeros)
         if added then new_bands = new_bands + 1 end
       end
@@ -526,10 +649,10 @@ end
 local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
-  local distances, cands = {}, {}
+  local distances, cands, d = {}, {}, distance_to(fp, k)
   for _, other in ipairs(candidates(tc, keys)) do
     if distances[other] == nil then
-      distances[other] = dist(other, fp, k)
+      distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
     end
   end
@@ -728,13 +851,7 @@ local function query(q)
   local sentences = {}
   for i, h in ipairs(q.sentences or {}) do sentences[i] = unhex(h) end
   q.sentences = sentences
-  for _, set in ipairs({q.probe or {}, q.store or {}}) do
-    for _, tc in ipairs({'t', 'b'}) do
-      local tags = {}
-      for i, tag in ipairs(set[tc] or {}) do tags[i] = unhex(tag) end
-      set[tc] = tags
-    end
-  end
+  q.probe = tags(q.probe)
   return q
 end
 
@@ -770,7 +887,7 @@ if op == 'check' then
       redis.call('EXPIRE', tkeys[1], A.token_ttl + 60)
     end
   end
-  return reply
+  return flush(reply)
 elseif op == 'peek' then
   local tc, m = peek(query(A.q))
   if not tc then return {'new'} end
@@ -783,7 +900,7 @@ elseif op == 'lookup' then
 elseif op == 'add' then
   -- unchecked bulk add (warm-up, benchmarks): entries {title_fp, body_fp, url, title, seen_at, store}
   for _, e in ipairs(A.entries) do insert(query(e), e.seen_at, 0) end
-  return #A.entries
+  return flush(#A.entries)
 elseif op == 'remove' then
   -- how 'older' (value: a score, batch), 'id' (value: an id) or 'url':
   -- {removed, {tier char, hex, ...} of fingerprints no entry holds any more, more to purge}
@@ -802,7 +919,7 @@ elseif op == 'remove' then
     for _, id in ipairs(url_ids(A.value)) do n = n + remove(id, emptied) end
     forget_decision(A.value)
   end
-  return {n, emptied, more}
+  return flush({n, emptied, more})
 elseif op == 'deliver' then
   -- ids: entries whose items reached storage; no longer pending
   local n, owners = 0, redis.call('SMEMBERS', B .. 'owners')
@@ -826,7 +943,7 @@ elseif op == 'release' then
       end
     end
   end
-  return {n, emptied, 0}
+  return flush({n, emptied, 0})
 elseif op == 'heartbeat' then
   redis.call('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
   return 1
@@ -844,7 +961,7 @@ elseif op == 'dropbands' then
     end
   end
   if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
-  return dropped
+  return flush(dropped)
 elseif op == 'records' then
   -- ids -> {id, record or false, ...}
   local out = {}
