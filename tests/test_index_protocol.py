@@ -206,9 +206,16 @@ class RedisBackend(Backend):
 
     def band_rows(self, name: str = "index") -> int:
         """Band members as stored: records of a 4-byte tag and an 8-byte fingerprint in the band
-        tables' fields."""
-        keys = [k for k in self.keys(name) if k.split(":")[2:3] in (["tb"], ["bb"])]
-        return sum(len(value) // 12 for k in keys for value in self.raw_bytes.hvals(k))
+        tables' fields, or in the sorted set a long list spilled to (its record's payload zero)."""
+        n = 0
+        for key in self.keys(name):
+            table = (key.split(":") + [""] * 3)[2]
+            if table in ("tb", "bb"):
+                for value in self.raw_bytes.hvals(key):
+                    for i in range(0, len(value), 12):
+                        spill = f"{key.rsplit(':', 2)[0]}:Z{table}:{value[i:i + 4].hex()}"
+                        n += (value[i + 4:i + 12] == bytes(8) and self.raw_bytes.zcard(spill)) or 1
+        return n
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
         tags = index._k.tags(index._k.probe_keys(tier, fp))

@@ -131,7 +131,14 @@ def band_tag(ix: Any, title_fp: int) -> bytes:
 def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> None:
     """Append a record to ``tag``'s page in ``table`` as redis_keys.py lays it out. The index is
     small: its tables have one bucket."""
-    h = int.from_bytes(tag[:4], "big") ^ (int.from_bytes(tag[-4:], "big") if len(tag) >= 8 else 0)
+    def fmix(h: int) -> int:  # MurmurHash3's finalizer, as the script mixes tags of 8 bytes or more
+        h = ((h ^ h >> 16) * 0x85EBCA6B) % 2**32
+        h = ((h ^ h >> 13) * 0xC2B2AE35) % 2**32
+        return h ^ h >> 16
+
+    h = int.from_bytes(tag[:4], "big")
+    if len(tag) >= 8:
+        h = fmix(h ^ fmix(int.from_bytes(tag[-4:], "big")))
     key, page = f"{ix._base}{table}:0", (h >> 24) % 16
     raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
 
@@ -794,3 +801,33 @@ def test_the_script_files_under_the_store_keys_and_reads_the_probe_keys(url: str
         assert ix.lookup(fp ^ (1 << 63), None, title_k=2, body_k=0)[0].entry.id == first
         assert ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "a"  # a and c: 1 bit each
         assert ix.forget("a") == 1 and ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "c"
+
+
+def test_purge_drops_whole_time_buckets_and_sorts_out_only_the_last(url: str) -> None:
+    """Expiry stays cheap: entries live in hourly time buckets, and purge deletes the buckets wholly
+    before its limit without reading their entries one by one from anywhere else, then sorts out
+    the bucket the limit falls in."""
+    hour = 3600.0
+    rng = random.Random(8)
+    with open_index(url) as ix:
+        raw = raw_redis(url.split("?")[0], decode=False)
+        ids = {t: ix.check_and_add(q(rng.getrandbits(64), rng.getrandbits(64), seen_at=t)).entry_id
+               for t in (10.0, 20.0, hour + 5, 2 * hour + 10, 2 * hour + 3000, 5 * hour)}
+        assert raw.zrange(f"{ix._base}hours", 0, -1) == [b"0", b"1", b"2", b"5"]
+        assert ix.purge(2 * hour + 100) == 4
+        assert raw.zrange(f"{ix._base}hours", 0, -1) == [b"2", b"5"]
+        assert not raw.exists(f"{ix._base}t:0", f"{ix._base}t:1")
+        assert raw.get(f"{ix._base}t:2") == ids[2 * hour + 3000].to_bytes(4, "big")
+        assert [e.first_seen for e in ix.entries()] == [2 * hour + 3000, 5 * hour]
+        assert ix.stats()["oldest"] == 2 * hour + 3000 and ix.count() == 2
+        assert ix.purge(6 * hour) == 2 and ix.count() == 0 and raw.zcard(f"{ix._base}hours") == 0
+        raw.close()
+
+
+def test_purge_takes_a_bucket_larger_than_its_batch_in_several_calls(url: str) -> None:
+    rng = random.Random(9)
+    with open_index(url) as ix:
+        ix.add([(rng.getrandbits(64), rng.getrandbits(64), f"u{i}", None, float(i)) for i in range(30)])
+        ix.add([(rng.getrandbits(64), None, "late", None, 7200.0)])
+        assert ix.purge(3600.0 + 1, batch=7) == 30
+        assert [e.url for e in ix.entries()] == ["late"] and ix.stats()["band_rows"] == 3

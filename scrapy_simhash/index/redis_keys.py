@@ -37,7 +37,7 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
     :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, about
-    a byte a record beyond the record itself. A tag with more than 4 ids moves them to the sorted
+    a byte a record beyond the record itself. A tag with more than 4 ids (32 fingerprints) moves them to the sorted
     set ``<prefix>:{<ns>}:Z<table>:<hex tag>`` (scores: first seen) and keeps one record with
     id 0 (ids start at 1). Tables (tag → payload, bytes):
 

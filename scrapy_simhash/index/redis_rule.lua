@@ -133,14 +133,15 @@ end
 -- in fields page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table
 -- averages L.load records a bucket, so that every bucket stays small enough for Redis's compact
 -- listpack encoding whatever the index's size, and costs a byte or so a record beyond the record.
--- A tag with more than SPILL[t] payloads keeps them in the sorted set '<base>Z<t>:<hex tag>'
--- (members: payloads; scores: first seen, or 0) and one record with the payload 0 (ids start at 1).
+-- A tag with more than SPILL[t] payloads (a recurring headline, boilerplate, clustered
+-- fingerprints sharing a band) keeps them in the sorted set '<base>Z<t>:<hex tag>' (members:
+-- payloads; scores: first seen, or 0) and one record with the payload of zero bytes: the mark,
+-- which the sorted set's existence tells from a real all-zero fingerprint (ids start at 1).
 
 local TAG = {tb = 4, bb = 4, th = W, bh = W, sh = 8, u = 8}
 local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
-local SPILL = {th = 4, bh = 4, sh = 4, u = 4}  -- band lists never spill: their payloads are the point
+local SPILL = {tb = 32, bb = 32, th = 4, bh = 4, sh = 4, u = 4}
 local PAGES, PAGE = 16, 64
-local MARK = '\0\0\0\0'
 local LH = {}
 
 local function state(t)
@@ -158,10 +159,23 @@ local function state(t)
   return s
 end
 
+local function mul32(a, c)  -- a * c mod 2^32, exactly in doubles
+  local a1, a0 = math.floor(a / 65536), a % 65536
+  local c1, c0 = math.floor(c / 65536), c % 65536
+  return ((a1 * c0 + a0 * c1) % 65536 * 65536 + a0 * c0) % 4294967296
+end
+
+local function fmix(h)  -- MurmurHash3's finalizer: every bit of h moves every bit of the result
+  h = mul32(bit.bxor(h, bit.rshift(h, 16)) % 4294967296, 0x85ebca6b)
+  h = mul32(bit.bxor(h, bit.rshift(h, 13)) % 4294967296, 0xc2b2ae35)
+  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+end
+
 local function taghash(tag)
-  local h = u32(tag, 1)
-  if #tag >= 8 then h = bit.bxor(h, u32(tag, #tag - 3)) % 4294967296 end
-  return h
+  -- 32 bits of a tag for its bucket (low bits) and page (high bits): 4-byte tags are hashes
+  -- already; longer ones may be fingerprints, whose bits cluster, so they are mixed
+  if #tag < 8 then return u32(tag, 1) end
+  return fmix(bit.bxor(u32(tag, 1), fmix(u32(tag, #tag - 3))) % 4294967296)
 end
 
 local function address(t, h)
@@ -284,10 +298,15 @@ local function locate(t, tag)
   return key, page, recs, had, found, at
 end
 
+local function spilled(t, tag, found)
+  -- tag's payloads are in its sorted set (found holds only the mark)
+  return #found == 1 and found[1] == string.rep('\0', PAY[t]) and redis.call('EXISTS', spill_key(t, tag)) == 1
+end
+
 local function list(t, tag)
   -- tag's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
   local _, _, _, _, found = locate(t, tag)
-  if found[1] == MARK and SPILL[t] then return nil, spill_key(t, tag) end
+  if spilled(t, tag, found) then return nil, spill_key(t, tag) end
   return table.concat(found), nil
 end
 
@@ -301,7 +320,7 @@ local function list_add(t, tag, rec, score, scores)
   -- file payload rec under tag (once); scores(recs) gives the scores of inline payloads when they
   -- spill. Returns whether tag had no payloads before, and whether rec was added
   local key, page, recs, had, found, at = locate(t, tag)
-  if found[1] == MARK and SPILL[t] then return false, redis.call('ZADD', spill_key(t, tag), 'NX', score, rec) == 1 end
+  if spilled(t, tag, found) then return false, redis.call('ZADD', spill_key(t, tag), 'NX', score, rec) == 1 end
   for _, f in ipairs(found) do if f == rec then return false, false end end
   local R = TAG[t] + PAY[t]
   if SPILL[t] and #found >= SPILL[t] then  -- spill: the payloads go to a sorted set, a mark stays
@@ -310,7 +329,7 @@ local function list_add(t, tag, rec, score, scores)
     args[#args + 1] = score; args[#args + 1] = rec
     redis.call('ZADD', spill_key(t, tag), unpack(args))
     for i = #at, 1, -1 do recs = string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R) end
-    write_chain(key, page, recs .. tag .. MARK, R, had)
+    write_chain(key, page, recs .. tag .. string.rep('\0', PAY[t]), R, had)
     grew(t, 1 - #found)
     return false, true
   end
@@ -330,11 +349,11 @@ local function list_remove(t, tag, rec)
   local key, page, recs, had, found, at = locate(t, tag)
   local R = TAG[t] + PAY[t]
   local removed = nil
-  if found[1] == MARK and SPILL[t] then
+  if spilled(t, tag, found) then
     local z = spill_key(t, tag)
     removed = redis.call('ZREM', z, rec) == 1
     if redis.call('EXISTS', z) == 1 then return false, removed end
-    rec = MARK  -- the sorted set is gone: so is the mark
+    rec = string.rep('\0', PAY[t])  -- the sorted set is gone: so is the mark
   end
   for i, f in ipairs(found) do
     if f == rec then
@@ -453,8 +472,12 @@ local function candidates(tc, tags)
   -- stored fingerprints sharing a band with the query's (each band tag once; members may repeat)
   local out = {}
   for _, tag in ipairs(tags) do
-    local v = list(tc .. 'b', tag)  -- band lists never spill
-    for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
+    local v, z = list(tc .. 'b', tag)
+    if v then
+      for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
+    else
+      for _, fp in ipairs(redis.call('ZRANGE', z, 0, -1)) do out[#out + 1] = fp end
+    end
   end
   return out
 end
