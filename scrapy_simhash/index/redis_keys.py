@@ -1,9 +1,10 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 2: a compact layout, ~330 bytes an entry with 12 sentence hashes (version 1, a key per
-entry, per fingerprint, per band value and per sentence, took ~5 kB). Redis spends ~50–90 bytes on
-every key before its data, and ~40 on every field of a large hash, but nothing on the elements of a
-small hash (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So
+Schema version 2: a compact layout, ~630 bytes an entry with 12 sentence hashes, ~350 without (version
+1, a key per entry, per fingerprint, per band value and per sentence, took ~5 kB and ~2.8 kB;
+``benchmarks/index_size.py``). Redis spends ~50–90 bytes on every key before its data and ~40 on
+every field of a large hash, but 2–4 on an element of a small hash (≤ 128 fields of ≤ 64 bytes:
+the compact *listpack* encoding, Redis's defaults). So
 nearly everything lives in small hashes, as binary values (``struct``-packed by the script; never
 pickle), and the hashes split as the index grows so that they stay small.
 
@@ -37,9 +38,11 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
     :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, about
-    a byte a record beyond the record itself. A tag with more than 4 ids (32 fingerprints) moves them to the sorted
-    set ``<prefix>:{<ns>}:Z<table>:<hex tag>`` (scores: first seen) and keeps one record with
-    id 0 (ids start at 1). Tables (tag → payload, bytes):
+    a byte a record beyond the record itself. A tag with more than 4 ids (32 fingerprints: clustered
+    fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex tag>``
+    (scores: first seen, or 0) and keeps one record whose payload is zero bytes, the mark (the
+    sorted set's existence tells it from an all-zero fingerprint; ids start at 1). Tables (tag →
+    payload, bytes):
 
     ``tb`` / ``bb``: band tag (4: BLAKE2b of the band key, :meth:`Keys.tags`) → a title/body
     fingerprint (8) filed under that band; a fingerprint is filed once however many entries share
