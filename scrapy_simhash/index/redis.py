@@ -20,9 +20,11 @@ Keys: see :mod:`.redis_keys`.
 Exactness in Lua
 ----------------
 Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
-hex strings, band keys are computed here in Python, and the script computes Hamming distances 32
-bits at a time (``tonumber`` of 8 hex digits, ``bit.bxor`` and a SWAR popcount of the 32-bit
-halves). Every candidate is verified by its exact distance, as in SQLite. The tier rule in the
+hex strings, are stored as raw bytes, and the script computes Hamming distances 32 bits at a time
+(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). Band keys are computed here
+in Python (:meth:`.redis_keys.Keys.probe_keys` / :meth:`~.redis_keys.Keys.store_keys`), so a band
+layout plugs in without touching the script. Every candidate is verified by its exact distance, as
+in SQLite. The tier rule in the
 script is a section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one
 verdict table, and ``tests/test_index_redis.py`` feeds both backends the same random stream.
 

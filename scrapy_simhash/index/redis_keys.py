@@ -77,7 +77,6 @@ title (2-byte length and UTF-8 each), each present when its flag is.
 from __future__ import annotations
 
 import math
-import re
 import struct
 import time
 from hashlib import blake2b
@@ -93,9 +92,14 @@ LOAD = 96
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
-_HEX16 = re.compile(r"[0-9a-f]{16}")
+_HEX = frozenset("0123456789abcdef")
 _HEADER = struct.Struct(">dHBB")
 F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
+
+
+def _hex16(text: object) -> bool:
+    """Is ``text`` 16 lower-case hex digits (a sentence hash, a short-body digest: 8 bytes stored)?"""
+    return isinstance(text, str) and len(text) == 16 and _HEX.issuperset(text)
 
 
 def as_score(value: float) -> str:
@@ -194,9 +198,9 @@ class Keys:
         """A query as the script reads it (see the header of ``redis_rule.lua``; None: absent)."""
         tfp, bfp = query.title_fp, query.body_fp
         sentences = sorted(set(query.sentences))
-        if not all(_HEX16.fullmatch(h) for h in sentences):
+        if not all(_hex16(h) for h in sentences):
             raise ValueError("sentence hashes must be 16 lower-case hex digits (signatures.sentence_signature)")
-        if query.short_body is not None and not _HEX16.fullmatch(query.short_body):
+        if query.short_body is not None and not _hex16(query.short_body):
             raise ValueError("short_body must be 16 lower-case hex digits (signatures.short_body_digest)")
         fields = {
             "title_fp": None if tfp is None else self.hex(tfp),
