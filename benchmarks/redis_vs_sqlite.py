@@ -13,6 +13,12 @@ is configured (``.ci/run`` and the line below: no persistence). Say which when q
 
 Run: ``python benchmarks/redis_vs_sqlite.py [--redis-url redis://127.0.0.1:6379/0]`` (about a
 minute; ``--quick`` for a smoke run). The server URL defaults to ``$SIMHASH_TEST_REDIS_URL``.
+
+``--scaling 10000,100000,1000000``: Redis alone, the cost of one check-and-add (1 process, one
+per call, as above) as the index grows: for each size a fresh index is prefilled in bulk, then
+``--ops`` check-and-adds are timed one by one (wall µs on loopback: mean, p99; and the server's
+own µs per ``EVALSHA`` from ``INFO commandstats``) and the server's ``used_memory`` growth is
+divided by the entries.
 """
 
 from __future__ import annotations
@@ -106,6 +112,44 @@ def bench(location: str, stored: list[tuple[int, int]], queries: list[Query], pr
     return {"ops_per_s": len(queries) / seconds, "seconds": seconds, "counts": counts, "entries": entries}
 
 
+def scaling(redis_url: str, sizes: list[int], ops: int, dup_rate: float) -> None:
+    """Wall µs per check-and-add and used_memory per entry at each index size (see the module)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url.split("?")[0])
+    print("| entries | µs per check-and-add (mean) | p99 | server µs per call | used_memory per entry | verdicts |")
+    print("|---:|---:|---:|---:|---:|---|")
+    first = None
+    for size in sizes:
+        stored, queries = make_stream(size, ops, dup_rate, seed=42)
+        with open_index(redis_url) as ix:
+            ix.reset()
+            before = client.info("memory")["used_memory"]
+            for i in range(0, len(stored), 20_000):
+                ix.add([(t, b, f"https://bench/p{i + j}", "prefilled item", 1.0 + i + j)
+                        for j, (t, b) in enumerate(stored[i : i + 20_000])])
+            per_entry = (client.info("memory")["used_memory"] - before) / size
+            for q in queries[:200]:  # untimed warm-up on other items
+                ix.peek(q)
+            counts = {"new": 0, "title": 0, "body": 0}
+            times = []
+            calls = client.info("commandstats")["cmdstat_evalsha"]
+            for q in queries:
+                start = time.perf_counter()
+                out = ix.check_and_add(q)
+                times.append(time.perf_counter() - start)
+                counts["new" if out.match is None else out.match.tier] += 1
+            done = client.info("commandstats")["cmdstat_evalsha"]
+            server = (done["usec"] - calls["usec"]) / (done["calls"] - calls["calls"])
+            ix.reset()
+        times.sort()
+        mean = 1e6 * sum(times) / len(times)
+        first = first or mean
+        print(f"| {size:,} | {mean:,.0f} ({mean / first:.2f}× the first) | {1e6 * times[int(0.99 * len(times))]:,.0f} "
+              f"| {server:,.0f} | {per_entry:,.0f} | {counts} |")
+    client.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--redis-url", default=os.environ.get("SIMHASH_TEST_REDIS_URL") or "redis://127.0.0.1:6379/0")
@@ -116,7 +160,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=1,
                         help="queries per check_and_add_many call (the pipeline batches what queues up, up to 100)")
     parser.add_argument("--quick", action="store_true", help="10k entries, 1,000 ops")
+    parser.add_argument("--scaling", default=None, metavar="N,N,...",
+                        help="Redis only: µs per check-and-add and bytes per entry at these index sizes")
     args = parser.parse_args(argv)
+    if args.scaling:
+        prefix = f"bench-{uuid.uuid4().hex[:8]}"
+        url = f"{args.redis_url}{'&' if '?' in args.redis_url else '?'}prefix={prefix}"
+        print(f"$ python benchmarks/redis_vs_sqlite.py --redis-url {args.redis_url} --scaling {args.scaling} "
+              f"--ops {args.ops} --dup-rate {args.dup_rate}\n")
+        scaling(url, [int(n) for n in args.scaling.split(",")], args.ops, args.dup_rate)
+        import redis
+
+        client = redis.Redis.from_url(args.redis_url)
+        client.delete(f"{prefix}:meta", f"{prefix}:namespaces")
+        client.close()
+        return 0
     if args.quick:
         args.prefill, args.ops = 10_000, 1000
     stored, queries = make_stream(args.prefill, args.ops, args.dup_rate, seed=42)

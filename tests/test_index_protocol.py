@@ -219,14 +219,26 @@ class RedisBackend(Backend):
         return sorted(self.raw.scan_iter(match=f"{self.prefix(name)}:*", count=1000))
 
     def band_rows(self, name: str = "index") -> int:
-        keys = [k for k in self.keys(name) if k.split(":")[2:3] in (["tb"], ["bb"])]
-        return sum(self.raw.scard(k) for k in keys)
+        """Band members as stored: records of a 4-byte tag and an 8-byte fingerprint in the band
+        tables' fields, or in the sorted set a long list spilled to (its record's payload zero)."""
+        n = 0
+        for key in self.keys(name):
+            table = (key.split(":") + [""] * 3)[2]
+            if table in ("tb", "bb"):
+                for value in self.raw_bytes.hvals(key):
+                    for i in range(0, len(value), 12):
+                        spill = f"{key.rsplit(':', 2)[0]}:Z{table}:{value[i:i + 4].hex()}"
+                        n += (value[i + 4:i + 12] == bytes(8) and self.raw_bytes.zcard(spill)) or 1
+        return n
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
-        return sum(self.raw.scard(index._base + key) for key in index._k.band_keys(tier, fp))
+        tags = index._k.tags(index._k.probe_keys(tier, fp))
+        return int(index._script("bands", index._args("bands", tc=tier[0], tags=tags), write=False))
 
     def raw_fps(self, index: Any, entry_id: int) -> tuple[Any, Any]:
-        return tuple(self.raw.hmget(f"{index._base}e:{entry_id:015d}", "t", "b"))
+        """The two fingerprints as the entry's record holds them (bytes 12–28 of its first chunk)."""
+        record = self.raw_bytes.hget(f"{index._base}e:{entry_id // 16}", str(entry_id % 16))
+        return record[12:20].hex(), record[20:28].hex()
 
     def state(self, name: str = "index") -> Any:
         return [(k, self.raw_bytes.dump(k), self.raw.pttl(k)) for k in self.keys(name)]

@@ -32,12 +32,14 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from scrapy_simhash.index import IndexError_, IndexOpenError, IndexWriteError, Query, open_index
+from scrapy_simhash.index import IndexError_, IndexOpenError, IndexParams, IndexWriteError, Query, open_index
+from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis import (
     FORMAT,
     SCHEMA_VERSION,
     redacted,
 )
+from scrapy_simhash.index.redis_keys import decode_record
 from scrapy_simhash.simhash import hamming_distance
 from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
 from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
@@ -119,6 +121,35 @@ def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
     server.stop()
 
 
+
+
+def band_tag(ix: Any, title_fp: int) -> bytes:
+    """The tag the first title band of ``title_fp`` is filed under (redis_keys.Keys.tags)."""
+    return bytes.fromhex(ix._k.tags(ix._k.store_keys("title", title_fp))[0])
+
+
+def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> None:
+    """Append a record to ``tag``'s page in ``table`` as redis_keys.py lays it out. The index is
+    small: its tables have one bucket."""
+    def fmix(h: int) -> int:  # MurmurHash3's finalizer, as the script mixes tags of 8 bytes or more
+        h = ((h ^ h >> 16) * 0x85EBCA6B) % 2**32
+        h = ((h ^ h >> 13) * 0xC2B2AE35) % 2**32
+        return h ^ h >> 16
+
+    h = int.from_bytes(tag[:4], "big")
+    if len(tag) >= 8:
+        h = fmix(h ^ fmix(int.from_bytes(tag[-4:], "big")))
+    key, page = f"{ix._base}{table}:0", (h >> 24) % 16
+    raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
+
+
+def poison_band(raw: Any, ix: Any, title_fp: int) -> None:
+    """Make ``title_fp`` a candidate of itself whose holders are unreadable: its holders marked as
+    spilled to a key that holds a string, not a sorted set."""
+    fp = title_fp.to_bytes(8, "big")
+    file_record(raw, ix, "tb", band_tag(ix, title_fp), fp)
+    file_record(raw, ix, "th", fp, b"\0\0\0\0")
+    raw.set(f"{ix._base}Zth:{fp.hex()}", b"not a sorted set")
 
 
 def snapshot(server_url: str, prefix: str) -> list[tuple[str, Any]]:
@@ -234,27 +265,56 @@ def test_prefixes_and_databases_are_separate_indexes(url: str) -> None:
 # -- self-description, no pickle --------------------------------------------------------------------
 
 
-def test_meta_is_a_json_string_and_every_value_is_plain_text(url: str) -> None:
+def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: str) -> None:
+    """Every key is one of redis_keys.py's, of its type, and every value is in its documented form:
+    JSON or plain text, entry records that decode, lists of whole 4-byte ids or fingerprints —
+    nothing else (never a pickle)."""
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     with open_index(url) as ix:
-        ix.check_and_add(q(0xABC, 0xDEF, url="https://x/1", title="标题", seen_at=1.5))
+        sentences = tuple(f"{n:016x}" for n in range(1, 20))
+        ix.check_and_add(q(0xABC, 0xDEF, url="https://x/1", title="标题", seen_at=1.5, numbers="0000000a",
+                           sentences=sentences, request_id="r1"))
         ix.check_and_add(q(0xABC, None, url="https://x/2", seen_at=2.5))
+        for n in range(20):  # one fingerprint held by 20 entries: its holders spill to a sorted set
+            ix.add([(0x5555, None, None, None, 3.0 + n)])
+        ix.check_and_add(q(0x77, 0x88, owner=new_owner()))
     client = raw_redis(server)
     meta = json.loads(client.get(f"{prefix}:meta"))
     assert (meta["format"], meta["schema_version"], meta["backend"]) == (FORMAT, SCHEMA_VERSION, "redis")
-    assert meta["params"] == ix.params.as_dict() and meta["fingerprint_storage"] == "hex"
+    assert meta["params"] == ix.params.as_dict() and meta["fingerprint_storage"] == "binary"
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
-    kinds = collections.Counter()
-    for key in binary.scan_iter(match=f"{prefix}:*".encode()):
-        kind = binary.type(key).decode()
-        kinds[kind] += 1
-        values = {"string": lambda k: [binary.get(k)], "hash": lambda k: list(binary.hgetall(k).values()),
-                  "set": lambda k: list(binary.smembers(k)), "zset": lambda k: binary.zrange(k, 0, -1)}[kind](key)
-        for value in values:
-            value.decode("utf-8")  # plain text, never a pickle (which starts with b"\x80")
-            assert not value.startswith(b"\x80")
-    assert set(kinds) == {"string", "hash", "set", "zset"}
+    base = f"{prefix}:{{default}}:"
+    sizes = {"tb": 12, "bb": 12, "th": 12, "bh": 12, "sh": 12, "u": 12}  # records: tag + payload
+    kinds: collections.Counter[str] = collections.Counter()
+    for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
+        key, kind = raw_key.decode(), binary.type(raw_key).decode()
+        name = key[len(base):] if key.startswith(base) else key[len(prefix) + 1:]
+        head = re.match(r"[a-z]+|Z[a-z]+", name).group()  # type: ignore[union-attr]
+        kinds[head] += 1
+        expected = {"meta": "string", "namespaces": "hash", "seq": "string", "n": "string", "nbands": "string",
+                    "lh": "hash", "e": "hash", "t": "string", "hours": "zset", "r": "string", "pending": "set",
+                    "owners": "set", "alive": "string", "d": "hash", "decided": "zset",
+                    **{t: "hash" for t in sizes}, **{"Z" + t: "zset" for t in sizes}}
+        assert expected.get(head) == kind, key
+        if head in ("meta", "seq", "n", "nbands", "alive", "namespaces", "lh", "hours", "pending", "owners"):
+            values = {"string": lambda k: [binary.get(k)], "hash": lambda k: list(binary.hgetall(k).values()),
+                      "set": lambda k: list(binary.smembers(k)), "zset": lambda k: binary.zrange(k, 0, -1)}[kind]
+            for value in values(raw_key):
+                value.decode("utf-8")  # plain text
+        elif head == "e":
+            chunks = binary.hgetall(raw_key)
+            for slot in (int(f) for f in chunks if int(f) < 16):  # chunk 0 of each record: its length
+                total = int.from_bytes(chunks[str(slot).encode()][8:10], "big")
+                decode_record(b"".join(chunks[str(slot + 16 * c).encode()] for c in range(-(-total // 64))), 8)
+        elif head in sizes:
+            for value in binary.hvals(raw_key):
+                assert len(value) % sizes[head] == 0 and 0 < len(value) <= 64
+        elif head.startswith("Z"):
+            assert all(len(m) == 4 for m in binary.zrange(raw_key, 0, -1))  # ids
+        elif head in ("t", "r"):
+            assert len(binary.get(raw_key)) % {"t": 4, "r": 12}[head] == 0
+    assert {"e", "tb", "bb", "th", "bh", "sh", "u", "Zth", "t", "r", "pending"} <= set(kinds)
     client.close()
     binary.close()
 
@@ -265,6 +325,26 @@ class _Boom:
 
     def __reduce__(self):  # unpickling this would create the marker file
         return (open, (self.marker, "w"))
+
+
+def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str) -> None:
+    """Schema version 1 (a key per entry, fingerprint, band value and sentence) cannot be read by
+    this layout: refused at open, read-only too, with the way out; nothing is written."""
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    client = raw_redis(server)
+    old = {"backend": "redis", "format": FORMAT, "schema_version": 1, "params": IndexParams().as_dict(),
+           "fingerprint_storage": "hex"}
+    client.set(f"{prefix}:meta", json.dumps(old))
+    client.hset(f"{prefix}:{{default}}:e:000000000000001", mapping={"s": "1.5", "t": "0" * 16})
+    client.set(f"{prefix}:{{default}}:meta", "1")
+    before = snapshot(server, prefix)
+    for kwargs in ({}, {"readonly": True}):
+        with pytest.raises(IndexOpenError, match=r"schema version 1; this scrapy-simhash reads version 2: it was "
+                           r"made by an older scrapy-simhash.*delete it or use a new index.*\?prefix=.*redis-cli "
+                           rf"--scan --pattern '{prefix}:\*' \| xargs redis-cli unlink"):
+            open_index(url, **kwargs)
+    assert snapshot(server, prefix) == before
+    client.close()
 
 
 def test_foreign_or_hostile_meta_is_refused_untouched(url: str, tmp_path: Path) -> None:
@@ -301,21 +381,23 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
         a = ix.check_and_add(q(71, 72, url="a")).entry_id
         ix.check_and_add(q(71, None, url="dup"))
         base = ix._base
-        client.hset(f"{base}e:{a:015d}", "s", "yesterday")
+        client.hset(f"{base}e:{a // 16}", str(a % 16), "yesterday")  # not a record of ours
         client.hset(f"{base}d:dup", "distance", "far")
         for call in (lambda: ix.check_and_add(q(71, None)), lambda: list(ix.entries()),
                      lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
-        band = f"{base}{ix._k.band_keys('title', 0x99)[0]}"
-        client.sadd(band, "abc")  # a foreign band member of another length: never a candidate
-        assert ix.lookup(0x99, None, title_k=2, body_k=0) == []
-        client.sadd(band, "z" * 16)  # one that looks like ours but is not hex: the script fails
+        raw = raw_redis(server, decode=False)
+        file_record(raw, ix, "tb", band_tag(ix, 0x99), b"abc")  # a foreign band member of another length:
+        assert ix.lookup(0x99, None, title_k=2, body_k=0) == []  # never a candidate
+        raw.delete(f"{base}tb:0")  # (the foreign record leaves the page unaligned: start afresh)
+        poison_band(raw, ix, 0x99)  # a key of ours holding another type: the script fails
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
         with pytest.raises(IndexError_, match=re.escape(url)):
             ix.lookup(0x99, None, title_k=2, body_k=0)
     client.close()
+    raw.close()
 
 
 def test_readonly_open_reads_and_refuses_writes(url: str) -> None:
@@ -437,7 +519,7 @@ def test_a_batch_after_a_script_flush_and_an_error_inside_a_batch(private_server
         out = ix.check_and_add_many([q(rng.getrandbits(64), None, url=f"f{n}") for n in range(3)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 4
         bad = rng.getrandbits(64)
-        admin.sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)  # makes the script fail
+        poison_band(raw_redis(private_server.url, decode=False), ix, bad)  # makes the script fail
         # the poisoned item alone fails; its neighbours are decided (and committed) as usual
         out = ix.check_and_add_many([q(rng.getrandbits(64), None), q(bad, None), q(rng.getrandbits(64), None)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 6
@@ -702,3 +784,50 @@ def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:
         assert ix.check_and_add(q(5, 6)).match is not None
         ix.reset()  # a reset empties the namespace on purpose: still usable
         assert ix.check_and_add(q(5, 6)).match is None
+
+
+def test_the_script_files_under_the_store_keys_and_reads_the_probe_keys(url: str) -> None:
+    """A band layout computed in Python plugs in without touching the script: here each title
+    fingerprint is filed under one key (itself) and a query probes itself and its one-bit
+    neighbours, so exactly the fingerprints within one bit are candidates."""
+    with open_index(url) as ix:
+        ix._k.store_keys = lambda tier, fp: [f"{tier}:{fp:x}"]  # type: ignore[method-assign]
+        ix._k.probe_keys = lambda tier, fp: [f"{tier}:{fp ^ m:x}" for m in [0] + [1 << i for i in range(64)]]  # type: ignore[method-assign]
+        fp = 0x0123_4567_89AB_CDEF
+        first = ix.check_and_add(q(fp, None, url="a")).entry_id
+        m = ix.check_and_add(q(fp ^ (1 << 40), None, url="b")).match
+        assert m is not None and (m.entry.id, m.distance) == (first, 1)
+        assert ix.check_and_add(q(fp ^ 0b11, None, url="c")).match is None  # 2 bits: never probed
+        assert ix.lookup(fp ^ (1 << 63), None, title_k=2, body_k=0)[0].entry.id == first
+        assert ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "a"  # a and c: 1 bit each
+        assert ix.forget("a") == 1 and ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "c"
+
+
+def test_purge_drops_whole_time_buckets_and_sorts_out_only_the_last(url: str) -> None:
+    """Expiry stays cheap: entries live in hourly time buckets, and purge deletes the buckets wholly
+    before its limit without reading their entries one by one from anywhere else, then sorts out
+    the bucket the limit falls in."""
+    hour = 3600.0
+    rng = random.Random(8)
+    with open_index(url) as ix:
+        raw = raw_redis(url.split("?")[0], decode=False)
+        ids = {t: ix.check_and_add(q(rng.getrandbits(64), rng.getrandbits(64), seen_at=t)).entry_id
+               for t in (10.0, 20.0, hour + 5, 2 * hour + 10, 2 * hour + 3000, 5 * hour)}
+        assert raw.zrange(f"{ix._base}hours", 0, -1) == [b"0", b"1", b"2", b"5"]
+        assert ix.purge(2 * hour + 100) == 4
+        assert raw.zrange(f"{ix._base}hours", 0, -1) == [b"2", b"5"]
+        assert not raw.exists(f"{ix._base}t:0", f"{ix._base}t:1")
+        assert raw.get(f"{ix._base}t:2") == ids[2 * hour + 3000].to_bytes(4, "big")
+        assert [e.first_seen for e in ix.entries()] == [2 * hour + 3000, 5 * hour]
+        assert ix.stats()["oldest"] == 2 * hour + 3000 and ix.count() == 2
+        assert ix.purge(6 * hour) == 2 and ix.count() == 0 and raw.zcard(f"{ix._base}hours") == 0
+        raw.close()
+
+
+def test_purge_takes_a_bucket_larger_than_its_batch_in_several_calls(url: str) -> None:
+    rng = random.Random(9)
+    with open_index(url) as ix:
+        ix.add([(rng.getrandbits(64), rng.getrandbits(64), f"u{i}", None, float(i)) for i in range(30)])
+        ix.add([(rng.getrandbits(64), None, "late", None, 7200.0)])
+        assert ix.purge(3600.0 + 1, batch=7) == 30
+        assert [e.url for e in ix.entries()] == ["late"] and ix.stats()["band_rows"] == 3

@@ -21,6 +21,7 @@ from scrapy_simhash.cli import main
 from scrapy_simhash.index import Query, open_index
 from tests.conftest import crawl_settings, run_crawl
 from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
+from tests.test_index_redis import poison_band
 
 
 def _q(title_fp: int, url: str) -> Query:
@@ -57,7 +58,7 @@ def test_redis_batch_with_a_poisoned_band_key_decides_the_others() -> None:
     rng = random.Random(2)
     bad = rng.getrandbits(64)
     with open_index(url) as ix:
-        raw_redis(url.split("?")[0]).sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)
+        poison_band(raw_redis(url.split("?")[0], decode=False), ix, bad)
         out = ix.check_and_add_many([_q(rng.getrandbits(64), "a"), _q(bad, "b"), _q(rng.getrandbits(64), "c")])
         assert [o.entry_id is not None for o in out] == [True, False, True]
         assert out[1].error is not None
@@ -111,7 +112,7 @@ def test_cli_dedup_reports_the_one_line_it_cannot_decide(tmp_path: Path, capsys:
 async def test_a_poisoned_redis_key_at_open_closes_the_spider_cleanly(tmp_path: Path, caplog: Any) -> None:
     url = with_prefix(redis_server_url(), f"items-{os.urandom(6).hex()}")
     with open_index(url) as ix:
-        raw_redis(url.split("?")[0]).set(f"{ix._base}seen", "not a sorted set")  # count() now fails
+        raw_redis(url.split("?")[0]).hset(f"{ix._base}n", "not", "a counter")  # count() now fails
     crawler = await run_crawl(crawl_settings(tmp_path / "unused", SIMHASH_INDEX_URL=url), _items("x"))
     assert str(crawler.stats.get_value("finish_reason")).startswith("simhash_index_error")
     assert crawler.spider.collected == []

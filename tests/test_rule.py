@@ -305,13 +305,14 @@ def test_a_random_stream_decides_alike_everywhere(tmp_path: Path) -> None:
 
 
 
-def test_the_lua_rule_falls_back_to_rule_constants() -> None:
-    """A constant the script does not get as a limit yet is written into it: it must be rule.py's."""
+def test_the_lua_rule_reads_every_constant_it_uses_from_the_limits() -> None:
+    """Every ``L.<name>`` the script reads is passed by redis.py (a missing one is nil in Lua)."""
     import re
 
-    from scrapy_simhash.index.redis import SCRIPT
+    from scrapy_simhash.index import redis
 
-    assert re.search(r"L\.sentences_figures or (\d+)", SCRIPT).group(1) == str(rule.SENTENCES_FIGURES)
+    used = set(re.findall(r"\bL\.([a-z_]+)", redis.SCRIPT))
+    assert used and used <= set(redis._LIMITS) | {"fp_bytes"}, used - set(redis._LIMITS)
 
 
 def test_a_crowded_title_fingerprint_reads_one_page() -> None:

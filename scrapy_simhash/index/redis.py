@@ -20,14 +20,17 @@ Keys: see :mod:`.redis_keys`.
 Exactness in Lua
 ----------------
 Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
-hex strings, band keys are computed here in Python, and the script computes Hamming distances 32
-bits at a time (``tonumber`` of 8 hex digits, ``bit.bxor`` and a SWAR popcount of the 32-bit
-halves). Every candidate is verified by its exact distance, as in SQLite. The tier rule in the
+hex strings, are stored as raw bytes, and the script computes Hamming distances 32 bits at a time
+(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). Band keys are computed here
+in Python (:meth:`.redis_keys.Keys.probe_keys` / :meth:`~.redis_keys.Keys.store_keys`), so a band
+layout plugs in without touching the script. Every candidate is verified by its exact distance, as
+in SQLite. The tier rule in the
 script is a section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one
 verdict table, and ``tests/test_index_redis.py`` feeds both backends the same random stream.
 
-Expiry is ``not_before`` against the sorted-set scores plus :meth:`RedisIndex.purge` (no native key
-expiry: an entry must leave its band sets and URL set together with its hash).
+Expiry is ``not_before`` against each entry's first-seen time plus :meth:`RedisIndex.purge`, which
+drops whole hourly time buckets (no native key expiry: an entry must leave its lists together with
+its record).
 
 Failures: an unreachable server, a wrong password or a missing ``redis`` package is an
 :class:`~.base.IndexOpenError` at open. A connection error or timeout later is retried a bounded
@@ -43,8 +46,8 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
+import struct
 import time
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from importlib import resources
@@ -67,9 +70,10 @@ from .base import (
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
 from .owners import alive as owners_alive
 from .redis_client import Server, redacted
-from .redis_keys import CHAR_TIER, ID_WIDTH, TIER_CHAR, Keys, as_score, member_of, pairs
+from .redis_keys import CHAR_TIER, ID_LIMIT, LOAD, TIER_CHAR, Keys, as_score
 
-SCHEMA_VERSION = 1
+#: 2: the compact layout (binary records in small hashes, linear hashing, time buckets).
+SCHEMA_VERSION = 2
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
@@ -83,9 +87,12 @@ ADD_BATCH = 500
 _LIMITS = {
     "numbers_max": NUMBERS_MAX,
     "sentences_stored": rule.SENTENCES_STORED,
+    "sentences_figures": rule.SENTENCES_FIGURES,
+    "holders_page": rule.HOLDERS_PAGE,
     "sentence_body_distance": rule.SENTENCE_BODY_DISTANCE,
     "title_body_distance": rule.TITLE_BODY_DISTANCE,
     "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
+    "load": LOAD,
 }
 
 #: The server-side half of the index: the tier rule ported from :mod:`.rule`, the store operations,
@@ -164,7 +171,7 @@ class RedisIndex(QueryChecks):
                 if self._readonly or not create:
                     why = "opened read-only" if self._readonly else "create=False"
                     raise IndexOpenError(f"index {self.location} does not exist (no key {meta_key!r}; {why})")
-                record = new_meta(requested or IndexParams(), SCHEMA_VERSION, fingerprint_storage="hex")
+                record = new_meta(requested or IndexParams(), SCHEMA_VERSION, fingerprint_storage="binary")
                 client.set(meta_key, json.dumps({"backend": "redis", **record}, sort_keys=True), nx=True)
                 raw = client.get(meta_key)
         except self._server.errors.ResponseError as exc:
@@ -181,11 +188,14 @@ class RedisIndex(QueryChecks):
             raise IndexOpenError(
                 f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): {exc}"
             ) from exc
-        stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, "(another database or ?prefix=)")
+        remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
+                  f"'{self.prefix}:*' | xargs redis-cli unlink)")
+        stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, remedy)
         self.params = stored
         self._meta = meta
         self._bits = stored.bits
         self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored))
+        self._limits = {**_LIMITS, "fp_bytes": self._k.fp_bytes}
         if not self._readonly:
             forgetful = self._server.forgetful()
             if forgetful and self._unsafe == "refuse":
@@ -209,7 +219,7 @@ class RedisIndex(QueryChecks):
 
     def _args(self, op: str, **fields: Any) -> str:
         """The script's one argument: a JSON object (None values left out: absent, not null)."""
-        args = {"op": op, "base": self._base, "limits": _LIMITS, "marked": self._marked or None, **fields}
+        args = {"op": op, "base": self._base, "limits": self._limits, "marked": self._marked or None, **fields}
         return json.dumps({k: v for k, v in args.items() if v is not None}, ensure_ascii=False)
 
     # -- the protocol --------------------------------------------------------------------------------
@@ -246,16 +256,16 @@ class RedisIndex(QueryChecks):
     def _outcome(self, reply: Any) -> Outcome:
         if isinstance(reply, IndexError_):
             return Outcome(match=None, entry_id=None, error=str(reply))
-        if reply[0] == "added":
+        if reply[0] == b"added":
             return Outcome(match=None, entry_id=int(reply[1]))
-        if reply[0] == "new":
+        if reply[0] == b"new":
             return Outcome(match=None, entry_id=None)
-        _, tc, distance, member, fields = reply
+        _, tc, distance, entry_id, record = reply
         try:
-            entry = self._k.entry(member, pairs(fields))
+            entry = self._k.entry(entry_id, record)
         except IndexError_ as exc:
             return Outcome(match=None, entry_id=None, error=str(exc))
-        return Outcome(match=Match(CHAR_TIER[tc], int(distance), entry), entry_id=None)
+        return Outcome(match=Match(CHAR_TIER[tc.decode()], int(distance), entry), entry_id=None)
 
     def lookup(
         self,
@@ -280,10 +290,10 @@ class RedisIndex(QueryChecks):
             body_fp=None if body_fp is None else self._k.hex(body_fp),
             title_k=title_k, body_k=body_k, limit=int(limit),
             not_before=None if not_before is None else as_score(not_before),
-            keys=self._k.keys(title_fp, body_fp),
+            probe=self._k.bands(title_fp, body_fp, "probe"),
         )
         reply = self._script("lookup", args, write=False)
-        return [Match(CHAR_TIER[tc], int(d), self._k.entry(member, pairs(fields))) for tc, d, member, fields in reply]
+        return [Match(CHAR_TIER[tc.decode()], int(d), self._k.entry(i, record)) for tc, d, i, record in reply]
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` per call."""
@@ -300,7 +310,7 @@ class RedisIndex(QueryChecks):
                 "url": url,
                 "title": None if title is None else title[:TITLE_CHARS],
                 "seen_at": as_score(first_seen),
-                "keys": self._k.keys(tfp, bfp),
+                "store": self._k.bands(tfp, bfp, "store"),
             }
             rows.append({k: v for k, v in row.items() if v is not None})
         total = 0
@@ -309,35 +319,35 @@ class RedisIndex(QueryChecks):
             total += int(self._script("bulk add", args, retry=False))
         return total
 
-    def _remove(self, doing: str, how: str, value: str, batch: int = ADD_BATCH) -> tuple[int, bool]:
-        """Remove entries, then the band members of fingerprints no entry holds any more."""
-        n = self._removing(doing, self._args("remove", how=how, value=value, batch=batch))
-        return n, n >= batch
+    def _remove(self, doing: str, how: str, value: str | int, batch: int = ADD_BATCH) -> tuple[int, bool]:
+        """Remove entries, then the band members of fingerprints no entry holds any more:
+        (how many went, whether a purge has more to do)."""
+        return self._removing(doing, self._args("remove", how=how, value=value, batch=batch))
 
-    def _removing(self, doing: str, args: str) -> int:
+    def _removing(self, doing: str, args: str) -> tuple[int, bool]:
         """A removing script call (``remove``, ``release``), then the band members of the fingerprints
-        it left without entries; returns how many entries went."""
-        n, emptied = self._script(doing, args)
+        it left without entries: (how many entries went, whether there is more to do)."""
+        n, emptied, more = self._script(doing, args)
         if emptied:
-            fps = [
-                [emptied[i], emptied[i + 1], self._k.band_keys(CHAR_TIER[emptied[i]], int(emptied[i + 1], 16))]
-                for i in range(0, len(emptied), 2)
-            ]
+            fps = []
+            for i in range(0, len(emptied), 2):
+                tc, fp = emptied[i].decode(), emptied[i + 1].decode()
+                fps.append([tc, fp, self._k.tags(self._k.store_keys(CHAR_TIER[tc], int(fp, 16)))])
             self._script(doing, self._args("dropbands", fps=fps))
-        return int(n)
+        return int(n), bool(more)
 
     # -- delivery -----------------------------------------------------------------------------------
 
     def deliver(self, entry_ids: Sequence[int]) -> None:
         """These pending entries' items reached storage: no longer pending."""
         if entry_ids:
-            self._script("deliver", self._args("deliver", ids=[member_of(int(i)) for i in entry_ids]))
+            self._script("deliver", self._args("deliver", ids=[int(i) for i in entry_ids]))
 
     def release(self, entry_ids: Sequence[int]) -> int:
         """Remove these pending entries (their items were dropped downstream); returns how many."""
         if not entry_ids:
             return 0
-        return self._removing("release", self._args("release", ids=[member_of(int(i)) for i in entry_ids]))
+        return self._removing("release", self._args("release", ids=[int(i) for i in entry_ids]))[0]
 
     def recover(self) -> int:
         """Release the pending entries of owners that died: on this host, a pid that is gone; on
@@ -350,7 +360,7 @@ class RedisIndex(QueryChecks):
                 alive = bool(self._server.retrying("recover", lambda c, o=owner: c.exists(self._base + "alive:" + o),
                                                    write=True))
             if not alive:
-                total += self._removing("recover", self._args("release", owner=owner))
+                total += self._removing("recover", self._args("release", owner=owner))[0]
         return total
 
     def heartbeat(self, owner: str) -> None:
@@ -375,33 +385,41 @@ class RedisIndex(QueryChecks):
     def _decisions(self, urls: list[str]) -> list[Decision]:
         base = self._base
 
-        def fetch(client: Any) -> list[tuple[str, dict[str, str], dict[str, str]]]:
+        def fetch(client: Any) -> list[dict[str, str]]:
             pipe = client.pipeline(transaction=False)
             for url in urls:
                 pipe.hgetall(base + "d:" + url)
-            decided = pipe.execute()
-            pipe = client.pipeline(transaction=False)
-            for d in decided:
-                pipe.hgetall(base + "e:" + d["original"] if d.get("original") else base + "e:")
-            return list(zip(urls, decided, pipe.execute(), strict=True))
+            return pipe.execute()
 
-        rows = self._server.retrying("explain", fetch, write=False) if urls else []
+        decided = self._server.retrying("explain", fetch, write=False) if urls else []
         try:
+            ids = sorted({int(d["original"]) for d in decided if d})
+            originals = self._records("explain", ids)
             return [
                 Decision(
                     url=url,
                     status=d["status"],
                     tier=CHAR_TIER[d["tier"]],
                     distance=int(d["distance"]),
-                    original=self._k.entry(d["original"], e) if e else None,
+                    original=originals.get(int(d["original"])),
                     decided_at=float(d["decided_at"]),
                     title=d.get("title"),
                 )
-                for url, d, e in rows
+                for url, d in zip(urls, decided, strict=True)
                 if d
             ]
         except (KeyError, ValueError, TypeError) as exc:
             raise IndexError_(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
+
+    def _records(self, doing: str, ids: Sequence[int]) -> dict[int, Entry]:
+        """The entries with these ids that still exist, read by the script (records are binary)."""
+        out: dict[int, Entry] = {}
+        for start in range(0, len(ids), 1000):
+            flat = self._script(doing, self._args("records", ids=list(ids[start : start + 1000])), write=False)
+            for i in range(0, len(flat), 2):
+                if flat[i + 1] is not None:
+                    out[int(flat[i])] = self._k.entry(flat[i], flat[i + 1])
+        return out
 
     def forget(self, key: int | str) -> int:
         """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
@@ -409,10 +427,10 @@ class RedisIndex(QueryChecks):
         if isinstance(key, bool) or not isinstance(key, int | str):
             raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
         if isinstance(key, int):
-            if not 0 < key < 10**ID_WIDTH:
+            if not 0 < key < ID_LIMIT:
                 self._server.writable()
                 return 0
-            return self._remove("forget", "id", member_of(key))[0]
+            return self._remove("forget", "id", key)[0]
         return self._remove("forget", "url", key)[0]
 
     def purge(self, older_than: float, *, batch: int = 5000) -> int:
@@ -432,7 +450,7 @@ class RedisIndex(QueryChecks):
         pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._base) + "*"
 
         def run(client: Any) -> int:
-            n = int(client.zcard(self._base + "seen"))
+            n = int(client.get(self._base + "n") or 0)
             batch: list[str] = []
             for key in client.scan_iter(match=pattern, count=1000):
                 batch.append(key)
@@ -448,22 +466,20 @@ class RedisIndex(QueryChecks):
 
     def count(self) -> int:
         """Entries in this namespace."""
-        return int(self._server.retrying("count", lambda c: c.zcard(self._base + "seen"), write=False))
+        return int(self._server.retrying("count", lambda c: c.get(self._base + "n") or 0, write=False))
 
     def stats(self) -> dict[str, Any]:
         """Location, server, parameters, layouts, and per namespace: entries, oldest/newest first
         seen, decisions. The keys ``entries``/``oldest``/``newest``/``decisions`` at the top level
-        are this namespace's; ``band_rows`` counts band-set members over all namespaces."""
+        are this namespace's; ``band_rows`` counts band members over all namespaces."""
 
         def run(client: Any) -> tuple[set[str], list[str], list[Any], dict[str, Any]]:
             registered = set(client.hkeys(f"{self.prefix}:namespaces"))
             names = sorted(registered | {self.namespace})
             pipe = client.pipeline(transaction=False)
             for name in names:
-                base = f"{self.prefix}:{{{quote(name, safe='')}}}:"
-                pipe.zcard(base + "seen")
-                pipe.zrange(base + "seen", 0, 0, withscores=True)
-                pipe.zrange(base + "seen", -1, -1, withscores=True)
+                base = self._namespace_base(name)
+                pipe.get(base + "n")
                 pipe.zcard(base + "decided")
                 pipe.get(base + "nbands")
             return registered, names, pipe.execute(), client.info("server") | client.info("memory")
@@ -472,43 +488,32 @@ class RedisIndex(QueryChecks):
         per: dict[str, dict[str, Any]] = {}
         band_rows = 0
         for i, name in enumerate(names):
-            n, first, last, decisions, bands = replies[5 * i : 5 * i + 5]
+            n, decisions, bands = replies[3 * i : 3 * i + 3]
             band_rows += int(bands or 0)
-            if name in registered or n or decisions:
-                per[name] = {
-                    "entries": int(n),
-                    "oldest": first[0][1] if first else None,
-                    "newest": last[0][1] if last else None,
-                    "decisions": int(decisions),
-                }
+            if name in registered or int(n or 0) or decisions:
+                base = self._namespace_base(name)
+                span = self._server.script("stats", [json.dumps({"op": "span", "base": base})], write=False,
+                                           route=base + "seq")[0]
+                oldest, newest = (struct.unpack(">d", t)[0] for t in span) if span else (None, None)
+                per[name] = {"entries": int(n or 0), "oldest": oldest, "newest": newest, "decisions": int(decisions)}
         about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory")}
         return stats_dict(self, "redis", per, band_rows, {"prefix": self.prefix}, about)
 
+    def _namespace_base(self, name: str) -> str:
+        return f"{self.prefix}:{{{quote(name, safe='')}}}:"
+
     def entries(self) -> Iterator[Entry]:
-        """Every entry of this namespace, oldest first (ties: by id), fetched in pages of 1000."""
-        seen_key, base = self._base + "seen", self._base
-        last: float = -math.inf
-        at_last = 0  # entries already yielded whose first-seen time equals ``last``
-
-        def page(client: Any) -> tuple[list[tuple[str, float]], list[dict[str, str]]]:
-            rows = client.zrangebyscore(seen_key, as_score(last), "+inf", start=at_last, num=1000, withscores=True)
-            pipe = client.pipeline(transaction=False)
-            for member, _ in rows:
-                pipe.hgetall(base + "e:" + member)
-            return rows, pipe.execute()
-
-        while True:
-            rows, hashes = self._server.retrying("export", page, write=False)
-            for (member, _), fields in zip(rows, hashes, strict=True):
-                if fields:
-                    yield self._k.entry(member, fields)
-            if len(rows) < 1000:
-                return
-            for _, score in rows:
-                if score == last:
-                    at_last += 1
-                else:
-                    last, at_last = score, 1
+        """Every entry of this namespace, oldest first (ties: by id): the hourly time buckets in
+        order, each sorted, read in pages of 1000."""
+        hours = self._server.retrying("export", lambda c: c.zrange(self._base + "hours", 0, -1), write=False)
+        for hour in hours:
+            packed = self._script("export", self._args("bucket", hour=hour), write=False)
+            rows = sorted((struct.unpack_from(">d", packed, i + 4)[0], int.from_bytes(packed[i : i + 4], "big"))
+                          for i in range(0, len(packed), 12))
+            for start in range(0, len(rows), 1000):
+                ids = [i for _, i in rows[start : start + 1000]]
+                found = self._records("export", ids)
+                yield from (found[i] for i in ids if i in found)
 
     def close(self) -> None:
         """Close every connection (idempotent)."""

@@ -178,24 +178,25 @@ class Server:
         """This thread's own connection for script calls, made with the client's settings (URL,
         password, TLS, ``redis_params``). The hot path skips the client's pool and command
         machinery, which cost more than the round trip itself (about 100 µs a call); a forked
-        child makes its own instead of sharing its parent's socket."""
+        child makes its own instead of sharing its parent's socket. Its replies are bytes, not
+        text: the script returns binary records."""
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid():
             return held[1]
         pool = client.connection_pool
-        connection = pool.connection_class(**pool.connection_kwargs)
+        connection = pool.connection_class(**{**pool.connection_kwargs, "decode_responses": False})
         self._local.held = (os.getpid(), connection)
         with self._lock:
             self._connections.append(connection)
         return connection
 
-    def _evalsha_many(self, client: Any, calls: Sequence[str]) -> list[Any]:
+    def _evalsha_many(self, client: Any, calls: Sequence[str], route: str) -> list[Any]:
         """``EVALSHA`` calls in one write, their replies read in order; a reply that is an error is
         returned as the exception (the other replies must still be read off the socket)."""
         connection = self._connection(client)
         try:
             connection.send_packed_command(
-                connection.pack_commands([("EVALSHA", self._sha, 1, self._seq_key, args) for args in calls])
+                connection.pack_commands([("EVALSHA", self._sha, 1, route, args) for args in calls])
             )
             replies: list[Any] = []
             for _ in calls:
@@ -209,18 +210,20 @@ class Server:
             raise
 
     def script(
-        self, doing: str, calls: Sequence[str], *, write: bool = True, retry: bool = True, per_call: bool = False
+        self, doing: str, calls: Sequence[str], *, write: bool = True, retry: bool = True, per_call: bool = False,
+        route: str | None = None,
     ) -> list[Any]:
-        """The script's replies to ``calls`` (one JSON argument each), sent in one write; the lot is
+        """The script's replies (bytes) to ``calls`` (one JSON argument each; ``route``: the key that
+        routes them in a cluster, by default this index's namespace), sent in one write; the lot is
         sent again after ``NOSCRIPT`` (reloaded) or a broken connection. An error reply raises, or
         with ``per_call`` is returned in its place as an :class:`~.base.IndexError_` (each call is
         atomic on its own: the others stand)."""
 
         def call(client: Any) -> list[Any]:
-            replies = self._evalsha_many(client, calls)
+            replies = self._evalsha_many(client, calls, route or self._seq_key)
             if any(isinstance(r, self.errors.NoScriptError) for r in replies):
                 self._sha = client.script_load(self._script)
-                replies = self._evalsha_many(client, calls)
+                replies = self._evalsha_many(client, calls, route or self._seq_key)
             if per_call:
                 return [IndexError_(f"index {self.location}: {doing} failed: {r}") if isinstance(r, Exception) else r
                         for r in replies]

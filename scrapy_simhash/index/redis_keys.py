@@ -1,15 +1,23 @@
-"""How the Redis index holds the rule's data: key names, entry hashes, and queries as the script reads them.
+"""How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Keys (plain strings and integers only, never pickle)
-----------------------------------------------------
+Schema version 2: a compact layout, ~630 bytes an entry with 12 sentence hashes, ~350 without (version
+1, a key per entry, per fingerprint, per band value and per sentence, took ~5 kB and ~2.8 kB;
+``benchmarks/index_size.py``). Redis spends ~50–90 bytes on every key before its data and ~40 on
+every field of a large hash, but 2–4 on an element of a small hash (≤ 128 fields of ≤ 64 bytes:
+the compact *listpack* encoding, Redis's defaults). So
+nearly everything lives in small hashes, as binary values (``struct``-packed by the script; never
+pickle), and the hashes split as the index grows so that they stay small.
+
 ``<prefix>`` is ``simhash`` unless the URL says ``?prefix=…``; ``<ns>`` is the namespace,
 percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace lives in one slot).
+Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` raw bytes.
 
 ``<prefix>:meta``
     JSON string describing the index: ``format``, ``schema_version``, :class:`~.base.IndexParams`,
     band layouts, fingerprint storage, creation time and version. Written once with ``SET NX`` (of
     several processes creating the index at once, one wins and all check against its record);
-    other parameters at open are a :class:`~.base.ParameterMismatch` naming the URL and fields.
+    other parameters at open are a :class:`~.base.ParameterMismatch` naming the URL and fields. An
+    index of another schema version is refused at open, saying what to do.
 ``<prefix>:namespaces``
     Hash: namespace name → creation time (for ``stats``).
 ``<prefix>:{<ns>}:meta``
@@ -17,117 +25,183 @@ percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace l
     gone: the server lost the index's keys (restarted without persistence, evicted keys), and an
     emptied index would let every story in again. At open, a server that may evict any key
     (``maxmemory-policy allkeys-*``) or does not persist is refused (``unsafe="refuse"``) or logged.
-``<prefix>:{<ns>}:seq``
-    Entry id counter (``INCR``): ids are never reused, so a decision cannot point at a newer entry.
-``<prefix>:{<ns>}:e:<id>``
-    Hash per entry; ``<id>`` is zero-padded to 15 digits so that string order is id order. Fields
-    ``s`` first seen (the float's ``repr``), ``t``/``b`` title/body fingerprint (fixed-width lower-case
-    hex, absent when that text was too short), ``u`` URL and ``n`` title (absent when None), ``m``
-    number signature (:func:`~.rule.numbers_agree`), ``x`` sentence hashes (space-separated), ``h``
-    the digest of a body too short to fingerprint and ``o`` the owner of a pending entry, each
-    absent when the entry was added without one.
-``<prefix>:{<ns>}:seen``
-    Sorted set of entry ids scored by first-seen time: expiry (``not_before``), purge, stats, export.
-``<prefix>:{<ns>}:tf:<hex>`` / ``bf:<hex>``
-    Sorted set of the entries holding this title/body fingerprint, scored by first-seen time: the
-    earliest non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1`` however many share it.
-``<prefix>:{<ns>}:tb:<band>:<value>`` / ``bb:…``
-    The pigeonhole bands (:func:`~scrapy_simhash.simhash.band_layout`): a set of the fingerprints
-    (hex) whose band ``<band>`` has this value (hex). A fingerprint is a member once however many
-    entries share it, so boilerplate does not grow buckets. It leaves the band sets when its last
-    entry goes (forget, purge, reset). ``<prefix>:{<ns>}:nbands`` counts band members for ``stats``.
-``<prefix>:{<ns>}:sh:<hash>``
-    The sentence tier: sorted set of the entries holding this sentence hash, scored by
-    first-seen time.
+``<prefix>:{<ns>}:seq``, ``…:n``, ``…:nbands``
+    Entry id counter (``INCR``: ids are never reused, so a decision cannot point at a newer entry),
+    entries, band members (``stats``).
+``<prefix>:{<ns>}:e:<id // 16>``
+    Entries, 16 a hash. An entry is one binary record (:func:`decode_record`) cut into 64-byte
+    chunks, fields ``slot + 16 × chunk`` (``slot = id % 16``): a record up to 512 bytes keeps its
+    hash compact. Records never change after insert.
+``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
+    The lists the rule searches, each a *table* of fixed-size records ``tag + payload`` packed
+    into 64-byte fields (a tag's *page*, 0–15 from its hash, continued in fields page + 16,
+    page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
+    split pointer and record count, and a bucket splits when the table averages more than
+    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, about
+    a byte a record beyond the record itself. A tag with more than 4 ids (32 fingerprints: clustered
+    fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex tag>``
+    (scores: first seen, or 0) and keeps one record whose payload is zero bytes, the mark (the
+    sorted set's existence tells it from an all-zero fingerprint; ids start at 1). Tables (tag →
+    payload, bytes):
+
+    ``tb`` / ``bb``: band tag (4: BLAKE2b of the band key, :meth:`Keys.tags`) → a title/body
+    fingerprint (8) filed under that band; a fingerprint is filed once however many entries share
+    it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint (8) → the id
+    (4) of an entry holding it (a recurring headline: its sorted set by first seen, so the earliest
+    non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
+    ``u``: the first 8 bytes of the URL's SHA-1 → id (``forget(url)`` checks each entry's URL).
+``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
+    Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
+    3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
+    first, and sorts out only the bucket its limit falls in; ``stats`` and export read them.
+``<prefix>:{<ns>}:r:<minute>:<k>``
+    Request tokens: 12-byte records (the token's SHA-1, 8 bytes; the id an *added* outcome returned),
+    one string per minute and 1/16 of the tokens, expiring whole :data:`~.redis.TOKEN_TTL` + 60 s
+    after it was made.
 ``<prefix>:{<ns>}:pending:<owner>``, ``<prefix>:{<ns>}:owners``, ``<prefix>:{<ns>}:alive:<owner>``
-    Delivery tracking (:mod:`.owners`): the members of an owner's pending entries (whose hashes
-    carry ``o``, the owner), the owners with pending entries, and each owner's lease (a key that
-    expires :data:`~.redis.LEASE` seconds after its last check-and-add or heartbeat).
-``<prefix>:{<ns>}:r:<token>``
-    The id an *added* outcome returned for a request token (expires after :data:`~.redis.TOKEN_TTL`).
-``<prefix>:{<ns>}:u:<url>``
-    Set of the entry ids with this URL (``forget(url)``).
+    Delivery tracking (:mod:`.owners`): the ids of an owner's pending entries, the owners with
+    pending entries, and each owner's lease (a key that expires :data:`~.redis.LEASE` seconds after
+    its last check-and-add or heartbeat).
 ``<prefix>:{<ns>}:d:<url>`` and ``<prefix>:{<ns>}:decided``
     The latest decision about a non-new URL (hash: status, tier, distance, original id, time, title),
     and the decided URLs scored by decision time (``decisions``, purge).
+
+Entry record (big-endian): first seen (double), record length (2 bytes), flags (1: title
+fingerprint, 2: body fingerprint, 4: number signature packed, 8: number signature as text, 16:
+short-body digest, 32: URL, 64: title, 128: added pending), stored sentence hashes (1 byte); then
+the title and body fingerprints, the number signature (a count byte and 4 bytes a hash, or a
+2-byte length and text), the sentence hashes (8 bytes each), the digest (8 bytes), the URL and the
+title (2-byte length and UTF-8 each), each present when its flag is.
 """
 
 from __future__ import annotations
 
 import math
+import struct
 import time
-from collections.abc import Mapping
+from hashlib import blake2b
 from typing import Any
 
 from ..simhash import split_bands
 from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
-ID_WIDTH = 15  # zero-padded ids: string order is numeric order, and 10**15 < 2**53 (exact in Lua)
+#: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
+#: twice that, 5 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
+LOAD = 96
+ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
+_HEX = frozenset("0123456789abcdef")
+_HEADER = struct.Struct(">dHBB")
+F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
 
 
-def member_of(entry_id: int) -> str:
-    """An entry id as the member name the keys use."""
-    return f"{entry_id:0{ID_WIDTH}d}"
+def _hex16(text: object) -> bool:
+    """Is ``text`` 16 lower-case hex digits (a sentence hash, a short-body digest: 8 bytes stored)?"""
+    return isinstance(text, str) and len(text) == 16 and _HEX.issuperset(text)
 
 
 def as_score(value: float) -> str:
-    """A float as Redis parses it back exactly (``repr`` is the shortest exact form)."""
+    """A float as Redis and the script parse it back exactly (``repr`` is the shortest exact form)."""
     value = float(value)
     if math.isnan(value):
         raise ValueError("time must be a number, not NaN")
     return "-inf" if value == -math.inf else "+inf" if value == math.inf else repr(value)
 
 
-def pairs(flat: list[Any]) -> dict[str, str]:
-    """A flat ``HGETALL`` reply as a dict."""
-    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}
+def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
+    """An entry's record (layout: the module docstring) as its fields; ValueError when not ours."""
+    seen, total, flags, nsent = _HEADER.unpack_from(record)
+    if total != len(record):
+        raise ValueError(f"record of {len(record)} bytes says {total}")
+    pos = _HEADER.size
+    out: dict[str, Any] = {"seen": seen, "title_fp": None, "body_fp": None, "numbers": None,
+                           "short_body": None, "url": None, "title": None}
+    for flag, name in ((F_T, "title_fp"), (F_B, "body_fp")):
+        if flags & flag:
+            out[name] = int.from_bytes(record[pos : pos + fp_bytes], "big")
+            pos += fp_bytes
+    if flags & F_NUM:
+        n = record[pos]
+        out["numbers"] = " ".join(record[pos + 1 + 4 * i : pos + 5 + 4 * i].hex() for i in range(n))
+        pos += 1 + 4 * n
+    elif flags & F_NUMTEXT:
+        (n,) = struct.unpack_from(">H", record, pos)
+        out["numbers"] = record[pos + 2 : pos + 2 + n].decode()
+        pos += 2 + n
+    out["sentences"] = tuple(record[pos + 8 * i : pos + 8 + 8 * i].hex() for i in range(nsent))
+    pos += 8 * nsent
+    if flags & F_H:
+        out["short_body"] = record[pos : pos + 8].hex()
+        pos += 8
+    for flag, name in ((F_U, "url"), (F_N, "title")):
+        if flags & flag:
+            (n,) = struct.unpack_from(">H", record, pos)
+            out[name] = record[pos + 2 : pos + 2 + n].decode()
+            pos += 2 + n
+    if pos != total:
+        raise ValueError(f"record of {total} bytes ends at {pos}")
+    return out
 
 
 class Keys:
-    """One namespace's fingerprints, band keys and entries in the form the keys and the script hold them."""
+    """One namespace's fingerprints, band tags and entries in the form the keys and the script hold them."""
 
     def __init__(self, location: str, namespace: str, bits: int, tiers: dict[Tier, Layout]) -> None:
         self.location, self.namespace, self._width, self._tiers = location, namespace, bits // 4, tiers
+        self.fp_bytes = bits // 8
 
     def hex(self, fp: int) -> str:
         return format(fp, f"0{self._width}x")
 
     def band_keys(self, tier: Tier, fp: int) -> list[str]:
+        """The band keys of ``fp`` in ``tier`` (band number and value)."""
         c = TIER_CHAR[tier]
         return [f"{c}b:{n}:{v:x}" for n, v in enumerate(split_bands(fp, self._tiers[tier]))]
 
-    def keys(self, tfp: int | None, bfp: int | None) -> dict[str, list[str]]:
-        """The band keys of an entry's fingerprints, per tier character."""
-        return {
-            "t": [] if tfp is None else self.band_keys("title", tfp),
-            "b": [] if bfp is None else self.band_keys("body", bfp),
-        }
+    def store_keys(self, tier: Tier, fp: int) -> list[str]:
+        """The band keys a new entry's fingerprint is filed under."""
+        return self.band_keys(tier, fp)
 
-    def entry(self, member: str | int, fields: Mapping[str, str]) -> Entry:
-        """An entry from its hash; values not written by us are an :class:`IndexError_` naming it."""
-        t, b = fields.get("t"), fields.get("b")
+    def probe_keys(self, tier: Tier, fp: int) -> list[str]:
+        """The band keys a query's fingerprint reads its candidates from (a layout that probes
+        neighbours may return more than :meth:`store_keys`; the pigeonhole bands probe their own)."""
+        return self.band_keys(tier, fp)
+
+    @staticmethod
+    def tags(keys: list[str]) -> list[str]:
+        """Band keys as the 4-byte tags (hex) the script files fingerprints under."""
+        return [blake2b(key.encode(), digest_size=4).hexdigest() for key in keys]
+
+    def bands(self, tfp: int | None, bfp: int | None, which: str) -> dict[str, list[str]]:
+        """The band tags of an entry's fingerprints per tier character: ``which`` "store" or "probe"."""
+        keys = self.store_keys if which == "store" else self.probe_keys
+        return {c: [] if fp is None else self.tags(keys(tier, fp)) for c, tier, fp in (("t", "title", tfp),
+                                                                                     ("b", "body", bfp))}
+
+    def entry(self, entry_id: int | bytes | str, record: bytes | None) -> Entry:
+        """An entry from its record; a record not written by us is an :class:`IndexError_` naming it."""
         try:
+            if not isinstance(record, bytes):
+                raise ValueError("no record")
+            f = decode_record(record, self.fp_bytes)
             return Entry(
-                id=int(member),
-                namespace=self.namespace,
-                url=fields.get("u"),
-                title=fields.get("n"),
-                first_seen=float(fields["s"]),
-                title_fp=None if t is None else int(t, 16),
-                body_fp=None if b is None else int(b, 16),
-                numbers=fields.get("m"),
-                sentences=tuple(fields.get("x", "").split()),
-                short_body=fields.get("h"),
+                id=int(entry_id), namespace=self.namespace, url=f["url"], title=f["title"],
+                first_seen=f["seen"], title_fp=f["title_fp"], body_fp=f["body_fp"], numbers=f["numbers"],
+                sentences=f["sentences"], short_body=f["short_body"],
             )
-        except (KeyError, ValueError, TypeError) as exc:
-            raise IndexError_(f"index {self.location}: entry {member} is unreadable ({exc!r})") from exc
+        except (struct.error, ValueError, TypeError, IndexError) as exc:
+            raise IndexError_(f"index {self.location}: entry {entry_id!r} is unreadable ({exc!r})") from exc
 
     def query(self, query: Query) -> dict[str, Any]:
         """A query as the script reads it (see the header of ``redis_rule.lua``; None: absent)."""
         tfp, bfp = query.title_fp, query.body_fp
+        sentences = sorted(set(query.sentences))
+        if not all(_hex16(h) for h in sentences):
+            raise ValueError("sentence hashes must be 16 lower-case hex digits (signatures.sentence_signature)")
+        if query.short_body is not None and not _hex16(query.short_body):
+            raise ValueError("short_body must be 16 lower-case hex digits (signatures.short_body_digest)")
         fields = {
             "title_fp": None if tfp is None else self.hex(tfp),
             "body_fp": None if bfp is None else self.hex(bfp),
@@ -139,11 +213,14 @@ class Keys:
             "title": None if query.title is None else query.title[:TITLE_CHARS],
             "numbers": query.numbers,
             "title_numbers": int(query.title_numbers),
-            "sentences": sorted(set(query.sentences)),
+            "sentences": sentences,
             "sentences_shared": int(query.sentences_shared),
             "short_body": query.short_body,
             "figures": bool(query.figures),
             "owner": query.owner,
-            "keys": self.keys(tfp, bfp),
+            "probe": self.bands(tfp, bfp, "probe"),
         }
+        store = self.bands(tfp, bfp, "store")
+        if store != fields["probe"]:  # the script files under the probed tags when no store list comes
+            fields["store"] = store
         return {k: v for k, v in fields.items() if v is not None}

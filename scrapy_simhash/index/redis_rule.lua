@@ -1,4 +1,4 @@
---[[ scrapy-simhash: the server-side half of the Redis index (see redis.py for the keys).
+--[[ scrapy-simhash: the server-side half of the Redis index (see redis_keys.py for the layout).
 
 The tier rule here is a section-by-section PORT of scrapy_simhash/index/rule.py: each section
 marked "rule.py: <name>" does what the Python function of that name does, in the same order with
@@ -9,23 +9,29 @@ tokens, maintenance). Change rule.py first, then its port here.
 Called as EVALSHA <sha> 1 <prefix>:{<ns>}:seq <json>: KEYS[1] routes the call in a cluster (every
 key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded once:
   op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'dropbands' | 'deliver' | 'release' |
-          'heartbeat'
+          'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
   base    the namespace's key base, '<prefix>:{<ns>}:'
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored,
-          sentence_body_distance, sentence_max_holders, title_body_distance
+          sentence_body_distance, sentence_max_holders, title_body_distance; and of the layout:
+          fp_bytes (bits / 8), load (fields per table bucket before it splits)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
-          numbers (absent when None), title_numbers, sentences (sorted, distinct),
+          numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
           sentences_shared, short_body (absent when None), figures (boolean),
-          keys = {t = {band keys}, b = {band keys}} (computed in Python)
+          probe = {t = {band tags}, b = {band tags}}: the band tags to read candidates from, and
+          store = {t = ..., b = ...}: the band tags a new entry is filed under, absent when they are
+          the probe tags (both computed in Python, 8 hex digits each: either band layout plugs in
+          without touching this script)
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
-Fingerprints never become Lua numbers: distances are computed 32 bits at a time from hex.
+Fingerprints never become Lua numbers: they are raw bytes, compared 32 bits at a time.
+Replies carry entries as their raw records (decoded by redis_keys.py).
 ]]
 
 local A = cjson.decode(ARGV[1])
 local B, L = A.base, A.limits or {}
+local W = L.fp_bytes or 8
 
 -- redis: the namespace's marker (set at open) is gone: the server lost the index's keys
 if A.marked and redis.call('EXISTS', B .. 'meta') == 0 then
@@ -33,22 +39,64 @@ if A.marked and redis.call('EXISTS', B .. 'meta') == 0 then
     .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
 end
 
--- store: helpers -------------------------------------------------------------------------------
+-- store: bytes -----------------------------------------------------------------------------------
+
+local function p32(n)
+  return string.char(bit.rshift(n, 24), bit.band(bit.rshift(n, 16), 255), bit.band(bit.rshift(n, 8), 255),
+    bit.band(n, 255))
+end
+
+local function unhex(s)
+  -- hex digits (a multiple of 8 of them) as raw bytes
+  if #s == 8 then return p32(tonumber(s, 16)) end
+  local out = {}
+  for i = 1, #s, 8 do out[#out + 1] = p32(tonumber(string.sub(s, i, i + 7), 16)) end
+  return table.concat(out)
+end
+
+local function tohex(s)
+  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+
+local function u32(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+local function popcount(x)
+  x = bit.band(x - bit.band(bit.rshift(x, 1), 0x55555555), 0xFFFFFFFF)
+  x = bit.band(x, 0x33333333) + bit.band(bit.rshift(x, 2), 0x33333333)
+  x = bit.band(x + bit.rshift(x, 4), 0x0F0F0F0F)
+  return bit.band(x, 0xFF) + bit.band(bit.rshift(x, 8), 0xFF) + bit.band(bit.rshift(x, 16), 0xFF) + bit.rshift(x, 24)
+end
 
 local function dist(a, b, limit)
-  -- Hamming distance of two equal-length hex strings, 32 bits at a time; stops once past limit
+  -- Hamming distance of two raw fingerprints, 32 bits at a time; stops once past limit
   if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
+  if #a == 8 then
+    local a1, a2 = struct.unpack('>I4I4', a)
+    local b1, b2 = struct.unpack('>I4I4', b)
+    return popcount(bit.bxor(a1, b1)) + popcount(bit.bxor(a2, b2))
+  end
   local d = 0
-  for i = 1, #a, 8 do
-    local x = bit.bxor(tonumber(string.sub(a, i, i + 7), 16), tonumber(string.sub(b, i, i + 7), 16))
-    x = bit.band(x - bit.band(bit.rshift(x, 1), 0x55555555), 0xFFFFFFFF)
-    x = bit.band(x, 0x33333333) + bit.band(bit.rshift(x, 2), 0x33333333)
-    x = bit.band(x + bit.rshift(x, 4), 0x0F0F0F0F)
-    d = d + bit.band(x, 0xFF) + bit.band(bit.rshift(x, 8), 0xFF)
-          + bit.band(bit.rshift(x, 16), 0xFF) + bit.rshift(x, 24)
+  for i = 1, #a, 4 do
+    d = d + popcount(bit.bxor(u32(a, i), u32(b, i)))
     if d > limit then return d end
   end
   return d
+end
+
+local function distance_to(fp, limit)
+  -- dist(other, fp, limit) as a function of other, fp's words unpacked once
+  if #fp ~= 8 then return function(other) return dist(other, fp, limit) end end
+  local f1, f2 = struct.unpack('>I4I4', fp)
+  return function(other)
+    if #other ~= 8 then return limit + 1 end
+    local o1, o2 = struct.unpack('>I4I4', other)
+    local d = popcount(bit.bxor(o1, f1))
+    if d > limit then return d end
+    return d + popcount(bit.bxor(o2, f2))
+  end
 end
 
 local function split(text)
@@ -57,32 +105,407 @@ local function split(text)
   return words
 end
 
-local function by_seen(x, y)  -- earliest first seen, then lowest id (ids are zero-padded)
+local function num(score)  -- a score string ('-inf', '1.5') as a number
+  if score == '-inf' then return -math.huge elseif score == '+inf' then return math.huge end
+  return tonumber(score)
+end
+
+local function by_seen(x, y)  -- earliest first seen, then lowest id
   if x.seen ~= y.seen then return x.seen < y.seen end
   return x.id < y.id
 end
 
+local function find_aligned(s, rec, stride)
+  -- 1-based position of rec in s at a multiple of stride (default #rec) from its start, or nil
+  local r, init = stride or #rec, 1
+  while true do
+    local i = string.find(s, rec, init, true)
+    if not i then return nil end
+    if (i - 1) % r == 0 then return i end
+    init = i + 1
+  end
+end
+
+-- store: tables (linear hashing over small hashes of packed records) -----------------------------
+-- A table maps a tag (raw bytes) to a list of fixed-size payloads (ids, fingerprints). It holds
+-- records tag .. payload, packed into pages of at most 64 bytes: the fields of the hashes
+-- '<base><t>:<a>' (a: the bucket). A tag's page is 0..15 (from its hash's top bits), continued
+-- in fields page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table
+-- averages L.load records a bucket, so that every bucket stays small enough for Redis's compact
+-- listpack encoding whatever the index's size, and costs a byte or so a record beyond the record.
+-- A tag with more than SPILL[t] payloads (a recurring headline, boilerplate, clustered
+-- fingerprints sharing a band) keeps them in the sorted set '<base>Z<t>:<hex tag>' (members:
+-- payloads; scores: first seen, or 0) and one record with the payload of zero bytes: the mark,
+-- which the sorted set's existence tells from a real all-zero fingerprint (ids start at 1).
+
+local TAG = {tb = 4, bb = 4, th = W, bh = W, sh = 8, u = 8}
+local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
+local SPILL = {tb = 32, bb = 32, th = 4, bh = 4, sh = 4, u = 4}
+local PAGES, PAGE = 16, 64
+local LH = {}
+
+local function state(t)
+  local s = LH[t]
+  if not s then
+    local raw = redis.call('HGET', B .. 'lh', t)
+    s = {L = 0, p = 0, n = 0}
+    if raw then
+      local l, p, n = string.match(raw, '^(%d+) (%d+) (%d+)$')
+      if not n then error(redis.error_reply('scrapy-simhash: table state ' .. t .. ' is unreadable')) end
+      s = {L = tonumber(l), p = tonumber(p), n = tonumber(n)}
+    end
+    LH[t] = s
+  end
+  return s
+end
+
+local function mul32(a, c)  -- a * c mod 2^32, exactly in doubles
+  local a1, a0 = math.floor(a / 65536), a % 65536
+  local c1, c0 = math.floor(c / 65536), c % 65536
+  return ((a1 * c0 + a0 * c1) % 65536 * 65536 + a0 * c0) % 4294967296
+end
+
+local function fmix(h)  -- MurmurHash3's finalizer: every bit of h moves every bit of the result
+  h = mul32(bit.bxor(h, bit.rshift(h, 16)) % 4294967296, 0x85ebca6b)
+  h = mul32(bit.bxor(h, bit.rshift(h, 13)) % 4294967296, 0xc2b2ae35)
+  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+end
+
+local function taghash(tag)
+  -- 32 bits of a tag for its bucket (low bits) and page (high bits): 4-byte tags are hashes
+  -- already; longer ones may be fingerprints, whose bits cluster, so they are mixed
+  if #tag < 8 then return u32(tag, 1) end
+  return fmix(bit.bxor(u32(tag, 1), fmix(u32(tag, #tag - 3))) % 4294967296)
+end
+
+local function address(t, h)
+  local s = state(t)
+  local m = 2 ^ s.L
+  local a = h % m
+  if a < s.p then a = h % (2 * m) end
+  return a
+end
+
+local function page_of(h) return math.floor(h / 16777216) % PAGES end
+
+local function chain(key, page, R)
+  -- the records of a page and its continuations (each full but the last): {string, fields}
+  local per = math.floor(PAGE / R) * R
+  local v = redis.call('HGET', key, page)
+  if not v then return '', 0 end
+  if #v < per then return v, 1 end
+  local parts, j = {v}, 1
+  while true do
+    v = redis.call('HGET', key, page + PAGES * j)
+    if not v then return table.concat(parts), j end
+    parts[j + 1], j = v, j + 1
+    if #v < per then return table.concat(parts), j end
+  end
+end
+
+local function pack(recs, R)
+  -- a page's records as the values of its fields: whole records, PAGE // R a field
+  local per, out = math.floor(PAGE / R) * R, {}
+  for i = 1, #recs, per do out[#out + 1] = string.sub(recs, i, i + per - 1) end
+  return out
+end
+
+local function write_chain(key, page, recs, R, had)
+  -- store a page's records (one string) in fields page, page + 16, ... (had: its fields before)
+  local values, args = pack(recs, R), {}
+  for j, v in ipairs(values) do args[#args + 1] = page + PAGES * (j - 1); args[#args + 1] = v end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  if had > #values then
+    local gone = {}
+    for j = #values, had - 1 do gone[#gone + 1] = page + PAGES * j end
+    redis.call('HDEL', key, unpack(gone))
+  end
+end
+
+local function split_bucket(t, s)
+  local m, R = 2 ^ s.L, TAG[t] + PAY[t]
+  local old, new = B .. t .. ':' .. s.p, B .. t .. ':' .. (s.p + m)
+  local flat = redis.call('HGETALL', old)
+  local sides = {[old] = {}, [new] = {}}
+  for i = 2, #flat, 2 do
+    local v = flat[i]
+    for j = 1, #v, R do
+      local rec = string.sub(v, j, j + R - 1)
+      local h = taghash(string.sub(rec, 1, TAG[t]))
+      local side = sides[(h % (2 * m) == s.p) and old or new]
+      local pg = page_of(h)
+      side[pg] = side[pg] or {}
+      side[pg][#side[pg] + 1] = rec
+    end
+  end
+  redis.call('DEL', old)
+  for key, pages in pairs(sides) do
+    for pg, recs in pairs(pages) do write_chain(key, pg, table.concat(recs), R, 0) end
+  end
+  s.p = s.p + 1
+  if s.p == m then s.L, s.p = s.L + 1, 0 end
+end
+
+local DIRTY = {}
+
+local function save(t)
+  local s = LH[t]
+  redis.call('HSET', B .. 'lh', t, s.L .. ' ' .. s.p .. ' ' .. s.n)
+  DIRTY[t] = nil
+end
+
+local function grew(t, by)
+  -- the table holds by more records: its count is saved at the end of the call (flush), a split at once
+  local s = state(t)
+  s.n = s.n + by
+  DIRTY[t] = true
+  if by > 0 and s.n > (L.load or 48) * (2 ^ s.L + s.p) then
+    split_bucket(t, s)
+    save(t)
+  end
+end
+
+local function flush(reply)
+  -- save the record counts of the tables this call changed (one write), then reply
+  local args = {}
+  for t in pairs(DIRTY) do
+    local s = LH[t]
+    args[#args + 1] = t; args[#args + 1] = s.L .. ' ' .. s.p .. ' ' .. s.n
+  end
+  if #args > 0 then redis.call('HSET', B .. 'lh', unpack(args)) end
+  return reply
+end
+
+local function spill_key(t, tag) return B .. 'Z' .. t .. ':' .. tohex(tag) end
+
+local function locate(t, tag)
+  -- the bucket key, page, its chain {records, fields} and tag's payloads found there
+  local h = taghash(tag)
+  local key, page = B .. t .. ':' .. address(t, h), page_of(h)
+  local R, found, at = TAG[t] + PAY[t], {}, {}
+  local recs, had = chain(key, page, R)
+  local init = 1
+  while true do
+    local i = string.find(recs, tag, init, true)
+    if not i then break end
+    if (i - 1) % R == 0 then
+      found[#found + 1] = string.sub(recs, i + TAG[t], i + R - 1); at[#at + 1] = i
+      init = i + R
+    else
+      init = i + 1
+    end
+  end
+  return key, page, recs, had, found, at
+end
+
+local function spilled(t, tag, found)
+  -- tag's payloads are in its sorted set (found holds only the mark)
+  return #found == 1 and found[1] == string.rep('\0', PAY[t]) and redis.call('EXISTS', spill_key(t, tag)) == 1
+end
+
+local function list(t, tag)
+  -- tag's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
+  local _, _, _, _, found = locate(t, tag)
+  if spilled(t, tag, found) then return nil, spill_key(t, tag) end
+  return table.concat(found), nil
+end
+
+local function records(s, r)
+  local out = {}
+  for i = 1, #s, r do out[#out + 1] = string.sub(s, i, i + r - 1) end
+  return out
+end
+
+local function list_add(t, tag, rec, score, scores)
+  -- file payload rec under tag (once); scores(recs) gives the scores of inline payloads when they
+  -- spill. Returns whether tag had no payloads before, and whether rec was added
+  local key, page, recs, had, found, at = locate(t, tag)
+  if spilled(t, tag, found) then return false, redis.call('ZADD', spill_key(t, tag), 'NX', score, rec) == 1 end
+  for _, f in ipairs(found) do if f == rec then return false, false end end
+  local R = TAG[t] + PAY[t]
+  if SPILL[t] and #found >= SPILL[t] then  -- spill: the payloads go to a sorted set, a mark stays
+    local args, s = {}, scores(found)
+    for i, x in ipairs(found) do args[#args + 1] = s[i]; args[#args + 1] = x end
+    args[#args + 1] = score; args[#args + 1] = rec
+    redis.call('ZADD', spill_key(t, tag), unpack(args))
+    for i = #at, 1, -1 do recs = string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R) end
+    write_chain(key, page, recs .. tag .. string.rep('\0', PAY[t]), R, had)
+    grew(t, 1 - #found)
+    return false, true
+  end
+  local per = math.floor(PAGE / R) * R  -- every field of a chain but its last is full
+  local last = #recs - per * math.max(had - 1, 0)
+  if had > 0 and last + R <= per then
+    redis.call('HSET', key, page + PAGES * (had - 1), string.sub(recs, #recs - last + 1) .. tag .. rec)
+  else
+    redis.call('HSET', key, page + PAGES * had, tag .. rec)
+  end
+  grew(t, 1)
+  return #found == 0, true
+end
+
+local function list_remove(t, tag, rec)
+  -- remove payload rec from tag's list: whether the list is now empty (the tag gone), whether rec was in it
+  local key, page, recs, had, found, at = locate(t, tag)
+  local R = TAG[t] + PAY[t]
+  local removed = nil
+  if spilled(t, tag, found) then
+    local z = spill_key(t, tag)
+    removed = redis.call('ZREM', z, rec) == 1
+    if redis.call('EXISTS', z) == 1 then return false, removed end
+    rec = string.rep('\0', PAY[t])  -- the sorted set is gone: so is the mark
+  end
+  for i, f in ipairs(found) do
+    if f == rec then
+      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R), R, had)
+      grew(t, -1)
+      return #found == 1, removed == nil or removed
+    end
+  end
+  return #found == 0, false
+end
+
+local function zeros(recs)
+  local out = {}
+  for i = 1, #recs do out[i] = 0 end
+  return out
+end
+
+-- store: entries --------------------------------------------------------------------------------
+-- An entry is one binary record (see redis_keys.py) cut into 64-byte chunks, the fields
+-- slot + 16 * chunk of the hash '<base>e:<id // 16>' (slot = id % 16).
+
+local CHUNK, SLOTS = 64, 16
+local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32, 64, 128
+
+local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
+
+local function raw_record(id)
+  -- the entry's record (raw bytes), or nil
+  local key, slot = ekey(id), id % SLOTS
+  local first = redis.call('HGET', key, slot)
+  if not first then return nil end
+  if #first < 10 then return first end
+  local total = string.byte(first, 9) * 256 + string.byte(first, 10)
+  if total <= CHUNK then return first end
+  local fields = {}
+  for c = 1, math.ceil(total / CHUNK) - 1 do fields[c] = slot + SLOTS * c end
+  local rest = redis.call('HMGET', key, unpack(fields))
+  for c = 1, #rest do rest[c] = rest[c] or '' end
+  return first .. table.concat(rest)
+end
+
+local function bad(id)
+  return redis.error_reply('scrapy-simhash: entry ' .. id .. ' is unreadable (not a record of ours)')
+end
+
+local function flag(flags, f) return bit.band(flags, f) ~= 0 end
+
+local function decode(id, r)
+  -- {seen, flags, nsent, t, b, m (text), x (raw hashes), h, u}; raises when r is not ours
+  if #r < 12 then error(bad(id)) end
+  local e = {id = id}
+  local ok, err = pcall(function()
+    local seen, total, flags, nsent, pos = struct.unpack('>dHBB', r)
+    if total ~= #r then error('length') end
+    e.seen, e.len, e.flags, e.nsent = seen, total, flags, nsent
+    if flag(flags, F_T) then e.t = string.sub(r, pos, pos + W - 1); pos = pos + W end
+    if flag(flags, F_B) then e.b = string.sub(r, pos, pos + W - 1); pos = pos + W end
+    if flag(flags, F_NUM) then
+      local n = string.byte(r, pos); pos = pos + 1
+      local words = {}
+      for i = 1, n do words[i] = string.format('%08x', u32(r, pos)); pos = pos + 4 end
+      e.m = table.concat(words, ' ')
+    elseif flag(flags, F_NUMTEXT) then
+      local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
+      e.m = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
+    end
+    e.x = {}
+    for i = 1, nsent do e.x[i] = string.sub(r, pos, pos + 7); pos = pos + 8 end
+    if flag(flags, F_H) then e.h = string.sub(r, pos, pos + 7); pos = pos + 8 end
+    if flag(flags, F_U) then
+      local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
+      e.u = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
+    end
+    if pos - 1 > #r then error('truncated') end
+  end)
+  if not ok then error(bad(id)) end
+  return e
+end
+
+local CACHE = {}
+
+local function fields(id)
+  -- the entry's decoded record (cached for this call), or nil when gone
+  local e = CACHE[id]
+  if e == nil then
+    local r = raw_record(id)
+    e = r and decode(id, r) or false
+    CACHE[id] = e
+  end
+  return e or nil
+end
+
+local function seen_of(id)
+  local e = CACHE[id]
+  if e then return e.seen end
+  local first = redis.call('HGET', ekey(id), id % SLOTS)
+  if not first or #first < 8 then error(bad(id)) end
+  return (struct.unpack('>d', first))
+end
+
+local function seens(recs)
+  local out = {}
+  for i, rec in ipairs(recs) do out[i] = seen_of(u32(rec, 1)) end
+  return out
+end
+
+local function url_tag(url) return unhex(string.sub(redis.sha1hex(url), 1, 16)) end
+
+local function hour_of(seen)
+  return string.format('%.0f', math.floor(num(seen) / 3600))
+end
+
 -- store: candidates, holders, sentence_holders, insert, record ----------------------------------
 
-local function candidates(keys)
-  -- stored fingerprints sharing a band with the query's (each band key once; members may repeat)
+local function candidates(tc, tags)
+  -- stored fingerprints sharing a band with the query's (each band tag once; members may repeat)
   local out = {}
-  for _, key in ipairs(keys) do
-    for _, m in ipairs(redis.call('SMEMBERS', B .. key)) do out[#out + 1] = m end
+  for _, tag in ipairs(tags) do
+    local v, z = list(tc .. 'b', tag)
+    if v then
+      for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
+    else
+      for _, fp in ipairs(redis.call('ZRANGE', z, 0, -1)) do out[#out + 1] = fp end
+    end
   end
   return out
 end
 
-local function holders(tc, fp, nb, limit)
-  -- entries holding exactly fp, first seen >= nb, earliest first: {id, seen}; all when limit is nil
+local function holders(tc, fp, nb, limit, offset)
+  -- entries holding exactly fp, first seen >= nb, earliest first: {id, seen}; limit of them (all
+  -- when nil) after the first offset (nil: 0)
+  offset = offset or 0
+  local v, z = list(tc .. 'h', fp)
+  local out = {}
+  if v then
+    local all = {}
+    for _, rec in ipairs(records(v, 4)) do
+      local id = u32(rec, 1)
+      local seen = seen_of(id)
+      if seen >= num(nb) then all[#all + 1] = {id = id, seen = seen} end
+    end
+    table.sort(all, by_seen)
+    for j = offset + 1, limit and math.min(#all, offset + limit) or #all do out[#out + 1] = all[j] end
+    return out
+  end
   local rows
   if limit then
-    rows = redis.call('ZRANGEBYSCORE', B .. tc .. 'f:' .. fp, nb, '+inf', 'WITHSCORES', 'LIMIT', 0, limit)
+    rows = redis.call('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES', 'LIMIT', offset, limit)
   else
-    rows = redis.call('ZRANGEBYSCORE', B .. tc .. 'f:' .. fp, nb, '+inf', 'WITHSCORES')
+    rows = redis.call('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES', 'LIMIT', offset, -1)
   end
-  local out = {}
-  for j = 1, #rows, 2 do out[#out + 1] = {id = rows[j], seen = tonumber(rows[j + 1])} end
+  for j = 1, #rows, 2 do out[#out + 1] = {id = u32(rows[j], 1), seen = tonumber(rows[j + 1])} end
   return out
 end
 
@@ -91,52 +514,101 @@ local function sentence_holders(hashes, nb)
   -- sentence_max_holders entries or more (expired ones included) is left out
   local count, seen, out = {}, {}, {}
   for _, h in ipairs(hashes) do
-    local key = B .. 'sh:' .. h
-    if redis.call('ZCARD', key) < L.sentence_max_holders then
-      local rows = redis.call('ZRANGEBYSCORE', key, nb, '+inf', 'WITHSCORES')
-      for j = 1, #rows, 2 do
-        count[rows[j]] = (count[rows[j]] or 0) + 1
-        seen[rows[j]] = tonumber(rows[j + 1])
+    local v, z = list('sh', h)
+    local rows = {}
+    if v then
+      for _, rec in ipairs(records(v, 4)) do
+        local id = u32(rec, 1)
+        local s = seen_of(id)
+        if s >= num(nb) then rows[#rows + 1] = {id, s} end
+      end
+    elseif redis.call('ZCARD', z) < L.sentence_max_holders then
+      local flat = redis.call('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES')
+      for j = 1, #flat, 2 do rows[#rows + 1] = {u32(flat[j], 1), tonumber(flat[j + 1])} end
+    end
+    if v == nil or #v / 4 < L.sentence_max_holders then
+      for _, row in ipairs(rows) do
+        count[row[1]] = (count[row[1]] or 0) + 1
+        seen[row[1]] = row[2]
       end
     end
   end
   for id, c in pairs(count) do
-    local x = redis.call('HGET', B .. 'e:' .. id, 'x')
-    out[#out + 1] = {id = id, seen = seen[id], shared = c, stored = #split(x or '')}
+    out[#out + 1] = {id = id, seen = seen[id], shared = c, stored = fields(id).nsent}
   end
   table.sort(out, by_seen)
   return out
 end
 
-local function insert(e, seen_at, nstore)
-  -- add an entry {title_fp, body_fp, url, title, numbers, sentences, keys}; returns its id
-  local id = redis.call('INCR', B .. 'seq')
-  local member = string.format('%015d', id)
-  local ek = B .. 'e:' .. member
-  redis.call('HSET', ek, 's', seen_at)
-  if e.url then redis.call('HSET', ek, 'u', e.url); redis.call('SADD', B .. 'u:' .. e.url, member) end
-  if e.title then redis.call('HSET', ek, 'n', e.title) end
-  if e.numbers then redis.call('HSET', ek, 'm', e.numbers) end
-  if e.short_body then redis.call('HSET', ek, 'h', e.short_body) end
-  if e.owner then  -- pending until its item is delivered (or released)
-    redis.call('HSET', ek, 'o', e.owner)
-    redis.call('SADD', B .. 'pending:' .. e.owner, member)
-    redis.call('SADD', B .. 'owners', e.owner)
+local function encode(e, seen_at, stored, pending)
+  -- the record of a new entry (layout: redis_keys.py)
+  local flags, parts = 0, {}
+  if e.title_fp then flags = flags + F_T; parts[#parts + 1] = e.title_fp end
+  if e.body_fp then flags = flags + F_B; parts[#parts + 1] = e.body_fp end
+  if e.numbers then
+    local words = split(e.numbers)
+    local packed = #words < 256
+    for _, w in ipairs(words) do packed = packed and #w == 8 and string.find(w, '^[0-9a-f]+$') ~= nil end
+    if packed then
+      flags = flags + F_NUM
+      parts[#parts + 1] = string.char(#words)
+      for _, w in ipairs(words) do parts[#parts + 1] = unhex(w) end
+    else
+      flags = flags + F_NUMTEXT
+      parts[#parts + 1] = struct.pack('>H', #e.numbers) .. e.numbers
+    end
   end
+  for _, h in ipairs(stored) do parts[#parts + 1] = h end
+  if e.short_body then flags = flags + F_H; parts[#parts + 1] = e.short_body end
+  if e.url then flags = flags + F_U; parts[#parts + 1] = struct.pack('>H', #e.url) .. e.url end
+  if e.title then flags = flags + F_N; parts[#parts + 1] = struct.pack('>H', #e.title) .. e.title end
+  if pending then flags = flags + F_PENDING end
+  local body = table.concat(parts)
+  local total = 12 + #body
+  if total > 65535 then error(redis.error_reply('scrapy-simhash: an entry of ' .. total .. ' bytes is too long')) end
+  return struct.pack('>dHBB', num(seen_at), total, flags, #stored) .. body
+end
+
+local function tags(set)
+  -- band tags {t = {hex}, b = {hex}} as raw bytes
+  local out = {}
+  for _, tc in ipairs({'t', 'b'}) do
+    out[tc] = {}
+    for i, tag in ipairs((set or {})[tc] or {}) do out[tc][i] = unhex(tag) end
+  end
+  return out
+end
+
+local function insert(e, seen_at, nstore)
+  -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner, store}; returns its id
+  local id = redis.call('INCR', B .. 'seq')
+  if id >= 4294967296 then return error(redis.error_reply('scrapy-simhash: the namespace ran out of entry ids')) end
+  local idb = p32(id)
   local stored = {}
   for i = 1, math.min(#(e.sentences or {}), nstore) do stored[i] = e.sentences[i] end
-  if #stored > 0 then
-    redis.call('HSET', ek, 'x', table.concat(stored, ' '))
-    for _, h in ipairs(stored) do redis.call('ZADD', B .. 'sh:' .. h, seen_at, member) end
+  local r = encode(e, seen_at, stored, e.owner ~= nil)
+  local key, slot, args = ekey(id), id % SLOTS, {}
+  for c = 0, math.ceil(#r / CHUNK) - 1 do
+    args[#args + 1] = slot + SLOTS * c; args[#args + 1] = string.sub(r, c * CHUNK + 1, (c + 1) * CHUNK)
   end
-  redis.call('ZADD', B .. 'seen', seen_at, member)
-  local new_bands = 0
+  redis.call('HSET', key, unpack(args))
+  redis.call('INCR', B .. 'n')
+  local hour = hour_of(seen_at)
+  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then redis.call('ZADD', B .. 'hours', hour, hour) end
+  if e.url then list_add('u', url_tag(e.url), idb, 0, zeros) end
+  if e.owner then  -- pending until its item is delivered (or released)
+    redis.call('SADD', B .. 'pending:' .. e.owner, id)
+    redis.call('SADD', B .. 'owners', e.owner)
+  end
+  for _, h in ipairs(stored) do list_add('sh', h, idb, seen_at, seens) end
+  local new_bands, store = 0, e.store and tags(e.store) or e.probe
   for _, tier in ipairs({{'t', e.title_fp}, {'b', e.body_fp}}) do
     local tc, fp = tier[1], tier[2]
-    if fp then
-      redis.call('HSET', ek, tc, fp)
-      redis.call('ZADD', B .. tc .. 'f:' .. fp, seen_at, member)
-      for _, key in ipairs(e.keys[tc]) do new_bands = new_bands + redis.call('SADD', B .. key, fp) end
+    if fp and list_add(tc .. 'h', fp, idb, seen_at, seens) then
+      for _, tag in ipairs(store[tc]) do
+        local _, added = list_add(tc .. 'b', tag, fp, 0, zeros)
+        if added then new_bands = new_bands + 1 end
+      end
     end
   end
   if new_bands > 0 then redis.call('INCRBY', B .. 'nbands', new_bands) end
@@ -177,14 +649,14 @@ end
 -- rule.py: bodies_agree ------------------------------------------------------------------------
 
 local function bodies_agree(q, id)
-  local f = redis.call('HMGET', B .. 'e:' .. id, 'b', 'x', 'h')
-  local eb, ex, eh = f[1] or nil, f[2] or nil, f[3] or nil
+  local f = fields(id)
+  local eb, ex, eh = f.b, #f.x > 0 and f.x or nil, f.h
   if q.body_fp and eb then
     if dist(q.body_fp, eb, L.title_body_distance) <= L.title_body_distance then return true end
     if not ex then return false end
     local mine = {}
     for _, h in ipairs(q.sentences) do mine[h] = true end
-    for _, h in ipairs(split(ex)) do if mine[h] then return true end end
+    for _, h in ipairs(ex) do if mine[h] then return true end end
     return false
   end
   if (not q.body_fp and not q.short_body) or (not eb and not eh) then return true end
@@ -200,15 +672,30 @@ local function sentences_match(shared, stored, percent, body_distance, item)
   return shared >= 1 and body_distance ~= nil and body_distance <= L.sentence_body_distance
 end
 
+-- rule.py: accepted ----------------------------------------------------------------------------
+
+local function accepted(tc, fp, nb, need, accept)
+  -- the earliest need holders of fp that accept takes, read in pages of holders_page, twice that...
+  local found, offset, size = {}, 0, L.holders_page
+  while #found < need do
+    local page = holders(tc, fp, nb, size, offset)
+    for _, e in ipairs(page) do if accept(e.id) then found[#found + 1] = e end end
+    if #page < size then break end
+    offset, size = offset + size, size * 2
+  end
+  for j = #found, need + 1, -1 do found[j] = nil end
+  return found
+end
+
 -- rule.py: nearest -----------------------------------------------------------------------------
 
 local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
-  local distances, cands = {}, {}
-  for _, other in ipairs(candidates(keys)) do
+  local distances, cands, d = {}, {}, distance_to(fp, k)
+  for _, other in ipairs(candidates(tc, keys)) do
     if distances[other] == nil then
-      distances[other] = dist(other, fp, k)
+      distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
     end
   end
@@ -218,9 +705,7 @@ local function nearest(tc, fp, k, nb, limit, keys, accept)
     local d, group = cands[i][1], {}
     while i <= #cands and cands[i][1] == d do
       if accept then
-        for _, e in ipairs(holders(tc, cands[i][2], nb, nil)) do
-          if accept(e.id) then group[#group + 1] = e end
-        end
+        for _, e in ipairs(accepted(tc, cands[i][2], nb, limit - #out, accept)) do group[#group + 1] = e end
       else
         for _, e in ipairs(holders(tc, cands[i][2], nb, limit - #out)) do group[#group + 1] = e end
       end
@@ -234,26 +719,24 @@ end
 
 -- rule.py: sentence_tier -----------------------------------------------------------------------
 
--- rule.SENTENCES_FIGURES (until redis.py passes it as a limit)
-local sentences_figures = L.sentences_figures or 3
-
 local function sentence_tier(q, nb)
   local last, mine = q.sentences[#q.sentences], {}
   for _, h in ipairs(q.sentences) do mine[h] = true end
   for _, e in ipairs(sentence_holders(q.sentences, nb)) do
-    local f = redis.call('HMGET', B .. 'e:' .. e.id, 'm', 'b', 'x')
+    local f = fields(e.id)
     local distance, item = nil, nil
-    if q.body_fp and f[2] then distance = dist(q.body_fp, f[2], 64 * 4) end
-    local x = split(f[3] or '')
-    -- the entry's sample is all its sentences, or covers the range of all of the item's
+    if q.body_fp and f.b then distance = dist(q.body_fp, f.b, 64 * 4) end
+    local x = f.x
+    -- the entry's sample is all its sentences, or covers the range of all of the item's (raw
+    -- big-endian bytes sort as the numbers do)
     if e.stored < L.sentences_stored or last <= x[#x] then item = #q.sentences end
     -- shared sentences that are not lines (signatures.is_line: the top bit set)
     local sentences = e.shared
     for _, h in ipairs(x) do
-      if mine[h] and string.sub(h, 1, 1) >= '8' then sentences = sentences - 1 end
+      if mine[h] and string.byte(h, 1) >= 128 then sentences = sentences - 1 end
     end
     if sentences_match(e.shared, e.stored, q.sentences_shared, distance, item)
-        and (sentences >= sentences_figures or numbers_agree(q.numbers, f[1] or nil, q.title_numbers, true)) then
+        and (sentences >= L.sentences_figures or numbers_agree(q.numbers, f.m, q.title_numbers, true)) then
       return {d = e.stored - e.shared, id = e.id}
     end
   end
@@ -267,19 +750,19 @@ local function peek(q)
   local nb = q.not_before or '-inf'
   local guarded = q.title_numbers > 0 and q.numbers ~= nil
   local function numbers_of(id)
-    return numbers_agree(q.numbers, redis.call('HGET', B .. 'e:' .. id, 'm') or nil, q.title_numbers, false)
+    return numbers_agree(q.numbers, fields(id).m, q.title_numbers, false)
   end
   if q.title_fp then
     local accept = function(id)
       return bodies_agree(q, id) and (not guarded or numbers_of(id))
     end
-    local found = nearest('t', q.title_fp, q.title_k, nb, 1, q.keys.t, accept)
+    local found = nearest('t', q.title_fp, q.title_k, nb, 1, q.probe.t, accept)
     if #found > 0 then return 't', found[1] end
   end
   if q.body_fp then
     local accept = nil
     if guarded and q.figures then accept = numbers_of end
-    local found = nearest('b', q.body_fp, q.body_k, nb, 1, q.keys.b, accept)
+    local found = nearest('b', q.body_fp, q.body_k, nb, 1, q.probe.b, accept)
     if #found > 0 then return 'b', found[1] end
   end
   if q.sentences_shared > 0 and #q.sentences > 0 then
@@ -290,7 +773,7 @@ local function peek(q)
 end
 
 local function match_reply(tc, m)
-  return {'match', tc, m.d, m.id, redis.call('HGETALL', B .. 'e:' .. m.id)}
+  return {'match', tc, m.d, m.id, raw_record(m.id)}
 end
 
 -- rule.py: check_and_add -----------------------------------------------------------------------
@@ -308,8 +791,8 @@ local function lookup(a)
   local out = {}
   for _, spec in ipairs({{'t', a.title_fp, a.title_k}, {'b', a.body_fp, a.body_k}}) do
     if spec[2] then
-      for _, m in ipairs(nearest(spec[1], spec[2], spec[3], a.not_before or '-inf', a.limit, a.keys[spec[1]], nil)) do
-        out[#out + 1] = {spec[1], m.d, m.id, redis.call('HGETALL', B .. 'e:' .. m.id)}
+      for _, m in ipairs(nearest(spec[1], spec[2], spec[3], a.not_before or '-inf', a.limit, a.probe[spec[1]], nil)) do
+        out[#out + 1] = {spec[1], m.d, m.id, raw_record(m.id)}
       end
     end
   end
@@ -318,23 +801,41 @@ end
 
 -- redis: maintenance ---------------------------------------------------------------------------
 
-local function remove(member, emptied)
-  local ek = B .. 'e:' .. member
-  local f = redis.call('HMGET', ek, 't', 'b', 'u', 'x', 'o')
-  if redis.call('DEL', ek) == 0 then return 0 end
-  if f[5] then redis.call('SREM', B .. 'pending:' .. f[5], member) end
-  if f[4] then
-    for _, h in ipairs(split(f[4])) do redis.call('ZREM', B .. 'sh:' .. h, member) end
+local function drop_from_hour(hour, idb)
+  local key = B .. 't:' .. hour
+  local v = redis.call('GET', key)
+  local i = v and find_aligned(v, idb)
+  if not i then return end
+  v = string.sub(v, 1, i - 1) .. string.sub(v, i + 4)
+  if v == '' then
+    redis.call('DEL', key)
+    redis.call('ZREM', B .. 'hours', hour)
+  else
+    redis.call('SET', key, v)
   end
-  redis.call('ZREM', B .. 'seen', member)
-  for j, tc in ipairs({'t', 'b'}) do
-    if f[j] then
-      local zk = B .. tc .. 'f:' .. f[j]
-      redis.call('ZREM', zk, member)
-      if redis.call('EXISTS', zk) == 0 then emptied[#emptied + 1] = tc; emptied[#emptied + 1] = f[j] end
+end
+
+local function remove(id, emptied, whole_hour)
+  -- remove an entry from every list; its fingerprints left without entries go to emptied.
+  -- whole_hour: its time bucket is being dropped whole by the caller
+  local e = fields(id)
+  if not e then return 0 end
+  local idb, slot, f = p32(id), id % SLOTS, {}
+  for c = 0, math.ceil(e.len / CHUNK) - 1 do f[#f + 1] = slot + SLOTS * c end
+  redis.call('HDEL', ekey(id), unpack(f))
+  CACHE[id] = false
+  redis.call('DECR', B .. 'n')
+  if flag(e.flags, F_PENDING) then
+    for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
+  end
+  for _, h in ipairs(e.x) do list_remove('sh', h, idb) end
+  for _, tier in ipairs({{'t', e.t}, {'b', e.b}}) do
+    if tier[2] and (list_remove(tier[1] .. 'h', tier[2], idb)) then
+      emptied[#emptied + 1] = tier[1]; emptied[#emptied + 1] = tohex(tier[2])
     end
   end
-  if f[3] then redis.call('SREM', B .. 'u:' .. f[3], member) end
+  if e.u then list_remove('u', url_tag(e.u), idb) end
+  if not whole_hour then drop_from_hour(hour_of(e.seen), idb) end
   return 1
 end
 
@@ -343,37 +844,123 @@ local function forget_decision(url)
   redis.call('ZREM', B .. 'decided', url)
 end
 
+local function url_ids(url)
+  -- ids of the entries with this URL
+  local v, z = list('u', url_tag(url))
+  local out = {}
+  for _, rec in ipairs(v and records(v, 4) or redis.call('ZRANGE', z, 0, -1)) do
+    local e = fields(u32(rec, 1))
+    if e and e.u == url then out[#out + 1] = e.id end
+  end
+  return out
+end
+
+local function purge(older, batch, emptied)
+  -- remove up to batch entries first seen before older: whole time buckets first (oldest first),
+  -- then the entries of the bucket older falls in. Returns {removed, more}
+  local n, last = 0, hour_of(older)
+  for _, hour in ipairs(redis.call('ZRANGEBYSCORE', B .. 'hours', '-inf', last)) do
+    local key = B .. 't:' .. hour
+    local v = redis.call('GET', key) or ''
+    if hour ~= last then
+      local take = math.min(#v / 4, batch - n)
+      for i = #v - 4 * take + 1, #v, 4 do n = n + remove(u32(v, i), emptied, true) end
+      if take == #v / 4 then
+        redis.call('DEL', key)
+        redis.call('ZREM', B .. 'hours', hour)
+      else
+        redis.call('SET', key, string.sub(v, 1, #v - 4 * take))
+        return {n, 1}
+      end
+    else
+      local keep = {}
+      for i = 1, #v, 4 do
+        local id = u32(v, i)
+        local e = fields(id)
+        if e and e.seen < num(older) and n < batch then
+          n = n + remove(id, emptied, true)
+        elseif e then
+          keep[#keep + 1] = string.sub(v, i, i + 3)
+        end
+      end
+      if #keep == 0 then
+        redis.call('DEL', key)
+        redis.call('ZREM', B .. 'hours', hour)
+      elseif #keep < #v / 4 then
+        redis.call('SET', key, table.concat(keep))
+      end
+    end
+    if n >= batch then return {n, 1} end
+  end
+  return {n, 0}
+end
+
+local function query(q)
+  -- the query with its fingerprints, sentence hashes, digest and band tags as raw bytes
+  if q.title_fp then q.title_fp = unhex(q.title_fp) end
+  if q.body_fp then q.body_fp = unhex(q.body_fp) end
+  if q.short_body then q.short_body = unhex(q.short_body) end
+  local sentences = {}
+  for i, h in ipairs(q.sentences or {}) do sentences[i] = unhex(h) end
+  q.sentences = sentences
+  q.probe = tags(q.probe)
+  return q
+end
+
+local function token_keys(token, ttl)
+  -- the time buckets of request tokens that may hold token (newest first), and its record tag
+  local tag = unhex(string.sub(redis.sha1hex(token), 1, 16))
+  local now = tonumber(redis.call('TIME')[1])
+  local keys = {}
+  for m = math.floor(now / 60), math.floor((now - ttl) / 60), -1 do
+    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. string.byte(tag, 1) % 16
+  end
+  return keys, tag
+end
+
 -- redis: operations ----------------------------------------------------------------------------
 
 local op = A.op
 if op == 'check' then
   -- an added outcome is remembered under the request token: a retry gets its entry back
+  local tkeys, tag
   if A.token then
-    local prev = redis.call('GET', B .. 'r:' .. A.token)
-    if prev then return {'added', tonumber(prev)} end
+    tkeys, tag = token_keys(A.token, A.token_ttl)
+    for _, key in ipairs(tkeys) do
+      local v = redis.call('GET', key)
+      local i = v and find_aligned(v, tag, 12)
+      if i then return {'added', u32(v, i + 8)} end
+    end
   end
   if A.q.owner then redis.call('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
-  local reply = check_and_add(A.q, A.flagged or {})
-  if A.token and reply[1] == 'added' then redis.call('SET', B .. 'r:' .. A.token, reply[2], 'EX', A.token_ttl) end
-  return reply
+  local reply = check_and_add(query(A.q), A.flagged or {})
+  if A.token and reply[1] == 'added' then
+    if redis.call('APPEND', tkeys[1], tag .. p32(reply[2])) == 12 then
+      redis.call('EXPIRE', tkeys[1], A.token_ttl + 60)
+    end
+  end
+  return flush(reply)
 elseif op == 'peek' then
-  local tc, m = peek(A.q)
+  local tc, m = peek(query(A.q))
   if not tc then return {'new'} end
   return match_reply(tc, m)
 elseif op == 'lookup' then
+  A.title_fp = A.title_fp and unhex(A.title_fp)
+  A.body_fp = A.body_fp and unhex(A.body_fp)
+  A.probe = query({probe = A.probe}).probe
   return lookup(A)
 elseif op == 'add' then
-  -- unchecked bulk add (warm-up, benchmarks): entries {title_fp, body_fp, url, title, seen_at, keys}
-  for _, e in ipairs(A.entries) do insert(e, e.seen_at, 0) end
-  return #A.entries
+  -- unchecked bulk add (warm-up, benchmarks): entries {title_fp, body_fp, url, title, seen_at, store}
+  for _, e in ipairs(A.entries) do insert(query(e), e.seen_at, 0) end
+  return flush(#A.entries)
 elseif op == 'remove' then
-  -- how 'older' (value: a score, batch), 'id' (value: a member) or 'url':
-  -- {removed, {tier char, hex, ...} of fingerprints no entry holds any more}
-  local emptied, n = {}, 0
+  -- how 'older' (value: a score, batch), 'id' (value: an id) or 'url':
+  -- {removed, {tier char, hex, ...} of fingerprints no entry holds any more, more to purge}
+  local emptied, n, more = {}, 0, 0
   if A.how == 'older' then
-    local doomed = redis.call('ZRANGEBYSCORE', B .. 'seen', '-inf', '(' .. A.value, 'LIMIT', 0, A.batch)
-    for _, member in ipairs(doomed) do n = n + remove(member, emptied) end
-    if #doomed < A.batch then
+    local done = purge(A.value, A.batch, emptied)
+    n, more = done[1], done[2]
+    if more == 0 then
       for _, url in ipairs(redis.call('ZRANGEBYSCORE', B .. 'decided', '-inf', '(' .. A.value)) do
         forget_decision(url)
       end
@@ -381,49 +968,84 @@ elseif op == 'remove' then
   elseif A.how == 'id' then
     n = remove(A.value, emptied)
   else
-    for _, member in ipairs(redis.call('SMEMBERS', B .. 'u:' .. A.value)) do n = n + remove(member, emptied) end
+    for _, id in ipairs(url_ids(A.value)) do n = n + remove(id, emptied) end
     forget_decision(A.value)
   end
-  return {n, emptied}
+  return flush({n, emptied, more})
 elseif op == 'deliver' then
-  -- ids: members whose items reached storage; no longer pending
-  local n = 0
-  for _, member in ipairs(A.ids) do
-    local ek = B .. 'e:' .. member
-    local owner = redis.call('HGET', ek, 'o')
-    if owner then
-      redis.call('HDEL', ek, 'o')
-      redis.call('SREM', B .. 'pending:' .. owner, member)
-      n = n + 1
-    end
+  -- ids: entries whose items reached storage; no longer pending
+  local n, owners = 0, redis.call('SMEMBERS', B .. 'owners')
+  for _, id in ipairs(A.ids) do
+    for _, owner in ipairs(owners) do n = n + redis.call('SREM', B .. 'pending:' .. owner, id) end
   end
   return n
 elseif op == 'release' then
-  -- ids: pending members whose items were dropped downstream; or owner: every pending member of
+  -- ids: pending entries whose items were dropped downstream; or owner: every pending entry of
   -- a dead owner. {removed, emptied fingerprints} as 'remove'
   local emptied, n = {}, 0
   if A.owner then
-    for _, member in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(member, emptied) end
+    for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id), emptied) end
     redis.call('DEL', B .. 'pending:' .. A.owner)
     redis.call('SREM', B .. 'owners', A.owner)
   else
-    for _, member in ipairs(A.ids) do
-      if redis.call('HEXISTS', B .. 'e:' .. member, 'o') == 1 then n = n + remove(member, emptied) end
+    local owners = redis.call('SMEMBERS', B .. 'owners')
+    for _, id in ipairs(A.ids) do
+      for _, owner in ipairs(owners) do
+        if redis.call('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id, emptied); break end
+      end
     end
   end
-  return {n, emptied}
+  return flush({n, emptied, 0})
 elseif op == 'heartbeat' then
   redis.call('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
   return 1
 elseif op == 'dropbands' then
-  -- fps {tier char, hex, band keys}: band members dropped only if no entry holds the fingerprint
+  -- fps {tier char, hex, band tags}: band members dropped only if no entry holds the fingerprint
   local dropped = 0
   for _, f in ipairs(A.fps) do
-    if redis.call('EXISTS', B .. f[1] .. 'f:' .. f[2]) == 0 then
-      for _, key in ipairs(f[3]) do dropped = dropped + redis.call('SREM', B .. key, f[2]) end
+    local fp = unhex(f[2])
+    local v, z = list(f[1] .. 'h', fp)
+    if v == '' and not z then
+      for _, tag in ipairs(f[3]) do
+        local _, removed = list_remove(f[1] .. 'b', unhex(tag), fp)
+        if removed then dropped = dropped + 1 end
+      end
     end
   end
   if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
-  return dropped
+  return flush(dropped)
+elseif op == 'records' then
+  -- ids -> {id, record or false, ...}
+  local out = {}
+  for _, id in ipairs(A.ids) do out[#out + 1] = id; out[#out + 1] = raw_record(id) or false end
+  return out
+elseif op == 'bucket' then
+  -- the time bucket hour: {id, first seen (repr-exact: 8 bytes), ...} packed as 12-byte records
+  local v = redis.call('GET', B .. 't:' .. A.hour) or ''
+  local out = {}
+  for i = 1, #v, 4 do
+    local id = u32(v, i)
+    local first = redis.call('HGET', ekey(id), id % SLOTS)
+    if first then out[#out + 1] = string.sub(v, i, i + 3) .. string.sub(first, 1, 8) end
+  end
+  return table.concat(out)
+elseif op == 'span' then
+  -- {oldest, newest} first-seen times (8-byte doubles), or {} when empty
+  local hours = redis.call('ZRANGE', B .. 'hours', 0, 0)
+  if #hours == 0 then return {} end
+  local out = {}
+  for j, hour in ipairs({hours[1], redis.call('ZRANGE', B .. 'hours', -1, -1)[1]}) do
+    local v = redis.call('GET', B .. 't:' .. hour) or ''
+    local best = nil
+    for i = 1, #v, 4 do
+      local s = seen_of(u32(v, i))
+      if best == nil or (j == 1 and s < best) or (j == 2 and s > best) then best = s end
+    end
+    out[j] = struct.pack('>d', best)
+  end
+  return out
+elseif op == 'bands' then
+  -- how many band members the tier's tags hold (tests: one member per fingerprint, not per entry)
+  return #candidates(A.tc, query({probe = {[A.tc] = A.tags}}).probe[A.tc])
 end
 return redis.error_reply('scrapy-simhash: unknown operation ' .. tostring(op))
