@@ -343,7 +343,7 @@ class SimhashPipeline:
         with a doubling delay (runs on the index thread). Each item keeps its request id across the
         retries: on Redis, an item added before the error gets its entry back, not itself as a duplicate."""
         assert self.dedup is not None
-        self._apply_fates()  # a copy dropped downstream meanwhile no longer blocks these items
+        self._apply_fates(if_released=True)  # a copy dropped downstream meanwhile no longer blocks these items
         items = [(fps, url) for fps, url, _ in batch]
         request_ids = [request_id for *_, request_id in batch]
         delay = self.index_retry_delay
@@ -381,18 +381,18 @@ class SimhashPipeline:
         self._delivery.fate(item, "release")
 
     def _flush_fates(self) -> None:
-        """The delivery timer: record the fates that arrived (an error leaves them queued)."""
+        """The delivery flusher: record the fates that arrived (an error leaves them queued)."""
         try:
             self._apply_fates()
         except (IndexError_, sqlite3.Error) as exc:
             logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again "
-                           "with the next batch", exc)
+                           "with the next ones", exc)
 
-    def _apply_fates(self) -> None:
-        """Deliver or release the entries whose items' fates arrived (index thread, or at close)."""
+    def _apply_fates(self, if_released: bool = False) -> None:
+        """Deliver or release the entries whose items' fates arrived (index thread, flusher, or at close)."""
         if self.dedup is None:
             return
-        released = self._delivery.apply(self.dedup.index)
+        released = self._delivery.apply(self.dedup.index, if_released=if_released)
         if released:
             self.stats.inc_value("simhash/released", released)
             logger.info("scrapy-simhash: %d item(s) dropped after this pipeline: their entries were released, "
