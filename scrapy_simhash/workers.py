@@ -6,10 +6,11 @@ process it shares one GIL with the reactor and the index thread, and the crawl s
 :class:`~concurrent.futures.ProcessPoolExecutor`); the check-and-add stays in the crawl process, on
 the index thread, in the order fingerprints complete, exactly as before. Items go to the workers in
 calls of up to :data:`MAX_BATCH`: those that queued up while :data:`IN_FLIGHT` calls per worker were
-out (one being fingerprinted, one waiting for it), so that under load the crawl process pays the
-executor's plumbing (its threads, pipes and futures) per call rather than per item. Only plain data crosses the
-process boundary: an item's title and body (``str``, ``bytes``, ``None`` or a list of them) go out,
-the :class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
+out (one being fingerprinted, one waiting for it), so that when items come faster than a worker
+fingerprints them the crawl process pays the executor's plumbing (its two threads, pipes, pickles and
+futures) per call rather than per item. Only plain data crosses the process boundary: an item's
+title and body (``str``, ``bytes``, ``None`` or a list of them) go out, the
+:class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
 booleans) come back. Any other value is fingerprinted in the crawl process, as with 0 workers.
 
 Start-up: workers are *spawned* (a fresh interpreter), at spider open, and warmed there (the engine
