@@ -277,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{m['workers_cpu_s']:.2f} | {m['cpu_s'] / n * 1e3:.2f} | {m['gap_p99'] * 1e3:.0f} | "
                   f"{m['gap_max'] * 1e3:.0f} | {dropped} |")
         for mode in modes[1:]:
+            extra = (med[mode]["crawl_cpu_s"] - med[None]["crawl_cpu_s"]) / n * 1e3
             summary.append(f"{lang} {label(mode)}/off items/s {med[mode]['items_s'] / med[None]['items_s']:.2f}×, "
-                           f"CPU {med[mode]['cpu_s'] / med[None]['cpu_s']:.2f}×")
+                           f"CPU {med[mode]['cpu_s'] / med[None]['cpu_s']:.2f}×, crawl process {extra:+.2f} ms/item")
     print("\nratios (pipeline on / off, medians): " + "; ".join(summary) + " (goal: items/s ≥ 0.8×)")
     print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at end {end_load}")
     return 0

@@ -5,10 +5,12 @@ A new item's entry is *pending* (:mod:`scrapy_simhash.index.owners`) until Scrap
 of the item: ``item_scraped`` (it reached storage) delivers the entry, ``item_dropped`` by a later
 component or ``item_error`` releases it. Signals carry the object a later component handed on,
 which may be another object than the one this pipeline saw: items are found by identity, else by
-their URL and title. Fates are queued here and applied by the index thread before its next batch
-(:meth:`apply`) or by a short timer a moment after they arrive (``flush``; so that a crawl killed
-soon after storing items has recorded most of them), never on the reactor; what no signal told by
-the end of the crawl went somewhere, and is delivered.
+their URL and title. Fates are queued here and applied, never on the reactor, by a flusher thread a
+moment (``delay``) after they arrive (``flush``; so that a crawl killed soon after storing items has
+recorded most of them: one transaction per moment, not one per item or per batch), and by the
+index thread before its next batch when a release is among them (:meth:`apply`: a copy released
+downstream no longer blocks the items of that batch; a delivery changes no decision). What no
+signal told by the end of the crawl went somewhere, and is delivered.
 """
 
 from __future__ import annotations
@@ -28,12 +30,16 @@ class DeliveryTracker:
     def __init__(self, key: Callable[[Any], Key | None], flush: Callable[[], None] | None = None,
                  delay: float = 0.1) -> None:
         self._key = key  # an item's (url, title), or None
-        self._flush, self._delay = flush, delay  # called on a timer thread ``delay`` s after a fate arrives
-        self._timer: threading.Timer | None = None
+        self._flush, self._delay = flush, delay  # called on the flusher thread ``delay`` s after a fate arrives
+        self._flusher: threading.Thread | None = None
         self._tracked: dict[int, tuple[Any, int]] = {}  # id(item) → (item: kept alive, entry id)
         self._by_key: dict[Key, int] = {}
         self._fates: list[tuple[str, int]] = []
+        self._releases = 0  # among the queued fates
+        self._arrived = 0  # fates queued so far
+        self._idle = False  # the flusher waits for a fate
         self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
 
     def track(self, item: Any, entry_id: int) -> None:
         """Remember the pending entry of a new item until a signal tells its fate."""
@@ -58,24 +64,39 @@ class DeliveryTracker:
             if found is None:
                 self._tracked = {k: v for k, v in self._tracked.items() if v[1] != entry_id}
             self._fates.append((fate, entry_id))
-            if self._flush is not None and self._timer is None:
-                self._timer = threading.Timer(self._delay, self._on_timer)
-                self._timer.daemon = True
-                self._timer.start()
+            self._arrived += 1
+            self._releases += fate == "release"
+            if self._flush is not None:
+                if self._flusher is None:  # one thread for the crawl, started with the first fate
+                    self._flusher = threading.Thread(target=self._run, name="simhash-delivery", daemon=True)
+                    self._flusher.start()
+                elif self._idle:
+                    self._wake.notify()
 
-    def _on_timer(self) -> None:
-        with self._lock:
-            self._timer = None
-        assert self._flush is not None
-        self._flush()
+    def _run(self) -> None:
+        """The flusher thread: ``delay`` s after a fate arrives, ``flush`` (until :meth:`stop`). Fates a
+        failed flush left queued wait for the next fate to arrive (no retry loop while the index is down)."""
+        flushed = 0
+        while True:
+            with self._lock:
+                self._idle = True
+                while self._arrived == flushed and self._flush is not None:
+                    self._wake.wait()
+                self._idle = False
+                if self._flush is not None:
+                    self._wake.wait(self._delay)  # the fates of that moment go together (or stop wakes it)
+                flush, flushed = self._flush, self._arrived
+            if flush is None:
+                return
+            flush()
 
     def stop(self) -> None:
-        """No more timers; waits for one that is running (before the last :meth:`apply`)."""
+        """No more flushes; waits for one that is running (before the last :meth:`apply`)."""
         with self._lock:
-            timer, self._timer, self._flush = self._timer, None, None
-        if timer is not None:
-            timer.cancel()
-            timer.join()
+            flusher, self._flusher, self._flush = self._flusher, None, None
+            self._wake.notify()
+        if flusher is not None:
+            flusher.join()
 
     def untold(self) -> None:
         """At the end: the items no signal told about went somewhere; their entries are delivered."""
@@ -84,11 +105,14 @@ class DeliveryTracker:
             self._tracked.clear()
             self._by_key.clear()
 
-    def apply(self, index: BandIndex) -> int:
-        """Deliver or release the entries whose fates arrived; returns how many were released. On an
-        index error the fates stay queued (tried again with the next batch) and the error is raised."""
+    def apply(self, index: BandIndex, *, if_released: bool = False) -> int:
+        """Deliver or release the entries whose fates arrived (``if_released``: only if a release is
+        among them); returns how many were released. On an index error the fates stay queued (tried
+        again later) and the error is raised."""
         with self._lock:
-            fates, self._fates = self._fates, []
+            if if_released and not self._releases:
+                return 0
+            fates, self._fates, self._releases = self._fates, [], 0
         if not fates:
             return 0
         try:
@@ -97,4 +121,5 @@ class DeliveryTracker:
         except BaseException:
             with self._lock:
                 self._fates[:0] = fates
+                self._releases += sum(fate == "release" for fate, _ in fates)
             raise

@@ -30,7 +30,8 @@ are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skip
 Fingerprinting (jieba, the costly part) runs on ``SIMHASH_WORKERS`` processes (:mod:`.workers`; by
 default the cores there are minus one), so the crawl process keeps its core for downloads, parsing
 and the reactor (``SIMHASH_WORKERS = 0``: on a thread of the crawl process). The check-and-add
-stays in the crawl process on one thread, in the order fingerprints complete, so two copies of one
+stays in the crawl process on one thread, in the order fingerprints complete (each goes from the
+worker's answer to that thread's queue directly, not through the reactor), so two copies of one
 story in flight at once are checked one after the other and cannot both pass. The items that
 queue up for that thread while it commits go in the next transaction together (up to
 :data:`INDEX_BATCH`; one fsync for all, :mod:`.groupcommit`), and each is passed on only once its
@@ -81,9 +82,11 @@ import gc
 import logging
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -96,13 +99,13 @@ from twisted.internet.defer import Deferred
 from .dedup import Deduplicator, Verdict
 from .delivery import DeliveryTracker
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
-from .fingerprint import UnreadableField
+from .fingerprint import Fingerprints, UnreadableField
 from .groupcommit import GroupCommit
 from .index import IndexError_, sqlite_path
 from .index.owners import new_owner
 from .settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
 from .timefmt import iso
-from .workers import FingerprintPool, fingerprinter_options
+from .workers import FingerprintPool, _settle, fingerprinter_options
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -154,6 +157,7 @@ class SimhashPipeline:
         self._warned_flag_field = False
         self._warned_fields: set[str] = set()
         self._closing = False
+        self._inbox: _Inbox | None = None
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
 
     @classmethod
@@ -287,21 +291,19 @@ class SimhashPipeline:
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
         try:
-            assert self._fingerprints is not None, "the pipeline is not open"
-            fps = await _wait(self._fingerprints.submit(fields["title"][1], fields["body"][1]))
+            fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
         except UnreadableField as exc:
             return self._bad_input(item, fields[exc.part][0], url, exc)
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
-        try:
-            assert self._index is not None, "the pipeline is not open"
-            verdict: Verdict = await _wait(self._index.submit((fps, url, os.urandom(12).hex())))
-        except (IndexError_, sqlite3.Error) as exc:
-            return self._index_failed(item, exc)
-        except (TypeError, ValueError, OverflowError) as exc:
+        if isinstance(verdict, (IndexError_, sqlite3.Error)):
+            return self._index_failed(item, verdict)
+        if isinstance(verdict, (TypeError, ValueError, OverflowError)):
             # The fingerprints are ours and valid, so this is the file: values of the wrong type in
             # a tampered or foreign index. Not retried; never a reason to pass the item on as new.
-            return self._index_failed(item, exc)
+            return self._index_failed(item, verdict)
+        if isinstance(verdict, BaseException):
+            raise verdict
         if verdict.status == "error":  # this item alone (a value in the index that is not ours)
             return self._index_failed(item, IndexError_(verdict.reason))
         if verdict.status == "skipped":
@@ -320,6 +322,44 @@ class SimhashPipeline:
             return self._flag(item, verdict)
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
+
+    def _check(self, title: Any, body: Any, url: str | None) -> Future[tuple[Fingerprints, Verdict | BaseException]]:
+        """An item's fingerprints and its verdict (or the index's error) in one future, settled on the
+        index thread: the fingerprints go from the worker's answer to the index queue directly, not
+        through the reactor. The future raises what fingerprinting raised."""
+        assert self._fingerprints is not None and self._index is not None, "the pipeline is not open"
+        index = self._index
+        checked: Future[tuple[Fingerprints, Verdict | BaseException]] = Future()
+
+        def decided(fps: Fingerprints, done: Future[Verdict]) -> None:
+            if not done.cancelled():
+                _settle(checked, (fps, done.exception() or done.result()))
+
+        def fingerprinted(done: Future[Fingerprints]) -> None:
+            if checked.cancelled() or done.cancelled():
+                checked.cancel()
+                return
+            try:
+                fps = done.result()
+                verdict = index.submit((fps, url, os.urandom(12).hex()))
+            except BaseException as exc:  # UnreadableField, or the index queue shut down
+                _settle(checked, exc=exc)
+                return
+            verdict.add_done_callback(partial(decided, fps))
+            checked.add_done_callback(lambda c: c.cancelled() and verdict.cancel())
+
+        self._fingerprints.submit(title, body).add_done_callback(fingerprinted)
+        return checked
+
+    def _wait(self, future: Future[Any]) -> Any:
+        """An awaitable of a future of another thread (:func:`_wait`, or the loop's :class:`_Inbox`)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # a non-asyncio Twisted reactor drives this coroutine
+            return _wait(future)
+        if self._inbox is None or self._inbox.loop is not loop:
+            self._inbox = _Inbox(loop)
+        return self._inbox.wait(future)
 
     def _bad_input(self, item: Any, field: str | None, url: str | None, exc: Exception) -> Any:
         """Count and pass on unchecked an item whose fields cannot be read, saying which and where."""
@@ -343,7 +383,7 @@ class SimhashPipeline:
         with a doubling delay (runs on the index thread). Each item keeps its request id across the
         retries: on Redis, an item added before the error gets its entry back, not itself as a duplicate."""
         assert self.dedup is not None
-        self._apply_fates()  # a copy dropped downstream meanwhile no longer blocks these items
+        self._apply_fates(if_released=True)  # a copy dropped downstream meanwhile no longer blocks these items
         items = [(fps, url) for fps, url, _ in batch]
         request_ids = [request_id for *_, request_id in batch]
         delay = self.index_retry_delay
@@ -381,18 +421,18 @@ class SimhashPipeline:
         self._delivery.fate(item, "release")
 
     def _flush_fates(self) -> None:
-        """The delivery timer: record the fates that arrived (an error leaves them queued)."""
+        """The delivery flusher: record the fates that arrived (an error leaves them queued)."""
         try:
             self._apply_fates()
         except (IndexError_, sqlite3.Error) as exc:
             logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again "
-                           "with the next batch", exc)
+                           "with the next ones", exc)
 
-    def _apply_fates(self) -> None:
-        """Deliver or release the entries whose items' fates arrived (index thread, or at close)."""
+    def _apply_fates(self, if_released: bool = False) -> None:
+        """Deliver or release the entries whose items' fates arrived (index thread, flusher, or at close)."""
         if self.dedup is None:
             return
-        released = self._delivery.apply(self.dedup.index)
+        released = self._delivery.apply(self.dedup.index, if_released=if_released)
         if released:
             self.stats.inc_value("simhash/released", released)
             logger.info("scrapy-simhash: %d item(s) dropped after this pipeline: their entries were released, "
@@ -449,6 +489,42 @@ class SimhashPipeline:
                     self.flag_field, type(item).__name__,
                 )
         return item
+
+
+class _Inbox:
+    """Futures of other threads settled into an asyncio loop's, all that completed meanwhile in one
+    wake-up of the loop (a batch of the index answers its items in one turn of the reactor)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._done: list[tuple[asyncio.Future[Any], Future[Any]]] = []
+
+    def wait(self, future: Future[Any]) -> asyncio.Future[Any]:
+        waiter = self.loop.create_future()
+        waiter.add_done_callback(lambda w: w.cancelled() and future.cancel())
+        future.add_done_callback(partial(self._arrived, waiter))
+        return waiter
+
+    def _arrived(self, waiter: asyncio.Future[Any], future: Future[Any]) -> None:
+        with self._lock:
+            self._done.append((waiter, future))
+            first = len(self._done) == 1
+        if first:
+            self.loop.call_soon_threadsafe(self._settle)
+
+    def _settle(self) -> None:
+        with self._lock:
+            done, self._done = self._done, []
+        for waiter, future in done:
+            if waiter.cancelled():
+                continue
+            if future.cancelled():
+                waiter.cancel()
+            elif (exc := future.exception()) is not None:
+                waiter.set_exception(exc)
+            else:
+                waiter.set_result(future.result())
 
 
 async def _wait(future: Future[Any]) -> Any:

@@ -4,9 +4,13 @@ Fingerprinting (normalization, jieba, TF-IDF, simhash) is CPU-bound Python: on a
 process it shares one GIL with the reactor and the index thread, and the crawl slows to its pace. A
 :class:`FingerprintPool` runs it on ``SIMHASH_WORKERS`` processes instead (a
 :class:`~concurrent.futures.ProcessPoolExecutor`); the check-and-add stays in the crawl process, on
-the index thread, in the order fingerprints complete, exactly as before. Only plain data crosses the
-process boundary: an item's title and body (``str``, ``bytes``, ``None`` or a list of them) go out,
-the :class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
+the index thread, in the order fingerprints complete, exactly as before. Items go to the workers in
+calls of up to :data:`MAX_BATCH`: those that queued up while :data:`IN_FLIGHT` calls per worker were
+out (one being fingerprinted, one waiting for it), so that when items come faster than a worker
+fingerprints them the crawl process pays the executor's plumbing (its two threads, pipes, pickles and
+futures) per call rather than per item. Only plain data crosses the process boundary: an item's
+title and body (``str``, ``bytes``, ``None`` or a list of them) go out, the
+:class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
 booleans) come back. Any other value is fingerprinted in the crawl process, as with 0 workers.
 
 Start-up: workers are *spawned* (a fresh interpreter), at spider open, and warmed there (the engine
@@ -57,8 +61,14 @@ logger = logging.getLogger(__name__)
 #: Broken executors (a worker died) replaced by fresh ones; at the next break the pool gives up and
 #: fingerprints the rest of the crawl in the crawl process.
 MAX_RESTARTS = 3
+#: Most items in one call to a worker.
+MAX_BATCH = 16
+#: Calls out per worker at a time; items submitted meanwhile queue up for the next call.
+IN_FLIGHT = 2
 _FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
+#: An item waiting for its fingerprints: its future, title, body, and how many executors broke under it.
+_Job = tuple[Future[Fingerprints], Any, Any, int]
 _SAMPLE = ("江城地铁十二号线今日开通 Harbour city opens tidal plant",
            "<p>本报讯 2023年6月18日上午9时，江城地铁十二号线正式开通运营，全长38公里。</p>"
            "<p>The plant's 14 turbines can produce up to 32 megawatts, enough for about 20,000 homes.</p>")
@@ -138,6 +148,11 @@ def _fingerprint(title: Any, body: Any) -> tuple[Any, ...] | None:
     return tuple(getattr(fps, name) for name in _FIELDS)
 
 
+def _fingerprint_many(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, ...] | None]:
+    """:func:`_fingerprint` of each ``(title, body)`` of one call."""
+    return [_fingerprint(title, body) for title, body in pairs]
+
+
 # -- in the crawl process -------------------------------------------------------------------------
 
 
@@ -181,7 +196,10 @@ class FingerprintPool:
         self._options = options
         self._fallback = fallback
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # replacing the executor
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Job] = []  # items waiting for a call
+        self._in_flight = 0  # calls out
         self._executor: ProcessPoolExecutor | None = self._start() if workers else None
 
     def _start(self) -> ProcessPoolExecutor:
@@ -217,31 +235,55 @@ class FingerprintPool:
         if self._executor is None or not (_is_plain(title) and _is_plain(body)):
             return self._local.submit(self._fallback, title, body)
         future: Future[Fingerprints] = Future()
-        self._send(future, title, body, 0)
+        with self._queue_lock:
+            self._queue.append((future, title, body, 0))
+        self._send()
         return future
 
-    def _send(self, future: Future[Fingerprints], title: Any, body: Any, attempt: int) -> None:
-        while (executor := self._executor) is not None and attempt < 2:
-            try:
-                sent = executor.submit(_fingerprint, title, body)
-            except (BrokenProcessPool, RuntimeError):  # broken by another item's worker, not yet replaced
-                self._replace(executor)  # not this item's attempt: it never reached a worker
+    def _send(self) -> None:
+        """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
+        calls per worker are out (any thread: the submitter, or a call's answer)."""
+        while True:
+            with self._queue_lock:
+                executor = self._executor
+                if not self._queue or (executor is not None and self._in_flight >= IN_FLIGHT * self.workers):
+                    return
+                count = MAX_BATCH if executor is not None else len(self._queue)
+                batch, self._queue[:count] = self._queue[:count], []
+                self._in_flight += executor is not None
+            if executor is None:  # shut down, or given up: in the crawl process
+                for future, title, body, _ in batch:
+                    self._in_process(future, title, body)
                 continue
-            sent.add_done_callback(partial(self._returned, future, title, body, attempt, executor))
-            return
-        self._in_process(future, title, body)
+            try:
+                sent = executor.submit(_fingerprint_many, [(title, body) for _, title, body, _ in batch])
+            except (BrokenProcessPool, RuntimeError):  # broken by another call's worker, not yet replaced
+                with self._queue_lock:
+                    self._in_flight -= 1
+                    self._queue[:0] = batch  # not these items' attempt: they never reached a worker
+                self._replace(executor)
+                continue
+            sent.add_done_callback(partial(self._returned, batch, executor))
 
-    def _returned(self, future: Future[Fingerprints], title: Any, body: Any, attempt: int,
-                  executor: ProcessPoolExecutor, sent: Future[tuple[Any, ...] | None]) -> None:
-        """A worker's answer (on the executor's thread): the fingerprints, or why there are none."""
+    def _returned(self, batch: list[_Job], executor: ProcessPoolExecutor,
+                  sent: Future[list[tuple[Any, ...] | None]]) -> None:
+        """A worker's answer (on the executor's thread): each item's fingerprints, or why there are none."""
+        with self._queue_lock:
+            self._in_flight -= 1
         exc = sent.exception()
-        if exc is None and (result := sent.result()) is not None:
-            _settle(future, Fingerprints(*result))
-        elif isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
+        if isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
             self._replace(executor)
-            self._send(future, title, body, attempt + 1)
-        else:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
-            self._in_process(future, title, body)
+            retry = [(future, title, body, attempt + 1) for future, title, body, attempt in batch if attempt < 1]
+            with self._queue_lock:
+                self._queue[:0] = retry  # once more, to a fresh executor
+            batch = [job for job in batch if job[3] >= 1]  # twice broken: in the crawl process
+        self._send()  # the next call first: the worker is idle
+        results = sent.result() if exc is None else [None] * len(batch)
+        for (future, title, body, _), result in zip(batch, results, strict=True):
+            if result is not None:
+                _settle(future, Fingerprints(*result))
+            else:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
+                self._in_process(future, title, body)
 
     def _in_process(self, future: Future[Fingerprints], title: Any, body: Any) -> None:
         self._local.submit(self._fallback, title, body).add_done_callback(partial(_copy, future))

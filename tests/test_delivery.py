@@ -159,3 +159,58 @@ async def test_a_copy_rejected_downstream_lets_the_next_copy_in(tmp_path: Path) 
         assert [e.url for e in ix.entries()] == ["second"]
     again = await run_crawl(crawl_settings(tmp_path / "i.sqlite3"), [{**STORY_ZH, "url": "third"}])
     assert again.spider.collected == [] and again.stats.get_value("simhash/recovered") == 0  # delivered for good
+
+
+class Recording:
+    """An index that records the deliver and release calls it gets."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def deliver(self, entry_ids: list[int]) -> None:
+        if entry_ids:
+            self.calls.append(("deliver", list(entry_ids)))
+
+    def release(self, entry_ids: list[int]) -> int:
+        if entry_ids:
+            self.calls.append(("release", list(entry_ids)))
+        return len(entry_ids)
+
+
+def test_fates_are_flushed_by_one_thread_a_moment_after_they_arrive() -> None:
+    """One flusher thread for the crawl (not a thread per moment), one flush per moment; before a
+    batch, the fates are applied only when a release is among them (a delivery changes no decision)."""
+    import threading
+    import time
+
+    from scrapy_simhash.delivery import DeliveryTracker
+
+    index, flushers = Recording(), []
+
+    def flush() -> None:
+        flushers.append(threading.current_thread().name)
+        tracker.apply(index)  # type: ignore[arg-type]
+
+    def flushed(count: int) -> None:
+        deadline = time.monotonic() + 10
+        while len(index.calls) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    tracker = DeliveryTracker(lambda item: None, flush=flush, delay=0.5)
+    items = [object() for _ in range(8)]
+    for n, item in enumerate(items):
+        tracker.track(item, n)
+    for item in items[:4]:
+        tracker.fate(item, "deliver")
+    assert tracker.apply(index, if_released=True) == 0 and index.calls == []  # not before a batch
+    flushed(1)
+    for item in items[4:6]:
+        tracker.fate(item, "deliver")
+    flushed(2)
+    assert index.calls == [("deliver", [0, 1, 2, 3]), ("deliver", [4, 5])]  # one transaction a moment
+    tracker.fate(items[6], "deliver")
+    tracker.fate(items[7], "release")
+    assert tracker.apply(index, if_released=True) == 1  # before a batch: a release is queued
+    tracker.stop()
+    assert index.calls[2:] == [("deliver", [6]), ("release", [7])]
+    assert len(set(flushers)) == 1, flushers

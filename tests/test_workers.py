@@ -37,7 +37,7 @@ from scrapy.settings import Settings
 
 from scrapy_simhash import Deduplicator, Fingerprinter
 from scrapy_simhash.settings import effective_settings, engine_options
-from scrapy_simhash.workers import MAX_RESTARTS, FingerprintPool
+from scrapy_simhash.workers import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
     REPO,
     STORY_EN,
@@ -230,6 +230,26 @@ async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypat
     assert sorted(urls) == sorted(it["url"] for it in items)  # every item checked, none twice
     assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
     assert not any(running(pid) for pid in killed + after)
+
+
+def test_items_that_queue_up_go_to_a_worker_together() -> None:
+    """The crawl process pays the executor per call, not per item: items submitted while the worker
+    is busy (here: still starting) go in calls of up to MAX_BATCH, and each gets its own fingerprints."""
+    here = Fingerprinter()
+    pool = FingerprintPool(1, {}, here.fingerprint)
+    executor: Any = pool._executor
+    calls: list[tuple[Any, ...]] = []
+    submit = executor.submit
+    executor.submit = lambda fn, *args: calls.append(args) or submit(fn, *args)
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 12
+    try:
+        futures = [pool.submit(s["title"], s["body"]) for s in stories]
+        got = [f.result(timeout=120) for f in futures]
+    finally:
+        pool.shutdown()
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert len(calls) <= len(stories) / 4, [len(args[0]) for args in calls]
+    assert all(len(pairs) <= MAX_BATCH for pairs, in calls)
 
 
 def test_workers_that_cannot_start_leave_the_items_to_the_crawl_process(tmp_path: Path) -> None:
