@@ -993,7 +993,7 @@ elseif op == 'add' then
   -- unchecked bulk add (warm-up, benchmarks): entries {title_fp, body_fp, url, title, seen_at, store}
   for _, e in ipairs(A.entries) do
     insert(query(e), e.seen_at, 0)
-    for key in pairs(PAGED) do PAGED[key] = nil end  -- no entry reads another's chains: hold none
+    for key in pairs(PAGED) do PAGED[key] = nil end  -- not every chain of a bulk add held at once
   end
   return flush(#A.entries)
 elseif op == 'remove' then
