@@ -33,11 +33,13 @@ local A = cjson.decode(ARGV[1])
 local B, L = A.base, A.limits or {}
 local W = L.fp_bytes or 8
 
--- redis: the namespace's marker (set at open) is gone: the server lost the index's keys
-if A.marked and redis.call('EXISTS', B .. 'meta') == 0 then
+-- redis: the namespace's marker (set at open) is gone: the server lost the index's keys (a
+-- check with a request token reads the marker with its tokens, in one MGET)
+local function lost()
   return redis.error_reply('scrapy-simhash: the index lost its keys (the server was restarted without '
     .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
 end
+if A.marked and not (A.op == 'check' and A.token) and redis.call('EXISTS', B .. 'meta') == 0 then return lost() end
 
 -- store: bytes -----------------------------------------------------------------------------------
 
@@ -70,17 +72,25 @@ local function popcount(x)
   return bit.band(x, 0xFF) + bit.band(bit.rshift(x, 8), 0xFF) + bit.band(bit.rshift(x, 16), 0xFF) + bit.rshift(x, 24)
 end
 
-local function dist(a, b, limit)
-  -- Hamming distance of two raw fingerprints, 32 bits at a time; stops once past limit
-  if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
-  if #a == 8 then
-    local a1, a2 = struct.unpack('>I4I4', a)
-    local b1, b2 = struct.unpack('>I4I4', b)
-    return popcount(bit.bxor(a1, b1)) + popcount(bit.bxor(a2, b2))
+local function bits_upto(x, limit)
+  -- the set bits of a 32-bit word, or limit + 1 once past limit: a bit at a time, so a far
+  -- candidate costs limit + 1 steps, not a whole popcount (~5x faster at a threshold of 2-3)
+  if limit >= 16 then return popcount(x) end
+  local d = 0
+  while x ~= 0 do
+    d = d + 1
+    if d > limit then return d end
+    x = bit.band(x, x - 1)  -- clears the lowest set bit (bit ops wrap x - 1 to 32 bits)
   end
+  return d
+end
+
+local function dist(a, b, limit)
+  -- Hamming distance of two raw fingerprints, 32 bits at a time; past limit, some number above it
+  if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
   local d = 0
   for i = 1, #a, 4 do
-    d = d + popcount(bit.bxor(u32(a, i), u32(b, i)))
+    d = d + bits_upto(bit.bxor(u32(a, i), u32(b, i)), limit - d)
     if d > limit then return d end
   end
   return d
@@ -93,9 +103,9 @@ local function distance_to(fp, limit)
   return function(other)
     if #other ~= 8 then return limit + 1 end
     local o1, o2 = struct.unpack('>I4I4', other)
-    local d = popcount(bit.bxor(o1, f1))
+    local d = bits_upto(bit.bxor(o1, f1), limit)
     if d > limit then return d end
-    return d + popcount(bit.bxor(o2, f2))
+    return d + bits_upto(bit.bxor(o2, f2), limit - d)
   end
 end
 
@@ -145,17 +155,18 @@ local PAGES, PAGE = 16, 64
 local LH = {}
 
 local function state(t)
-  local s = LH[t]
-  if not s then
-    local raw = redis.call('HGET', B .. 'lh', t)
-    s = {L = 0, p = 0, n = 0}
-    if raw then
-      local l, p, n = string.match(raw, '^(%d+) (%d+) (%d+)$')
-      if not n then error(redis.error_reply('scrapy-simhash: table state ' .. t .. ' is unreadable')) end
-      s = {L = tonumber(l), p = tonumber(p), n = tonumber(n)}
+  -- a table's linear-hashing state; every table's is read at the first use (one HGETALL of lh)
+  if next(LH) == nil then
+    local flat = redis.call('HGETALL', B .. 'lh')
+    for i = 1, #flat, 2 do
+      local l, p, n = string.match(flat[i + 1], '^(%d+) (%d+) (%d+)$')
+      if not n then error(redis.error_reply('scrapy-simhash: table state ' .. flat[i] .. ' is unreadable')) end
+      LH[flat[i]] = {L = tonumber(l), p = tonumber(p), n = tonumber(n)}
     end
-    LH[t] = s
+    LH[''] = true  -- read: tables absent from lh are empty
   end
+  local s = LH[t]
+  if not s then s = {L = 0, p = 0, n = 0}; LH[t] = s end
   return s
 end
 
@@ -188,19 +199,31 @@ end
 
 local function page_of(h) return math.floor(h / 16777216) % PAGES end
 
+local PAGED = {}  -- this call's chains read or written: PAGED[key][page] = {records, fields}
+
 local function chain(key, page, R)
-  -- the records of a page and its continuations (each full but the last): {string, fields}
+  -- the records of a page and its continuations (each full but the last): {string, fields}.
+  -- One HGET a field (an HMGET of several costs as much a field, and most chains are one field)
+  local known = PAGED[key] and PAGED[key][page]
+  if known then return known[1], known[2] end
   local per = math.floor(PAGE / R) * R
-  local v = redis.call('HGET', key, page)
-  if not v then return '', 0 end
-  if #v < per then return v, 1 end
-  local parts, j = {v}, 1
+  local parts, j = {}, 0
   while true do
-    v = redis.call('HGET', key, page + PAGES * j)
-    if not v then return table.concat(parts), j end
+    local v = redis.call('HGET', key, page + PAGES * j)
+    if not v then break end
     parts[j + 1], j = v, j + 1
-    if #v < per then return table.concat(parts), j end
+    if #v < per then break end
   end
+  local recs = table.concat(parts)
+  PAGED[key] = PAGED[key] or {}
+  PAGED[key][page] = {recs, j}
+  return recs, j
+end
+
+local function paged(key, page, recs, fields)
+  -- a chain as this call wrote it
+  PAGED[key] = PAGED[key] or {}
+  PAGED[key][page] = {recs, fields}
 end
 
 local function pack(recs, R)
@@ -220,6 +243,7 @@ local function write_chain(key, page, recs, R, had)
     for j = #values, had - 1 do gone[#gone + 1] = page + PAGES * j end
     redis.call('HDEL', key, unpack(gone))
   end
+  paged(key, page, recs, #values)
 end
 
 local function split_bucket(t, s)
@@ -239,6 +263,7 @@ local function split_bucket(t, s)
     end
   end
   redis.call('DEL', old)
+  PAGED[old], PAGED[new] = nil, nil
   for key, pages in pairs(sides) do
     for pg, recs in pairs(pages) do write_chain(key, pg, table.concat(recs), R, 0) end
   end
@@ -339,7 +364,9 @@ local function list_add(t, tag, rec, score, scores)
     redis.call('HSET', key, page + PAGES * (had - 1), string.sub(recs, #recs - last + 1) .. tag .. rec)
   else
     redis.call('HSET', key, page + PAGES * had, tag .. rec)
+    had = had + 1
   end
+  paged(key, page, recs .. tag .. rec, had)
   grew(t, 1)
   return #found == 0, true
 end
@@ -380,15 +407,25 @@ local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32,
 
 local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
 
+local FIRST = {}  -- entries' first chunks read or written in this call (false: none)
+
+local function first_chunk(id)
+  local first = FIRST[id]
+  if first == nil then
+    first = redis.call('HGET', ekey(id), id % SLOTS) or false
+    FIRST[id] = first
+  end
+  return first or nil
+end
+
 local function raw_record(id)
   -- the entry's record (raw bytes), or nil
-  local key, slot = ekey(id), id % SLOTS
-  local first = redis.call('HGET', key, slot)
+  local first = first_chunk(id)
   if not first then return nil end
   if #first < 10 then return first end
   local total = string.byte(first, 9) * 256 + string.byte(first, 10)
   if total <= CHUNK then return first end
-  local fields = {}
+  local key, slot, fields = ekey(id), id % SLOTS, {}
   for c = 1, math.ceil(total / CHUNK) - 1 do fields[c] = slot + SLOTS * c end
   local rest = redis.call('HMGET', key, unpack(fields))
   for c = 1, #rest do rest[c] = rest[c] or '' end
@@ -449,7 +486,7 @@ end
 local function seen_of(id)
   local e = CACHE[id]
   if e then return e.seen end
-  local first = redis.call('HGET', ekey(id), id % SLOTS)
+  local first = first_chunk(id)
   if not first or #first < 8 then error(bad(id)) end
   return (struct.unpack('>d', first))
 end
@@ -619,8 +656,9 @@ local function record(q, tc, m, status, seen_at)
   -- the latest decision about q.url
   local dk = B .. 'd:' .. q.url
   redis.call('DEL', dk)
-  redis.call('HSET', dk, 'status', status, 'tier', tc, 'distance', m.d, 'original', m.id, 'decided_at', seen_at)
-  if q.title then redis.call('HSET', dk, 'title', q.title) end
+  local args = {'status', status, 'tier', tc, 'distance', m.d, 'original', m.id, 'decided_at', seen_at}
+  if q.title then args[#args + 1] = 'title'; args[#args + 1] = q.title end
+  redis.call('HSET', dk, unpack(args))
   redis.call('ZADD', B .. 'decided', seen_at, q.url)
 end
 
@@ -823,7 +861,7 @@ local function remove(id, emptied, whole_hour)
   local idb, slot, f = p32(id), id % SLOTS, {}
   for c = 0, math.ceil(e.len / CHUNK) - 1 do f[#f + 1] = slot + SLOTS * c end
   redis.call('HDEL', ekey(id), unpack(f))
-  CACHE[id] = false
+  CACHE[id], FIRST[id] = false, false
   redis.call('DECR', B .. 'n')
   if flag(e.flags, F_PENDING) then
     for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
@@ -926,8 +964,10 @@ if op == 'check' then
   local tkeys, tag
   if A.token then
     tkeys, tag = token_keys(A.token, A.token_ttl)
-    for _, key in ipairs(tkeys) do
-      local v = redis.call('GET', key)
+    local got = redis.call('MGET', B .. 'meta', unpack(tkeys))
+    if A.marked and not got[1] then return lost() end
+    for j = 1, #tkeys do
+      local v = got[j + 1]
       local i = v and find_aligned(v, tag, 12)
       if i then return {'added', u32(v, i + 8)} end
     end
@@ -951,7 +991,10 @@ elseif op == 'lookup' then
   return lookup(A)
 elseif op == 'add' then
   -- unchecked bulk add (warm-up, benchmarks): entries {title_fp, body_fp, url, title, seen_at, store}
-  for _, e in ipairs(A.entries) do insert(query(e), e.seen_at, 0) end
+  for _, e in ipairs(A.entries) do
+    insert(query(e), e.seen_at, 0)
+    for key in pairs(PAGED) do PAGED[key] = nil end  -- not every chain of a bulk add held at once
+  end
   return flush(#A.entries)
 elseif op == 'remove' then
   -- how 'older' (value: a score, batch), 'id' (value: an id) or 'url':
