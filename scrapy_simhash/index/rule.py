@@ -60,8 +60,6 @@ TITLE_BODY_DISTANCE = 20
 #: A sentence stored by this many entries is boilerplate (site chrome, a disclaimer, a byline):
 #: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls.
 SENTENCE_MAX_HOLDERS = 32
-
-
 #: The first page of holders the title and figure checks read (each next page twice the last).
 HOLDERS_PAGE = 8
 
