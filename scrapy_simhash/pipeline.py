@@ -82,7 +82,6 @@ import gc
 import logging
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -94,8 +93,8 @@ from itemadapter import ItemAdapter
 from scrapy import Field, Item, signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
-from twisted.internet.defer import Deferred
 
+from .awaiting import Inbox, wait
 from .dedup import Deduplicator, Verdict
 from .delivery import DeliveryTracker
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
@@ -157,7 +156,7 @@ class SimhashPipeline:
         self._warned_flag_field = False
         self._warned_fields: set[str] = set()
         self._closing = False
-        self._inbox: _Inbox | None = None
+        self._inbox: Inbox | None = None
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
 
     @classmethod
@@ -352,13 +351,13 @@ class SimhashPipeline:
         return checked
 
     def _wait(self, future: Future[Any]) -> Any:
-        """An awaitable of a future of another thread (:func:`_wait`, or the loop's :class:`_Inbox`)."""
+        """An awaitable of another thread's future (:class:`.awaiting.Inbox`, else :func:`.awaiting.wait`)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # a non-asyncio Twisted reactor drives this coroutine
-            return _wait(future)
+            return wait(future)
         if self._inbox is None or self._inbox.loop is not loop:
-            self._inbox = _Inbox(loop)
+            self._inbox = Inbox(loop)
         return self._inbox.wait(future)
 
     def _bad_input(self, item: Any, field: str | None, url: str | None, exc: Exception) -> Any:
@@ -489,61 +488,3 @@ class SimhashPipeline:
                     self.flag_field, type(item).__name__,
                 )
         return item
-
-
-class _Inbox:
-    """Futures of other threads settled into an asyncio loop's, all that completed meanwhile in one
-    wake-up of the loop (a batch of the index answers its items in one turn of the reactor)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._lock = threading.Lock()
-        self._done: list[tuple[asyncio.Future[Any], Future[Any]]] = []
-
-    def wait(self, future: Future[Any]) -> asyncio.Future[Any]:
-        waiter = self.loop.create_future()
-        waiter.add_done_callback(lambda w: w.cancelled() and future.cancel())
-        future.add_done_callback(partial(self._arrived, waiter))
-        return waiter
-
-    def _arrived(self, waiter: asyncio.Future[Any], future: Future[Any]) -> None:
-        with self._lock:
-            self._done.append((waiter, future))
-            first = len(self._done) == 1
-        if first:
-            self.loop.call_soon_threadsafe(self._settle)
-
-    def _settle(self) -> None:
-        with self._lock:
-            done, self._done = self._done, []
-        for waiter, future in done:
-            if waiter.cancelled():
-                continue
-            if future.cancelled():
-                waiter.cancel()
-            elif (exc := future.exception()) is not None:
-                waiter.set_exception(exc)
-            else:
-                waiter.set_result(future.result())
-
-
-async def _wait(future: Future[Any]) -> Any:
-    """Wait for a future of another thread, under the asyncio reactor (or Scrapy's reactorless
-    mode) and under any other Twisted reactor."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:  # a non-asyncio Twisted reactor drives this coroutine
-        from twisted.internet import reactor
-
-        deferred: Deferred[Any] = Deferred()
-
-        def fire(done: Future[Any]) -> None:
-            exc = done.exception()
-            if exc is None:
-                deferred.callback(done.result())
-            else:
-                deferred.errback(exc)
-
-        future.add_done_callback(lambda done: reactor.callFromThread(fire, done))  # type: ignore[attr-defined]
-        return await deferred
-    return await asyncio.wrap_future(future)
