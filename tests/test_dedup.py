@@ -177,6 +177,16 @@ def test_an_index_of_other_weighting_settings_is_refused(tmp_path: Path, options
         Deduplicator.open(plain, **options)
 
 
+def test_a_redis_index_of_other_weighting_settings_is_refused(url: str) -> None:
+    """The same on Redis (the features version is part of the parameters every backend records)."""
+    with Deduplicator.open(url, max_share=0.2) as d:
+        assert d.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "new"
+    with pytest.raises(ParameterMismatch, match=r"features_version: index '.*;max_share=0\.2'"):
+        Deduplicator.open(url)
+    with Deduplicator.open(url, max_share=0.2) as d:
+        assert d.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "duplicate"
+
+
 def test_default_weighting_keeps_the_plain_features_version(tmp_path: Path) -> None:
     """Defaults spelled out are the defaults: an index made before the settings were recorded opens."""
     from scrapy_simhash.index import FEATURES_VERSION
