@@ -1006,6 +1006,21 @@ def report(stream: Stream, metrics: list[dict[str, Any]], dist: dict[str, dict[s
     return "\n".join(out)
 
 
+def false_drops(stream: Stream, result: RunResult) -> str:
+    """Every drop against an item of another story: the dropped item (its hard-negative kind or
+    recipe), tier, distance, and the item it was taken for, with both titles."""
+    by_key = {it.key: it for it in stream.items}
+    lines = [f"False drops ({result.system}):"]
+    for it, o in zip(stream.items, result.outcomes, strict=True):
+        if o.dropped and (o.match not in by_key or by_key[o.match].cluster != it.cluster):
+            other = by_key.get(o.match or "")
+            lines.append(
+                f"  {it.key} [{it.hard or ('positive ' if it.positive else '') + it.recipe}] {o.tier} d={o.distance}"
+                f" '{it.title[:40]}' <- {o.match} '{other.title[:40] if other else '?'}'"
+            )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", choices=("tune", "report"), default="report")
@@ -1023,7 +1038,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--json", type=Path, help="also write all metrics to this JSON file")
+    ap.add_argument(
+        "--list-false-drops", action="store_true",
+        help="print every false drop of the engine with both titles (tune split only: the report is not for tuning)",
+    )
     args = ap.parse_args(argv)
+    if args.list_false_drops and args.split != "tune":
+        ap.error("--list-false-drops is for the tune split only")
     print("$ " + shlex.join(["python", *(sys.argv if argv is None else ["benchmarks/accuracy.py", *argv])]))
     if not args.corpus.is_dir():
         print(f"corpus not found at {args.corpus}", file=sys.stderr)
@@ -1050,6 +1071,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             else {"title": {"pos": [], "neg": []}, "body": {"pos": [], "neg": []}}
         )
         print(report(stream, metrics, dist))
+        if args.list_false_drops and "scrapy-simhash" in systems:
+            print(false_drops(stream, results[0]))
         print(f"(stream built in {built:.1f} s)\n")
         dump[lang] = {"info": stream.info, "metrics": metrics}
     if args.json:

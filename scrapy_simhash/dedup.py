@@ -21,7 +21,18 @@ from typing import Any, Literal
 
 from . import defaults
 from .fingerprint import Fingerprinter, Fingerprints
-from .index import BandIndex, Entry, IndexParams, Outcome, ParameterMismatch, Query, Tier, open_index, sqlite_path
+from .index import (
+    FEATURES_VERSION,
+    BandIndex,
+    Entry,
+    IndexParams,
+    Outcome,
+    ParameterMismatch,
+    Query,
+    Tier,
+    open_index,
+    sqlite_path,
+)
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
 Action = Literal["drop", "flag"]
@@ -39,6 +50,11 @@ WIDER_THRESHOLD = (
     "which needs 2 more body bands) needs other band rows: re-band a SQLite index in place (`scrapy-simhash reband "
     "PATH`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the file); a Redis index keeps its "
     "layout: point SIMHASH_INDEX_URL (--index) at a new ?prefix= or another database"
+)
+#: What to do when an index holds fingerprints of other features (a version, or other weighting settings).
+OTHER_FEATURES = (
+    "open it with the settings it records (SIMHASH_TOP_K, SIMHASH_MAX_SHARE, the Fingerprinter's tf), or use a new "
+    "index: fingerprints weighted otherwise cannot be compared"
 )
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
@@ -125,6 +141,12 @@ class Deduplicator:
         params = index.params
         if params.bits != fingerprinter.bits:
             raise ValueError(f"index {index.location} holds {params.bits}-bit fingerprints, not {fingerprinter.bits}")
+        features = getattr(fingerprinter, "features_version", FEATURES_VERSION)
+        if params.features_version != features:
+            raise ParameterMismatch(
+                f"index {index.location} holds fingerprints of features version {params.features_version!r}, "
+                f"this fingerprinter makes {features!r}: {OTHER_FEATURES}"
+            )
         if params.title_bands < needed.title_bands or params.body_bands < needed.body_bands:
             raise ValueError(
                 f"index {index.location} answers title distances up to {params.max_title_distance} and body "
@@ -177,7 +199,10 @@ class Deduplicator:
             fingerprinter = Fingerprinter(bits=bits, **options)
         elif options:
             raise TypeError(f"unexpected options with an explicit fingerprinter: {sorted(options)}")
-        params = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)
+        params = required_params(
+            fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold,
+            getattr(fingerprinter, "features_version", FEATURES_VERSION),
+        )
         try:
             index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
         except ParameterMismatch as exc:
@@ -309,9 +334,12 @@ class Deduplicator:
         self.close()
 
 
-def required_params(bits: int, title_k: int, body_k: int, dynamic_threshold: bool = False) -> IndexParams:
-    """Index parameters that answer these thresholds exactly (k + 1 pigeonhole bands per tier)."""
+def required_params(
+    bits: int, title_k: int, body_k: int, dynamic_threshold: bool = False, features_version: str = FEATURES_VERSION,
+) -> IndexParams:
+    """Index parameters that answer these thresholds exactly (k + 1 pigeonhole bands per tier), for
+    fingerprints of ``features_version`` (:attr:`.Fingerprinter.features_version`)."""
     if title_k < 0 or body_k < 0:
         raise ValueError("distances must be >= 0")
     body_bands = body_k + 1 + (SHORT_BODY_BONUS if dynamic_threshold else 0)
-    return IndexParams(bits=bits, title_bands=title_k + 1, body_bands=body_bands)
+    return IndexParams(bits=bits, title_bands=title_k + 1, body_bands=body_bands, features_version=features_version)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from . import defaults
 from .features import DEFAULT_TOP_K, FeatureExtractor
+from .index.base import FEATURES_VERSION
 from .normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS, simhash
@@ -99,6 +100,18 @@ class Fingerprinter:
         self.min_body_chars = min_body_chars
         self.main_content = main_content
         self.sentences = sentences  # sentence signatures: the sentence tier, and the title tier's body check
+
+    @property
+    def features_version(self) -> str:
+        """What an index records as its ``features_version``: :data:`~.index.base.FEATURES_VERSION`,
+        then each weighting setting that differs from its default (``;top_k=32``, ``;tf=log``,
+        ``;max_share=0.2``): body fingerprints weighted otherwise cannot be compared with ours, so an
+        index built with other weights is refused rather than silently mixed."""
+        f = self.features
+        settings = (
+            ("top_k", f.top_k, DEFAULT_TOP_K), ("tf", f.tf, "linear"), ("max_share", f.max_share, defaults.MAX_SHARE),
+        )
+        return FEATURES_VERSION + "".join(f";{name}={value}" for name, value, default in settings if value != default)
 
     def clean_title(self, raw: Any) -> str:
         """The normalized title (site suffixes and repost marks removed)."""

@@ -152,6 +152,51 @@ def test_a_threshold_the_index_cannot_answer_says_what_works(tmp_path: Path) -> 
             Deduplicator.open(url, **options)
 
 
+@pytest.mark.parametrize(
+    ("options", "recorded"),
+    [({"top_k": 32}, ";top_k=32"), ({"tf": "log"}, ";tf=log"), ({"max_share": 0.2}, ";max_share=0.2"),
+     ({"max_share": None}, ";max_share=None")],
+)
+def test_an_index_of_other_weighting_settings_is_refused(tmp_path: Path, options: dict, recorded: str) -> None:
+    """top_k, tf and max_share weigh every body feature, so an index filled with other values holds
+    fingerprints ours cannot be compared with: its features version records them, and an open with
+    other values (either way round, or a Deduplicator built on the open index) is refused."""
+    url = f"sqlite:///{tmp_path / 'i.sqlite3'}"
+    with Deduplicator.open(url, **options) as d:
+        assert d.index.params.features_version.endswith(recorded)
+        assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+    with pytest.raises(ParameterMismatch, match=f"features_version: index '.*{recorded}'.*open it with the settings"):
+        Deduplicator.open(url)
+    with Deduplicator.open(url, **options) as d:
+        assert d.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "duplicate"
+        with pytest.raises(ParameterMismatch, match="open it with the settings it records"):
+            Deduplicator(d.index, Fingerprinter())
+    plain = f"sqlite:///{tmp_path / 'plain.sqlite3'}"
+    Deduplicator.open(plain).close()
+    with pytest.raises(ParameterMismatch, match="features_version"):
+        Deduplicator.open(plain, **options)
+
+
+def test_a_redis_index_of_other_weighting_settings_is_refused(url: str) -> None:
+    """The same on Redis (the features version is part of the parameters every backend records)."""
+    with Deduplicator.open(url, max_share=0.2) as d:
+        assert d.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "new"
+    with pytest.raises(ParameterMismatch, match=r"features_version: index '.*;max_share=0\.2'"):
+        Deduplicator.open(url)
+    with Deduplicator.open(url, max_share=0.2) as d:
+        assert d.check_and_add(STORY_EN["title"], STORY_EN["body"]).status == "duplicate"
+
+
+def test_default_weighting_keeps_the_plain_features_version(tmp_path: Path) -> None:
+    """Defaults spelled out are the defaults: an index made before the settings were recorded opens."""
+    from scrapy_simhash.index import FEATURES_VERSION
+
+    fp = Fingerprinter(top_k=64, tf="linear", max_share=0.1)
+    assert fp.features_version == FEATURES_VERSION == Fingerprinter().features_version
+    with Deduplicator.open(f"sqlite:///{tmp_path / 'i.sqlite3'}", fingerprinter=fp) as d:
+        assert d.index.params.features_version == FEATURES_VERSION
+
+
 def test_reset_rebands_an_index_for_a_wider_threshold(tmp_path: Path) -> None:
     """SIMHASH_RESET with a threshold the index cannot answer empties the namespace and re-bands the
     file; another namespace's entries stay, and the file answers its thresholds as before."""

@@ -109,9 +109,10 @@ def verify_meta(
     if problems:
         hint = f"open it with compatible parameters, or use a new index {remedy}"
         if requested is not None and stored.features_version != requested.features_version:
-            hint = (f"its fingerprints were made by another scrapy-simhash version and can never be compared "
-                    f"with ours: delete it or use a new index {remedy} (SIMHASH_RESET / --reset does not help: "
-                    "an index keeps the parameters it was created with)")
+            hint = (f"its fingerprints were made by another scrapy-simhash version, or with other weighting settings "
+                    f"(the top_k, tf, max_share after ';'), and can never be compared with ours: open it with the "
+                    f"settings it records, or delete it or use a new index {remedy} (SIMHASH_RESET / --reset does "
+                    "not help: an index keeps the parameters it was created with)")
         raise ParameterMismatch(
             f"index {location} was built with other parameters ({'; '.join(problems)}); it cannot answer "
             f"these queries: {hint}"

@@ -90,6 +90,7 @@ _LIMITS = {
     "sentences_figures": rule.SENTENCES_FIGURES,
     "holders_page": rule.HOLDERS_PAGE,
     "sentence_body_distance": rule.SENTENCE_BODY_DISTANCE,
+    "sentence_body_part": rule.SENTENCE_BODY_PART,
     "title_body_distance": rule.TITLE_BODY_DISTANCE,
     "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
     "load": LOAD,

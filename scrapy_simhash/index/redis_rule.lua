@@ -11,8 +11,8 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
   op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'dropbands' | 'deliver' | 'release' |
           'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
   base    the namespace's key base, '<prefix>:{<ns>}:'
-  limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored,
-          sentence_body_distance, sentence_max_holders, title_body_distance; and of the layout:
+  limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
+          sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
           fp_bytes (bits / 8), load (fields per table bucket before it splits)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
@@ -707,7 +707,8 @@ local function sentences_match(shared, stored, percent, body_distance, item)
   if shared >= 2 and (100 * shared > percent * stored or (item and 100 * shared > percent * item)) then
     return true
   end
-  return shared >= 1 and body_distance ~= nil and body_distance <= L.sentence_body_distance
+  return shared >= 1 and L.sentence_body_part * shared >= stored
+    and body_distance ~= nil and body_distance <= L.sentence_body_distance
 end
 
 -- rule.py: accepted ----------------------------------------------------------------------------

@@ -44,8 +44,13 @@ from .base import Entry, Match, Outcome, Query, Tier
 #: 12, not 16: the index is ~115 bytes an entry smaller (SQLite); on the tune split 8 cost 0.001 (zh)
 #: / 0.002 (en) of recall at ≤ 10 % edits, but missed the edited AirAsia repost of the example site.
 SENTENCES_STORED = 12
-#: The sentence tier also takes one shared sentence as enough when the bodies are this close.
+#: The sentence tier also takes one shared sentence as enough when the bodies are this close…
 SENTENCE_BODY_DISTANCE = 8
+#: … and the shared sentences are at least 1/this of the entry's sample: one sentence of a full sample
+#: shared is a sign of another text (two reports of one event quoting the same statement sit a few
+#: bits apart, their topic words agree), not of a repost, which keeps most of the sample
+#: (benchmarks/README.md, "Hard negatives on tune").
+SENTENCE_BODY_PART = 4
 #: The sentence tier checks numbers only when fewer sentences than this are shared (sentences, not
 #: lines: a table's header rows are template): a templated report with other figures (rate
 #: tables, a later version of a story) shares a sentence or two of its template; three shared
@@ -147,14 +152,18 @@ def sentences_match(shared: int, stored: int, percent: int, body_distance: int |
     (not None) only when every one of the item's hashes lies within the range the entry's sample
     covers (the sample is a bottom-k by hash, so in that range it lists every sentence the entry
     has), so the share is exact: the item is a part of the entry (a cut copy of a page whose
-    sample holds its site chrome and related links). A single shared sentence is enough when the
+    sample holds its site chrome and related links). Fewer shared sentences are enough when the
     two body fingerprints are within :data:`SENTENCE_BODY_DISTANCE` bits (``body_distance``, None
-    when either body has none): a short story keeps too few sentences for a share to mean much,
-    and a sentence shared *and* a close body are two independent signs of one story.
+    when either body has none) and they are at least 1/:data:`SENTENCE_BODY_PART` of the sample: a
+    short story keeps too few sentences for a share to mean much, and a part of it shared *and* a
+    close body are two independent signs of one story.
     """
     if shared >= 2 and (100 * shared > percent * stored or (item is not None and 100 * shared > percent * item)):
         return True
-    return shared >= 1 and body_distance is not None and body_distance <= SENTENCE_BODY_DISTANCE
+    return (
+        shared >= 1 and SENTENCE_BODY_PART * shared >= stored
+        and body_distance is not None and body_distance <= SENTENCE_BODY_DISTANCE
+    )
 
 
 def nearest(
