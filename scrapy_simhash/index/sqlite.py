@@ -32,7 +32,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import rule, sqlite_dense
+from . import rule, sqlite_dense, sqlite_sentences
 from .bands import bands_for, records
 from .base import (
     Decision,
@@ -71,9 +71,7 @@ from .sqlite_tables import (
     check_rows,
     check_storage_meta,
     codec,
-    hash_int,
     storage_meta,
-    unpack_hashes,
     value_bits,
 )
 
@@ -377,18 +375,20 @@ class SqliteIndex(QueryChecks):
         return self._decisions("", (), limit)
 
     def _decisions(self, where: str, args: tuple[Any, ...], limit: int) -> list[Decision]:
-        with self._lock:
-            rows = self._live().execute(
+        def read(tables: Tables) -> tuple[list[Any], list[Entry]]:
+            rows = tables.conn.execute(
                 f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {ENTRY_COLS_E}"
                 " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
                 f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
                 (self._ns_id, *args, limit),
             ).fetchall()
+            return rows, self._rows.entries(tables.conn, (r[6:] for r in rows if r[6] is not None))
+
+        rows, found = self._read("explain", read, ([], []))
+        originals = {e.id: e for e in found}
         return [
-            Decision(
-                url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
-                original=None if erow[0] is None else self._rows.entry(erow),
-            )
+            Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
+                     original=originals.get(erow[0]))
             for url, status, tier, distance, decided_at, title, *erow in rows
         ]
 
@@ -409,10 +409,7 @@ class SqliteIndex(QueryChecks):
         doomed = conn.execute(f"SELECT id, title_fp, body_fp, sentences FROM entry WHERE {where}", args).fetchall()
         ids = [(r[0],) for r in doomed]
         conn.executemany("DELETE FROM entry WHERE id = ?", ids)
-        conn.executemany(
-            "DELETE FROM sentence WHERE ns = ? AND hash = ? AND entry = ?",
-            [(self._ns_id, hash_int(h), r[0]) for r in doomed for h in unpack_hashes(r[3])],
-        )
+        sqlite_sentences.delete(conn, self._ns_id, [(r[0], r[3]) for r in doomed])
         conn.executemany("DELETE FROM pending WHERE entry = ?", ids)
         self._rows.drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
         return len(doomed)
@@ -472,9 +469,14 @@ class SqliteIndex(QueryChecks):
         lo, hi = self._rows.key_range
         with self._write("reset") as conn:
             conn.execute("DELETE FROM pending WHERE entry IN (SELECT id FROM entry WHERE ns = ?)", (self._ns_id,))
+            if conn.execute("SELECT 1 FROM entry WHERE ns != ? LIMIT 1", (self._ns_id,)).fetchone() is None:
+                conn.execute("DELETE FROM sentence")  # the only namespace with entries: every row is its
+            else:
+                sqlite_sentences.delete(conn, self._ns_id, conn.execute(
+                    "SELECT id, sentences FROM entry WHERE ns = ? AND sentences IS NOT NULL", (self._ns_id,)
+                ).fetchall())
             n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
-            conn.execute("DELETE FROM sentence WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
             conn.execute("DELETE FROM band2 WHERE key >= ? AND key < ?", (lo, hi))
         return n
@@ -517,17 +519,16 @@ class SqliteIndex(QueryChecks):
         """Every entry of this namespace, oldest first, fetched in pages (no long-lived cursor)."""
         last: tuple[float, int] = (-math.inf, -1)
         while True:
-            with self._lock:
-                conn = self._live()
-                rows = conn.execute(
+            def page(tables: Tables, after: tuple[float, int] = last) -> list[Entry]:
+                return self._rows.entries(tables.conn, tables.conn.execute(
                     f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND (first_seen, id) > (?, ?) "
-                    "ORDER BY first_seen, id LIMIT 1000",
-                    (self._ns_id, *last),
-                ).fetchall()
-            yield from (self._rows.entry(r) for r in rows)
-            if len(rows) < 1000:
+                    "ORDER BY first_seen, id LIMIT 1000", (self._ns_id, *after)))
+
+            entries = self._read("export", page, [])
+            yield from entries
+            if len(entries) < 1000:
                 return
-            last = (rows[-1][3], rows[-1][0])
+            last = (entries[-1].first_seen, entries[-1].id)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""
