@@ -72,6 +72,7 @@ from .sqlite_tables import (
     check_storage_meta,
     codec,
     storage_meta,
+    url_key,
     value_bits,
 )
 
@@ -352,6 +353,7 @@ class SqliteIndex(QueryChecks):
                     None if bfp is None else enc(bfp),
                     first_seen,
                     url,
+                    url_key(ns or 0, url),
                     None if title is None else title[:TITLE_CHARS],
                 )
             )
@@ -359,7 +361,8 @@ class SqliteIndex(QueryChecks):
         bands.sort(key=lambda r: r[0])  # key order: B-tree appends instead of random page writes
         with self._write("bulk add") as conn:
             conn.executemany(
-                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             sqlite_dense.write(conn, self._rows, bands)
@@ -397,9 +400,12 @@ class SqliteIndex(QueryChecks):
         decision; returns how many entries went."""
         if isinstance(key, bool) or not isinstance(key, int | str):
             raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
-        column = "id" if isinstance(key, int) else "url"
         with self._write("forget") as conn:
-            removed = self._remove(conn, f"ns = ? AND {column} = ?", (self._ns_id, key))
+            if isinstance(key, int):
+                removed = self._remove(conn, "ns = ? AND id = ?", (self._ns_id, key))
+            else:
+                removed = self._remove(conn, "url_key = ? AND ns = ? AND url = ?",
+                                       (url_key(self._ns_id, key), self._ns_id, key))
             if isinstance(key, str):
                 conn.execute("DELETE FROM decision WHERE ns = ? AND url = ?", (self._ns_id, key))
         return removed

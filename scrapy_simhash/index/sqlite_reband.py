@@ -37,11 +37,12 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
-from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, value_bits
+from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, url_key, value_bits
 
 #: Schema versions re-banding reads: their tables are this version's or converted to it.
 REBANDED = (3, 4, SCHEMA_VERSION)
 #: The ``sentence`` table of schemas 3 and 4 (a namespace column, the whole hash).
+ENTRY_COLUMNS = "id, ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short"
 OLD_SENTENCE_SQL = ("CREATE TABLE sentence (\n    ns INTEGER NOT NULL,\n    hash INTEGER NOT NULL,\n"
                     "    entry INTEGER NOT NULL,\n    PRIMARY KEY (ns, hash, entry)\n) WITHOUT ROWID")
 #: Progress is reported every this many band rows computed.
@@ -121,14 +122,15 @@ def _reband(
 def _schema_statement(start: str) -> str:
     """The statement of :data:`SCHEMA` that begins with ``start``."""
     at = SCHEMA.index(start)
-    return SCHEMA[at : SCHEMA.index(";", at)]
+    return SCHEMA[at : SCHEMA.index(";\n", at)]
 
 
 def _convert_tables(conn: sqlite3.Connection) -> None:
     """Bring the tables of a schema 3 or 4 file to this version's (inside the caller's transaction):
     the ``band2`` table schema 4 added; the ``sentence`` rows re-keyed without their namespace
-    column (:func:`.sqlite_sentences.key`) and ``entry.sentences`` cut to its prefixes. Read from
-    the tables themselves, not the recorded version, so a file converted already is left as it is."""
+    column (:func:`.sqlite_sentences.key`); ``entry`` rebuilt with its ``url_key`` and its
+    ``sentences`` cut to their prefixes, every id and the id sequence kept. Read from the tables
+    themselves, not the recorded version, so a file converted already is left as it is."""
     conn.execute(_schema_statement("CREATE TABLE band2").replace("TABLE", "TABLE IF NOT EXISTS", 1))
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sentence'").fetchone()
     if sql != OLD_SENTENCE_SQL:
@@ -136,14 +138,26 @@ def _convert_tables(conn: sqlite3.Connection) -> None:
     mask, width = sqlite_sentences.ns_mask, sqlite_sentences.PREFIX_BYTES
     conn.create_function("simhash_sentence_key", 2, lambda ns, h: to_signed64(from_signed64(h) ^ mask(ns)),
                          deterministic=True)
-    conn.create_function("simhash_prefixes", 1, lambda blob: b"".join(
+    conn.create_function("simhash_prefixes", 1, lambda blob: None if blob is None else b"".join(
         blob[i : i + width] for i in range(0, len(blob), 8)) or None, deterministic=True)
+    conn.create_function("simhash_url_key", 2, url_key, deterministic=True)
     conn.execute("ALTER TABLE sentence RENAME TO sentence_old")
     conn.execute(_schema_statement("CREATE TABLE sentence"))
     conn.execute("INSERT INTO sentence(key, entry) SELECT simhash_sentence_key(ns, hash) AS k, entry"
                  " FROM sentence_old ORDER BY k, entry")
     conn.execute("DROP TABLE sentence_old")
-    conn.execute("UPDATE entry SET sentences = simhash_prefixes(sentences) WHERE sentences IS NOT NULL")
+    sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()
+    conn.execute("ALTER TABLE entry RENAME TO entry_old")  # its indexes go with it when it is dropped
+    conn.execute(_schema_statement("CREATE TABLE entry"))
+    converted = ENTRY_COLUMNS.replace("url_key", "simhash_url_key(ns, url)").replace(
+        "sentences", "simhash_prefixes(sentences)")
+    conn.execute(f"INSERT INTO entry({ENTRY_COLUMNS}) SELECT {converted} FROM entry_old ORDER BY id")
+    conn.execute("DROP TABLE entry_old")
+    for name in ("entry_title", "entry_body", "entry_seen", "entry_url"):
+        conn.execute(_schema_statement(f"CREATE INDEX {name} "))
+    if sequence is not None:  # AUTOINCREMENT: no id of a forgotten entry is ever given again
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'entry'")
+        conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('entry', ?)", sequence)
 
 
 def _rebuild(conn: sqlite3.Connection, params: IndexParams, progress: Progress | None) -> tuple[int, int]:

@@ -32,7 +32,10 @@ What is stored where, and why
     too short to fingerprint, a signed 64-bit integer). Indexes ``(ns, title_fp, first_seen)`` and
     ``(ns, body_fp, first_seen)`` find the earliest non-expired entry holding a fingerprint in
     O(log n), however many share it;
-    ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
+    ``(ns, first_seen)`` serves purge/stats/export and ``(url_key)`` serves ``forget(url)``:
+    ``url_key`` is a 64-bit digest of the namespace and the URL (:func:`url_key`), 8 bytes in the
+    index where the URL took its length (schema 4: ``(ns, url)``); the row's ``ns`` and ``url``
+    are compared too, so a digest shared by chance never forgets another entry.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
     The band rows of the multi-index layout (:mod:`.bands`): one per part of a fingerprint. ``key``
     packs ``(namespace id, tier, part number, part value)`` into one non-negative 63-bit integer; ``fp``
@@ -79,6 +82,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from hashlib import blake2b
 from typing import Any
 
 from ..simhash import from_signed64, to_signed64
@@ -100,15 +104,16 @@ CREATE TABLE entry (
     body_fp,
     first_seen REAL NOT NULL,
     url TEXT,
+    url_key INTEGER,  -- 64-bit digest of (namespace, url): what entry_url indexes (url_key())
     title TEXT,
     numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
-    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences); NULL: none
+    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
     short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
 CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
 CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
 CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
+CREATE INDEX entry_url ON entry(url_key) WHERE url_key IS NOT NULL;
 CREATE TABLE band (
     key INTEGER NOT NULL,
     fp NOT NULL,
@@ -274,6 +279,14 @@ def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
     return enc, dec
 
 
+def url_key(ns: int, url: str | None) -> int | None:
+    """``entry.url_key``: BLAKE2b of the URL (8 bytes) XOR the namespace's mask, signed (None: no URL)."""
+    if url is None:
+        return None
+    digest = int.from_bytes(blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+    return to_signed64(digest ^ sqlite_sentences.ns_mask(ns))
+
+
 def hash_int(digest: str) -> int:
     """A 16-hex-digit hash (a short body's digest) as the signed 64-bit integer stored."""
     return to_signed64(int(digest, 16))
@@ -421,14 +434,15 @@ class Tables:
         tfp, bfp = query.title_fp, query.body_fp
         stored = sorted(set(query.sentences))[: rule.SENTENCES_STORED]
         entry_id = conn.execute(
-            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers, sentences, short)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rows.ns_id,
                 None if tfp is None else rows.enc(tfp),
                 None if bfp is None else rows.enc(bfp),
                 seen_at,
                 query.url,
+                url_key(rows.ns_id or 0, query.url),
                 None if query.title is None else query.title[:TITLE_CHARS],
                 pack_numbers(query.numbers),
                 sqlite_sentences.pack_prefixes(stored),
