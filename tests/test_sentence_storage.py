@@ -139,6 +139,11 @@ def test_namespaces_share_the_sentence_rows_but_not_their_counts(tmp_path: Path)
         assert found is not None and found.tier == "sentence" and found.entry.url == "b0"
         assert a.peek(ask) is None  # in a, the chrome is boilerplate and the story is not there
         assert b.forget("a0") == 0 and a.count() == rule.SENTENCE_MAX_HOLDERS  # nor is a URL of a found in b
+        conn = a._conn  # type: ignore[attr-defined]
+        assert conn.execute("SELECT count(*) FROM sentence").fetchone()[0] == 2 * rule.SENTENCE_MAX_HOLDERS + 2
+        b.reset()  # b's rows go, a's stay
+        assert conn.execute("SELECT count(*) FROM sentence").fetchone()[0] == 2 * rule.SENTENCE_MAX_HOLDERS
+        assert next(a.entries()).sentences == (chrome, f"{1000:016x}")
 
 
 # -- schema 4 files ---------------------------------------------------------------------------------

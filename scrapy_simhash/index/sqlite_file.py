@@ -31,8 +31,9 @@ from .sqlite_wal import check_wal
 #: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
 #: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies),
 #: entry.numbers as a BLOB. 4: multi-index band layout (:mod:`.bands`). 5: sentence rows without a
-#: namespace column, 4-byte prefixes of the sample in the entry row (:mod:`.sqlite_sentences`, ~67
-#: bytes an entry less). ``scrapy-simhash reband`` converts a version 3 or 4 file.
+#: namespace column, 4-byte prefixes of the sample in the entry row (:mod:`.sqlite_sentences`), the
+#: URL index on a digest (entry.url_key): 654 -> 575 bytes an entry. ``scrapy-simhash reband``
+#: converts a version 3 or 4 file.
 SCHEMA_VERSION = 5
 META_TABLE = "simhash_meta"
 _SQLITE_MAGIC = b"SQLite format 3\x00"

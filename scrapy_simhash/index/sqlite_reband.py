@@ -41,8 +41,9 @@ from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, url_key, value_bit
 
 #: Schema versions re-banding reads: their tables are this version's or converted to it.
 REBANDED = (3, 4, SCHEMA_VERSION)
-#: The ``sentence`` table of schemas 3 and 4 (a namespace column, the whole hash).
+#: The columns of this version's ``entry`` table (a converted file's rows are copied into them).
 ENTRY_COLUMNS = "id, ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short"
+#: The ``sentence`` table of schemas 3 and 4 (a namespace column, the whole hash).
 OLD_SENTENCE_SQL = ("CREATE TABLE sentence (\n    ns INTEGER NOT NULL,\n    hash INTEGER NOT NULL,\n"
                     "    entry INTEGER NOT NULL,\n    PRIMARY KEY (ns, hash, entry)\n) WITHOUT ROWID")
 #: Progress is reported every this many band rows computed.
