@@ -72,6 +72,8 @@ def _first_rows_sql(n: int) -> str:
 def _starts(ns: int, blob: bytes) -> list[int]:
     """The lowest signed key of the range of each of the blob's prefixes (with repeats): a range
     is ``[start, start + 2³² - 1]`` and never crosses the sign bit."""
+    if not isinstance(blob, bytes) or len(blob) % 4:
+        raise ValueError(f"entry.sentences is not a sequence of 4-byte prefixes: {blob!r:.40}")
     high = ns_mask(ns) >> _LOW_BITS
     return [(((p ^ high) ^ _SIGN) - _SIGN) << _LOW_BITS for p in struct.unpack(f">{len(blob) // 4}I", blob)]
 

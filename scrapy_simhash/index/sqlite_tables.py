@@ -375,17 +375,16 @@ class Rows:
     def entries(self, conn: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> list[Entry]:
         """:class:`~.base.Entry` objects from ``ENTRY_COLS`` rows, each with its exact sentence sample
         (read from the ``sentence`` rows its prefixes lead to)."""
-        rows = list(rows)
-        samples = sqlite_sentences.resolve(conn, self.ns_id or 0, {r[0]: r[7] for r in rows if r[7]})
-        dec = self.dec
+        dec = self.dec  # first: a value that is not ours is the decoder's clear error
+        rows = [(r, None if r[1] is None else dec(r[1]), None if r[2] is None else dec(r[2])) for r in rows]
+        samples = sqlite_sentences.resolve(conn, self.ns_id or 0, {r[0]: r[7] for r, _, _ in rows if r[7]})
         return [
             Entry(
-                id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen,
-                title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp),
-                numbers=unpack_numbers(numbers), sentences=samples.get(ident, ()),
+                id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen, title_fp=tfp,
+                body_fp=bfp, numbers=unpack_numbers(numbers), sentences=samples.get(ident, ()),
                 short_body=None if short is None else hash_hex(short),
             )
-            for ident, tfp, bfp, first_seen, url, title, numbers, _, short in rows
+            for (ident, _, _, first_seen, url, title, numbers, _, short), tfp, bfp in rows
         ]
 
     def drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
