@@ -8,8 +8,10 @@ are added through ``check_and_add_many`` in batches of
 ``used_memory`` growth of a scratch database (flushed before and after; request tokens of the last
 two minutes included, as in a running crawl).
 
-Run: ``python benchmarks/index_size.py [--redis-url redis://127.0.0.1:6379/15]`` (Redis is skipped
-without a URL; the database given is flushed). About 20 s for 20,000 entries.
+Run: ``python benchmarks/index_size.py [--redis-url redis://127.0.0.1:6379/15] [--split]`` (Redis is
+skipped without a URL; the database given is flushed; ``--split``: where the SQLite bytes go, per
+table and index, from SQLite's ``dbstat``, and what a ``VACUUM`` would leave). About 20 s for 20,000
+entries.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,20 +30,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scrapy_simhash.index import IndexParams, Query, open_index
 
 
-def queries(n: int, sentences: bool) -> Iterator[Query]:
+def queries(n: int, sentences: bool, url_length: int = 0) -> Iterator[Query]:
     rng = random.Random(2)
     for i in range(n):
         hashes = tuple(sorted(f"{rng.getrandbits(64):016x}" for _ in range(30))) if sentences else ()
+        url = f"https://news.example/{i}"  # padded to url_length: real URLs are longer
+        url = url[:21] + "x" * (url_length - len(url)) + url[21:]
         yield Query(title_fp=rng.getrandbits(64), body_fp=rng.getrandbits(64), title_k=2, body_k=3,
-                    url=f"https://news.example/{i}", title="标题" * 10, seen_at=1.0 + i,
+                    url=url, title="标题" * 10, seen_at=1.0 + i,
                     numbers="0000000a 0000000b 0000000c", sentences=hashes, sentences_shared=50 if sentences else 0)
 
 
-def fill(url: str, n: int, sentences: bool) -> None:
+def fill(url: str, n: int, sentences: bool, url_length: int = 0) -> None:
     ix = open_index(url, params=IndexParams())
     try:
         batch: list[Query] = []
-        for q in queries(n, sentences):
+        for q in queries(n, sentences, url_length):
             batch.append(q)
             if len(batch) == 100:
                 ix.check_and_add_many(batch)
@@ -51,12 +56,31 @@ def fill(url: str, n: int, sentences: bool) -> None:
         ix.close()
 
 
+def split(path: Path, n: int) -> None:
+    """Bytes an entry per table and index (pages, of which payload and free space), then after VACUUM."""
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        rows = conn.execute("SELECT name, sum(pgsize), sum(payload), sum(unused) FROM dbstat GROUP BY name"
+                            " HAVING sum(pgsize) > ? ORDER BY 2 DESC", (n,)).fetchall()
+        for name, pages, payload, unused in rows:
+            print(f"|   {name} | pages (payload, free) | {pages / n:,.1f} ({payload / n:,.1f}, {unused / n:,.1f}) |")
+        conn.execute("VACUUM")
+    finally:
+        conn.close()
+    print(f"|   after VACUUM | file | {path.stat().st_size / n:,.0f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=20_000)
     ap.add_argument("--redis-url", default=None, help="a scratch Redis database (it is flushed)")
+    ap.add_argument("--split", action="store_true", help="SQLite bytes per table and index (dbstat)")
+    ap.add_argument("--url-length", type=int, default=0, help="pad the URLs to this many characters "
+                    "(default: as short as news.example/N; a real crawl's are longer: newsspider-2016's average 46)")
     args = ap.parse_args()
-    shown = f" --entries {args.entries}" + (f" --redis-url {args.redis_url}" if args.redis_url else "")
+    shown = (f" --entries {args.entries}" + (f" --redis-url {args.redis_url}" if args.redis_url else "")
+             + (" --split" if args.split else "") + (f" --url-length {args.url_length}" if args.url_length else ""))
     print(f"$ python benchmarks/index_size.py{shown}\n")
     print("| index | tiers | bytes per entry |")
     print("|---|---|---:|")
@@ -64,16 +88,18 @@ def main() -> int:
         tiers = "default (title + body + sentence sample)" if sentences else "no sentence signatures"
         with tempfile.TemporaryDirectory(dir="/var/tmp" if os.path.isdir("/var/tmp") else None) as tmp:
             path = Path(tmp) / "index.sqlite3"
-            fill(f"sqlite:///{path}", args.entries, sentences)
+            fill(f"sqlite:///{path}", args.entries, sentences, args.url_length)
             size = sum(p.stat().st_size for p in Path(tmp).iterdir())
-        print(f"| SQLite (file) | {tiers} | {size / args.entries:,.0f} |")
+            print(f"| SQLite (file) | {tiers} | {size / args.entries:,.0f} |")
+            if args.split:
+                split(path, args.entries)
         if args.redis_url:
             import redis
 
             client = redis.Redis.from_url(args.redis_url)
             client.flushdb()
             before = client.info("memory")["used_memory"]
-            fill(args.redis_url, args.entries, sentences)
+            fill(args.redis_url, args.entries, sentences, args.url_length)
             grown = client.info("memory")["used_memory"] - before
             client.flushdb()
             client.close()

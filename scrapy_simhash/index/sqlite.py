@@ -1,8 +1,9 @@
 """The default band index: one SQLite file, shared by every process and spider that opens it.
 
 The tables and how they hold the rule's data are described in :mod:`.sqlite_tables`; how the file is
-made and checked, in :mod:`.sqlite_file`. This module opens the file and runs the rule and the
-maintenance operations in transactions.
+made and checked, in :mod:`.sqlite_file`; the sentence samples, in :mod:`.sqlite_sentences`. This
+module opens the file and runs the rule and the delivery tracking in transactions; the maintenance
+operations (forget, purge, reset, stats, export) are in :mod:`.sqlite_maintain`.
 
 Transactions: the connection runs in autocommit mode (``isolation_level=None``) with explicit
 ``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is the rule of :mod:`.rule` run
@@ -23,7 +24,6 @@ opener sees either no file or a whole one.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import sqlite3
 import threading
@@ -46,7 +46,7 @@ from .base import (
     Query,
     Tier,
 )
-from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict, verify_meta
+from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
 from .owners import alive as owners_alive
 from .sqlite_file import (
     META_TABLE,
@@ -60,9 +60,9 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
+from .sqlite_maintain import Maintenance
 from .sqlite_reband import REBANDED
 from .sqlite_tables import (
-    ENTRY_COLS,
     ENTRY_COLS_E,
     NAMESPACE_BITS,
     PENDING_SCHEMA,
@@ -71,15 +71,14 @@ from .sqlite_tables import (
     check_rows,
     check_storage_meta,
     codec,
-    hash_int,
     storage_meta,
-    unpack_hashes,
+    url_key,
     value_bits,
 )
 
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
 
-class SqliteIndex(QueryChecks):
+class SqliteIndex(Maintenance, QueryChecks):
     """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
 
     Open it with :func:`scrapy_simhash.index.open_index` or :meth:`SqliteIndex.open`. One instance
@@ -270,8 +269,6 @@ class SqliteIndex(QueryChecks):
 
     # -- the protocol ----------------------------------------------------------------------------
 
-    # -- the protocol ----------------------------------------------------------------------------
-
     def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
         """The rule (:func:`.rule.check_and_add`) in one ``BEGIN IMMEDIATE`` transaction, fsynced."""
         return self.check_and_add_many([query], flagged=flagged)[0].checked()
@@ -354,6 +351,7 @@ class SqliteIndex(QueryChecks):
                     None if bfp is None else enc(bfp),
                     first_seen,
                     url,
+                    url_key(ns or 0, url),
                     None if title is None else title[:TITLE_CHARS],
                 )
             )
@@ -361,7 +359,8 @@ class SqliteIndex(QueryChecks):
         bands.sort(key=lambda r: r[0])  # key order: B-tree appends instead of random page writes
         with self._write("bulk add") as conn:
             conn.executemany(
-                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title) VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
             sqlite_dense.write(conn, self._rows, bands)
@@ -377,45 +376,22 @@ class SqliteIndex(QueryChecks):
         return self._decisions("", (), limit)
 
     def _decisions(self, where: str, args: tuple[Any, ...], limit: int) -> list[Decision]:
-        with self._lock:
-            rows = self._live().execute(
+        def read(tables: Tables) -> tuple[list[Any], list[Entry]]:
+            rows = tables.conn.execute(
                 f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {ENTRY_COLS_E}"
                 " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
                 f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
                 (self._ns_id, *args, limit),
             ).fetchall()
+            return rows, self._rows.entries(tables.conn, (r[6:] for r in rows if r[6] is not None))
+
+        rows, found = self._read("explain", read, ([], []))
+        originals = {e.id: e for e in found}
         return [
-            Decision(
-                url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
-                original=None if erow[0] is None else self._rows.entry(erow),
-            )
+            Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
+                     original=originals.get(erow[0]))
             for url, status, tier, distance, decided_at, title, *erow in rows
         ]
-
-    def forget(self, key: int | str) -> int:
-        """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
-        decision; returns how many entries went."""
-        if isinstance(key, bool) or not isinstance(key, int | str):
-            raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
-        column = "id" if isinstance(key, int) else "url"
-        with self._write("forget") as conn:
-            removed = self._remove(conn, f"ns = ? AND {column} = ?", (self._ns_id, key))
-            if isinstance(key, str):
-                conn.execute("DELETE FROM decision WHERE ns = ? AND url = ?", (self._ns_id, key))
-        return removed
-
-    def _remove(self, conn: sqlite3.Connection, where: str, args: tuple[Any, ...]) -> int:
-        """Remove the entries ``where`` selects, with their sentence, pending and unused band rows."""
-        doomed = conn.execute(f"SELECT id, title_fp, body_fp, sentences FROM entry WHERE {where}", args).fetchall()
-        ids = [(r[0],) for r in doomed]
-        conn.executemany("DELETE FROM entry WHERE id = ?", ids)
-        conn.executemany(
-            "DELETE FROM sentence WHERE ns = ? AND hash = ? AND entry = ?",
-            [(self._ns_id, hash_int(h), r[0]) for r in doomed for h in unpack_hashes(r[3])],
-        )
-        conn.executemany("DELETE FROM pending WHERE entry = ?", ids)
-        self._rows.drop_unused_bands(conn, [(r[1], r[2]) for r in doomed])
-        return len(doomed)
 
     # -- delivery ---------------------------------------------------------------------------------
 
@@ -448,86 +424,6 @@ class SqliteIndex(QueryChecks):
                     conn, "ns = ? AND id IN (SELECT entry FROM pending WHERE owner = ?)", (self._ns_id, owner)
                 )
         return total
-
-    def purge(self, older_than: float, *, batch: int = 5000) -> int:
-        """Remove entries (and decisions) older than ``older_than`` (POSIX seconds); returns how many.
-
-        Works in transactions of ``batch`` entries so crawlers sharing the file are never blocked long.
-        """
-        total = 0
-        while True:
-            with self._write("purge") as conn:
-                n = self._remove(conn, "id IN (SELECT id FROM entry WHERE ns = ? AND first_seen < ? "
-                                 "ORDER BY first_seen LIMIT ?)", (self._ns_id, older_than, batch))
-                if n < batch:
-                    conn.execute(
-                        "DELETE FROM decision WHERE ns = ? AND decided_at < ?", (self._ns_id, older_than)
-                    )
-            total += n
-            if n < batch:
-                return total
-
-    def reset(self) -> int:
-        """Remove every entry, band row and decision of this namespace (others are untouched)."""
-        lo, hi = self._rows.key_range
-        with self._write("reset") as conn:
-            conn.execute("DELETE FROM pending WHERE entry IN (SELECT id FROM entry WHERE ns = ?)", (self._ns_id,))
-            n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
-            conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
-            conn.execute("DELETE FROM sentence WHERE ns = ?", (self._ns_id,))
-            conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
-            conn.execute("DELETE FROM band2 WHERE key >= ? AND key < ?", (lo, hi))
-        return n
-
-    def count(self) -> int:
-        """Entries in this namespace."""
-        with self._lock:
-            conn = self._live()
-            return int(conn.execute("SELECT count(*) FROM entry WHERE ns = ?", (self._ns_id,)).fetchone()[0])
-
-    def stats(self) -> dict[str, Any]:
-        """Location, size on disk, parameters, layouts, and per namespace: entries, oldest/newest
-        first-seen, decisions. The keys ``entries``/``oldest``/``newest``/``decisions`` at the top
-        level are this namespace's."""
-        with self._lock:
-            conn = self._live()
-            names = dict(conn.execute("SELECT id, name FROM namespace").fetchall())
-            per: dict[str, dict[str, Any]] = {
-                name: {"entries": 0, "oldest": None, "newest": None, "decisions": 0}
-                for name in names.values()
-            }
-            for ns, n, oldest, newest in conn.execute(
-                "SELECT ns, count(*), min(first_seen), max(first_seen) FROM entry GROUP BY ns"
-            ):
-                per.setdefault(names.get(ns, f"#{ns}"), {"decisions": 0}).update(
-                    entries=n, oldest=oldest, newest=newest
-                )
-            for ns, n in conn.execute("SELECT ns, count(*) FROM decision GROUP BY ns"):
-                per.setdefault(names.get(ns, f"#{ns}"), {"entries": 0, "oldest": None, "newest": None})[
-                    "decisions"
-                ] = n
-            band_rows = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in ("band", "band2"))
-        size = 0
-        for suffix in ("", "-wal"):
-            with contextlib.suppress(OSError):
-                size += os.stat(self.location + suffix).st_size
-        return stats_dict(self, "sqlite", per, band_rows, {}, {"file_size": size})
-
-    def entries(self) -> Iterator[Entry]:
-        """Every entry of this namespace, oldest first, fetched in pages (no long-lived cursor)."""
-        last: tuple[float, int] = (-math.inf, -1)
-        while True:
-            with self._lock:
-                conn = self._live()
-                rows = conn.execute(
-                    f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND (first_seen, id) > (?, ?) "
-                    "ORDER BY first_seen, id LIMIT 1000",
-                    (self._ns_id, *last),
-                ).fetchall()
-            yield from (self._rows.entry(r) for r in rows)
-            if len(rows) < 1000:
-                return
-            last = (rows[-1][3], rows[-1][0])
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -30,9 +30,11 @@ from .sqlite_wal import check_wal
 
 #: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
 #: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies),
-#: entry.numbers as a BLOB. 4: multi-index band layout (:mod:`.bands`); ``scrapy-simhash reband``
-#: converts a version 3 file.
-SCHEMA_VERSION = 4
+#: entry.numbers as a BLOB. 4: multi-index band layout (:mod:`.bands`). 5: sentence rows without a
+#: namespace column, 4-byte prefixes of the sample in the entry row (:mod:`.sqlite_sentences`), the
+#: URL index on a digest (entry.url_key): 654 -> 575 bytes an entry. ``scrapy-simhash reband``
+#: converts a version 3 or 4 file.
+SCHEMA_VERSION = 5
 META_TABLE = "simhash_meta"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The table sqlitedict creates for the meta record (``SqliteDict(tablename=META_TABLE)``).

@@ -4,9 +4,11 @@ Every entry keeps its whole title and body fingerprints, so any band layout (ano
 layout of a newer schema version, :mod:`.bands`) can be rebuilt from them without the texts. It is
 one ``BEGIN IMMEDIATE`` transaction: the band rows are deleted, rebuilt in key order (an
 ``INSERT … SELECT … ORDER BY``: the B-tree is appended to, not written at random) and the meta
-record updated, then committed. A process killed at any point leaves the file as it was (WAL: an
-uncommitted transaction is never seen); crawls sharing the file wait for the lock meanwhile (their
-``busy_timeout``), then go on with the new layout.
+record updated, then committed. A file of an older schema version is converted in the same
+transaction (:func:`_convert_tables`: schema 3 lacks ``band2``, schemas 3 and 4 keep a namespace
+column in ``sentence`` and whole hashes in ``entry.sentences``). A process killed at any point
+leaves the file as it was (WAL: an uncommitted transaction is never seen); crawls sharing the file
+wait for the lock meanwhile (their ``busy_timeout``), then go on with the new layout.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from ..__version__ import __version__
-from . import sqlite_dense
+from ..simhash import from_signed64, to_signed64
+from . import sqlite_dense, sqlite_sentences
 from .bands import bands_for, records
 from .base import TIERS, IndexOpenError, IndexParams
 from .meta import FORMAT, check_params
@@ -34,10 +37,15 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
-from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, value_bits
+from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, url_key, value_bits
 
-#: Schema versions whose tables are this version's: only their band rows and meta record differ.
-REBANDED = (3, SCHEMA_VERSION)
+#: Schema versions re-banding reads: their tables are this version's or converted to it.
+REBANDED = (3, 4, SCHEMA_VERSION)
+#: The columns of this version's ``entry`` table (a converted file's rows are copied into them).
+ENTRY_COLUMNS = "id, ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short"
+#: The ``sentence`` table of schemas 3 and 4 (a namespace column, the whole hash).
+OLD_SENTENCE_SQL = ("CREATE TABLE sentence (\n    ns INTEGER NOT NULL,\n    hash INTEGER NOT NULL,\n"
+                    "    entry INTEGER NOT NULL,\n    PRIMARY KEY (ns, hash, entry)\n) WITHOUT ROWID")
 #: Progress is reported every this many band rows computed.
 PROGRESS_EVERY = 20_000
 
@@ -84,9 +92,7 @@ def _reband(
                 f"index {file} has schema version {meta.get('schema_version')!r}; re-banding reads versions "
                 f"{', '.join(map(str, REBANDED))} only"
             )
-        if meta.get("schema_version") == 3:  # the one table schema 4 added
-            start = SCHEMA.index("CREATE TABLE band2")
-            conn.execute(SCHEMA[start : SCHEMA.index(";", start)].replace("TABLE", "TABLE IF NOT EXISTS", 1))
+        _convert_tables(conn)
         check_schema(conn, file)
         try:
             previous = IndexParams(**meta["params"])
@@ -112,6 +118,47 @@ def _reband(
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return {"entries": entries, "band_rows": band_rows, "params": params.as_dict(),
             "previous": previous.as_dict(), "seconds": time.perf_counter() - started}
+
+
+def _schema_statement(start: str) -> str:
+    """The statement of :data:`SCHEMA` that begins with ``start``."""
+    at = SCHEMA.index(start)
+    return SCHEMA[at : SCHEMA.index(";\n", at)]
+
+
+def _convert_tables(conn: sqlite3.Connection) -> None:
+    """Bring the tables of a schema 3 or 4 file to this version's (inside the caller's transaction):
+    the ``band2`` table schema 4 added; the ``sentence`` rows re-keyed without their namespace
+    column (:func:`.sqlite_sentences.key`); ``entry`` rebuilt with its ``url_key`` and its
+    ``sentences`` cut to their prefixes, every id and the id sequence kept. Read from the tables
+    themselves, not the recorded version, so a file converted already is left as it is."""
+    conn.execute(_schema_statement("CREATE TABLE band2").replace("TABLE", "TABLE IF NOT EXISTS", 1))
+    (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sentence'").fetchone()
+    if sql != OLD_SENTENCE_SQL:
+        return
+    mask, width = sqlite_sentences.ns_mask, sqlite_sentences.PREFIX_BYTES
+    conn.create_function("simhash_sentence_key", 2, lambda ns, h: to_signed64(from_signed64(h) ^ mask(ns)),
+                         deterministic=True)
+    conn.create_function("simhash_prefixes", 1, lambda blob: None if blob is None else b"".join(
+        blob[i : i + width] for i in range(0, len(blob), 8)) or None, deterministic=True)
+    conn.create_function("simhash_url_key", 2, url_key, deterministic=True)
+    conn.execute("ALTER TABLE sentence RENAME TO sentence_old")
+    conn.execute(_schema_statement("CREATE TABLE sentence"))
+    conn.execute("INSERT INTO sentence(key, entry) SELECT simhash_sentence_key(ns, hash) AS k, entry"
+                 " FROM sentence_old ORDER BY k, entry")
+    conn.execute("DROP TABLE sentence_old")
+    sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()
+    conn.execute("ALTER TABLE entry RENAME TO entry_old")  # its indexes go with it when it is dropped
+    conn.execute(_schema_statement("CREATE TABLE entry"))
+    converted = ENTRY_COLUMNS.replace("url_key", "simhash_url_key(ns, url)").replace(
+        "sentences", "simhash_prefixes(sentences)")
+    conn.execute(f"INSERT INTO entry({ENTRY_COLUMNS}) SELECT {converted} FROM entry_old ORDER BY id")
+    conn.execute("DROP TABLE entry_old")
+    for name in ("entry_title", "entry_body", "entry_seen", "entry_url"):
+        conn.execute(_schema_statement(f"CREATE INDEX {name} "))
+    if sequence is not None:  # AUTOINCREMENT: no id of a forgotten entry is ever given again
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'entry'")
+        conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('entry', ?)", sequence)
 
 
 def _rebuild(conn: sqlite3.Connection, params: IndexParams, progress: Progress | None) -> tuple[int, int]:

@@ -26,14 +26,16 @@ What is stored where, and why
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
     that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
     characters), ``numbers`` (the body's number signature, see :func:`~.rule.numbers_agree`, as a
-    BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (its
-    stored sample of sentence hashes, each 8 bytes big-endian, concatenated in ascending order: the
-    title tier's body check reads it with the entry, and removing the entry finds its ``sentence``
-    rows from it) and ``short`` (the digest of a body too short to fingerprint, a signed 64-bit
-    integer). Indexes
-    ``(ns, title_fp, first_seen)`` and ``(ns, body_fp, first_seen)`` find the
-    earliest non-expired entry holding a fingerprint in O(log n), however many share it;
-    ``(ns, first_seen)`` serves purge/stats/export and ``(ns, url)`` serves ``forget(url)``.
+    BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (the first
+    4 bytes of each of its sampled sentence hashes, ascending: the way to its ``sentence`` rows,
+    which hold the whole hashes, see :mod:`.sqlite_sentences`) and ``short`` (the digest of a body
+    too short to fingerprint, a signed 64-bit integer). Indexes ``(ns, title_fp, first_seen)`` and
+    ``(ns, body_fp, first_seen)`` find the earliest non-expired entry holding a fingerprint in
+    O(log n), however many share it;
+    ``(ns, first_seen)`` serves purge/stats/export and ``(url_key)`` serves ``forget(url)``:
+    ``url_key`` is a 64-bit digest of the namespace and the URL (:func:`url_key`), 8 bytes in the
+    index where the URL took its length (schema 4: ``(ns, url)``); the row's ``ns`` and ``url``
+    are compared too, so a digest shared by chance never forgets another entry.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
     The band rows of the multi-index layout (:mod:`.bands`): one per part of a fingerprint. ``key``
     packs ``(namespace id, tier, part number, part value)`` into one non-negative 63-bit integer; ``fp``
@@ -46,11 +48,12 @@ What is stored where, and why
     The rows of split buckets (:mod:`.sqlite_dense`): a ``band`` bucket that reached
     :data:`~.sqlite_dense.SPLIT_AT` fingerprints keeps one marker row (``fp`` an empty BLOB) and its
     fingerprints are stored here under the sub-keys of their other bits.
-``sentence`` (``WITHOUT ROWID``, primary key ``(ns, hash, entry)``)
+``sentence`` (``WITHOUT ROWID``, primary key ``(key, entry)``)
     The sentence tier's lookup table: one row per stored sentence hash of an entry (its
-    :data:`~.rule.SENTENCES_STORED` smallest, each as a signed 64-bit integer, 8 bytes where the
-    16 hex digits of schema 2 took 17). Rows go with their entry (found from ``entry.sentences``,
-    so no second index on ``entry``).
+    :data:`~.rule.SENTENCES_STORED` smallest), ``key`` the hash XORed with a mask of the entry's
+    namespace (:mod:`.sqlite_sentences`: no namespace column, lookups still exact and per
+    namespace). Rows go with their entry (found from ``entry.sentences``, so no second index on
+    ``entry``).
 ``pending``
     ``(entry, owner)``: an entry whose item was not yet delivered to storage, and the process that
     added it (:mod:`.owners`). The row goes when the item is delivered; the entry goes with it when
@@ -79,10 +82,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from hashlib import blake2b
 from typing import Any
 
 from ..simhash import from_signed64, to_signed64
-from . import rule, sqlite_dense
+from . import rule, sqlite_dense, sqlite_sentences
 from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS
@@ -100,15 +104,16 @@ CREATE TABLE entry (
     body_fp,
     first_seen REAL NOT NULL,
     url TEXT,
+    url_key INTEGER,  -- 64-bit digest of (namespace, url): what entry_url indexes (url_key())
     title TEXT,
     numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
-    sentences BLOB,  -- stored sentence hashes, 8 bytes each; NULL: none
+    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
     short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
 CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
 CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
 CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
+CREATE INDEX entry_url ON entry(url_key) WHERE url_key IS NOT NULL;
 CREATE TABLE band (
     key INTEGER NOT NULL,
     fp NOT NULL,
@@ -133,10 +138,9 @@ CREATE TABLE decision (
 ) WITHOUT ROWID;
 CREATE INDEX decision_recent ON decision(ns, decided_at);
 CREATE TABLE sentence (
-    ns INTEGER NOT NULL,
-    hash INTEGER NOT NULL,
+    key INTEGER NOT NULL,  -- a sampled sentence hash XOR its namespace's mask (sqlite_sentences)
     entry INTEGER NOT NULL,
-    PRIMARY KEY (ns, hash, entry)
+    PRIMARY KEY (key, entry)
 ) WITHOUT ROWID;
 """
 #: Delivery tracking: added to a file made before it at its next writable open.
@@ -275,8 +279,16 @@ def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
     return enc, dec
 
 
+def url_key(ns: int, url: str | None) -> int | None:
+    """``entry.url_key``: BLAKE2b of the URL (8 bytes) XOR the namespace's mask, signed (None: no URL)."""
+    if url is None:
+        return None
+    digest = int.from_bytes(blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+    return to_signed64(digest ^ sqlite_sentences.ns_mask(ns))
+
+
 def hash_int(digest: str) -> int:
-    """A 16-hex-digit hash (sentence, short body) as the signed 64-bit integer stored."""
+    """A 16-hex-digit hash (a short body's digest) as the signed 64-bit integer stored."""
     return to_signed64(int(digest, 16))
 
 
@@ -284,12 +296,7 @@ def hash_hex(value: int) -> str:
     return f"{from_signed64(value):016x}"
 
 
-def pack_hashes(digests: Sequence[str]) -> bytes | None:
-    """Hashes as one BLOB, 8 bytes big-endian each (None: no hashes)."""
-    return b"".join(bytes.fromhex(h) for h in digests) or None
-
-
-def unpack_hashes(blob: bytes | None, size: int = 8) -> tuple[str, ...]:
+def unpack_hashes(blob: bytes | None, size: int) -> tuple[str, ...]:
     return () if not blob else tuple(blob[i : i + size].hex() for i in range(0, len(blob), size))
 
 
@@ -365,16 +372,20 @@ class Rows:
         vb = self._vbits
         return TIERS[key >> (vb + BAND_NUMBER_BITS) & 1], key >> vb & ((1 << BAND_NUMBER_BITS) - 1)
 
-    def entry(self, row: tuple[Any, ...]) -> Entry:
-        """An :class:`~.base.Entry` from an ``ENTRY_COLS`` row."""
-        ident, tfp, bfp, first_seen, url, title, numbers, sentences, short = row
-        dec = self.dec
-        return Entry(
-            id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen,
-            title_fp=None if tfp is None else dec(tfp), body_fp=None if bfp is None else dec(bfp),
-            numbers=unpack_numbers(numbers), sentences=unpack_hashes(sentences),
-            short_body=None if short is None else hash_hex(short),
-        )
+    def entries(self, conn: sqlite3.Connection, rows: Iterable[Sequence[Any]]) -> list[Entry]:
+        """:class:`~.base.Entry` objects from ``ENTRY_COLS`` rows, each with its exact sentence sample
+        (read from the ``sentence`` rows its prefixes lead to)."""
+        dec = self.dec  # first: a value that is not ours is the decoder's clear error
+        rows = [(r, None if r[1] is None else dec(r[1]), None if r[2] is None else dec(r[2])) for r in rows]
+        samples = sqlite_sentences.resolve(conn, self.ns_id or 0, {r[0]: r[7] for r, _, _ in rows if r[7]})
+        return [
+            Entry(
+                id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen, title_fp=tfp,
+                body_fp=bfp, numbers=unpack_numbers(numbers), sentences=samples.get(ident, ()),
+                short_body=None if short is None else hash_hex(short),
+            )
+            for (ident, _, _, first_seen, url, title, numbers, _, short), tfp, bfp in rows
+        ]
 
     def drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
         """Delete band rows of fingerprints (stored values, per tier) no remaining entry holds."""
@@ -396,42 +407,44 @@ class Tables:
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
         rows = self.rows
         args = (rows.ns_id, rows.enc(fp), not_before, -1 if limit is None else limit, offset)
-        return [rows.entry(r) for r in self.conn.execute(rows.sql_first[tier], args)]
+        return rows.entries(self.conn, self.conn.execute(rows.sql_first[tier], args))
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
         ns, conn, cap = self.rows.ns_id, self.conn, rule.SENTENCE_MAX_HOLDERS
         keys = [
-            k for k in map(hash_int, hashes)
-            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE ns = ? AND hash = ? LIMIT ?)",
-                            (ns, k, cap)).fetchone()[0] < cap
+            k for k in (sqlite_sentences.key(ns or 0, h) for h in hashes)
+            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE key = ? LIMIT ?)",
+                            (k, cap)).fetchone()[0] < cap
         ]
         if not keys:
             return []
         found = conn.execute(
-            f"SELECT {ENTRY_COLS_E}, count(*) FROM sentence s JOIN entry e ON e.id = s.entry"
-            f" WHERE s.ns = ? AND s.hash IN ({','.join('?' * len(keys))}) AND e.first_seen >= ?"
+            # CROSS JOIN: sentence rows first (the namespace test must not lead the plan into entry)
+            f"SELECT {ENTRY_COLS_E}, count(*) FROM sentence s CROSS JOIN entry e ON e.id = s.entry"
+            f" WHERE s.key IN ({','.join('?' * len(keys))}) AND e.ns = ? AND e.first_seen >= ?"
             " GROUP BY e.id ORDER BY e.first_seen, e.id",
-            (ns, *keys, not_before),
+            (*keys, ns, not_before),
         ).fetchall()
-        entries = [(self.rows.entry(tuple(row)), shared) for *row, shared in found]
-        return [(e, shared, len(e.sentences)) for e, shared in entries]
+        entries = self.rows.entries(conn, (row[:-1] for row in found))
+        return [(e, row[-1], len(e.sentences)) for e, row in zip(entries, found, strict=True)]
 
     def insert(self, query: Query, seen_at: float) -> int:
         rows, conn = self.rows, self.conn
         tfp, bfp = query.title_fp, query.body_fp
         stored = sorted(set(query.sentences))[: rule.SENTENCES_STORED]
         entry_id = conn.execute(
-            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, title, numbers, sentences, short)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rows.ns_id,
                 None if tfp is None else rows.enc(tfp),
                 None if bfp is None else rows.enc(bfp),
                 seen_at,
                 query.url,
+                url_key(rows.ns_id or 0, query.url),
                 None if query.title is None else query.title[:TITLE_CHARS],
                 pack_numbers(query.numbers),
-                pack_hashes(stored),
+                sqlite_sentences.pack_prefixes(stored),
                 None if query.short_body is None else hash_int(query.short_body),
             ),
         ).lastrowid
@@ -439,11 +452,7 @@ class Tables:
         sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
-        if stored:
-            conn.executemany(
-                "INSERT OR IGNORE INTO sentence(ns, hash, entry) VALUES (?, ?, ?)",
-                [(rows.ns_id, hash_int(h), entry_id) for h in stored],
-            )
+        sqlite_sentences.insert(conn, rows.ns_id or 0, entry_id, stored)
         return entry_id
 
     def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
