@@ -30,6 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scrapy_simhash.index import IndexParams, Query, open_index
 
 
+#: A crawl's clock (2026-12-01): sub-second POSIX times, as the pipeline stores them.
+START = 1_764_547_200.0
+
+
 def queries(n: int, sentences: bool, url_length: int = 0) -> Iterator[Query]:
     rng = random.Random(2)
     for i in range(n):
@@ -37,7 +41,7 @@ def queries(n: int, sentences: bool, url_length: int = 0) -> Iterator[Query]:
         url = f"https://news.example/{i}"  # padded to url_length: real URLs are longer
         url = url[:21] + "x" * (url_length - len(url)) + url[21:]
         yield Query(title_fp=rng.getrandbits(64), body_fp=rng.getrandbits(64), title_k=2, body_k=3,
-                    url=url, title="标题" * 10, seen_at=1.0 + i,
+                    url=url, title="标题" * 10, seen_at=START + i * 0.37,  # time.time(): 8-byte REALs
                     numbers="0000000a 0000000b 0000000c", sentences=hashes, sentences_shared=50 if sentences else 0)
 
 
