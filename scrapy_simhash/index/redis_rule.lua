@@ -687,7 +687,15 @@ local function insert(e, seen_at, nstore)
   redis.call('HSET', key, unpack(args))
   redis.call('INCR', B .. 'n')
   local hour = hour_of(seen_at)
-  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then redis.call('ZADD', B .. 'hours', hour, hour) end
+  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then
+    redis.call('ZADD', B .. 'hours', hour, hour)
+    -- the hour before is complete: written again at its length (APPEND leaves up to as much again free)
+    local before = redis.call('ZREVRANGEBYSCORE', B .. 'hours', '(' .. hour, '-inf', 'LIMIT', 0, 1)[1]
+    if before then
+      local v = redis.call('GET', B .. 't:' .. before)
+      if v then redis.call('SET', B .. 't:' .. before, v) end
+    end
+  end
   if e.url then list_add('u', url_tag(e.url), idb, 0, zeros) end
   if e.owner then  -- pending until its item is delivered (or released)
     redis.call('SADD', B .. 'pending:' .. e.owner, id)
