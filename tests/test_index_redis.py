@@ -355,8 +355,9 @@ def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(
     client.set(f"{prefix}:{{default}}:meta", "1")
     before = snapshot(server, prefix)
     for kwargs in ({}, {"readonly": True}):
-        with pytest.raises(IndexOpenError, match=rf"schema version 1; this scrapy-simhash reads version {SCHEMA_VERSION}: it was "
-                           r"made by an older scrapy-simhash.*delete it or use a new index.*\?prefix=.*redis-cli "
+        with pytest.raises(IndexOpenError, match=rf"schema version 1; this scrapy-simhash reads version "
+                           rf"{SCHEMA_VERSION}: it was made by an older scrapy-simhash.*delete it or use a new "
+                           r"index.*\?prefix=.*redis-cli "
                            rf"--scan --pattern '{prefix}:\*' \| xargs redis-cli unlink"):
             open_index(url, **kwargs)
     assert snapshot(server, prefix) == before
