@@ -9,19 +9,23 @@ are added through ``check_and_add_many`` in batches of
 two minutes included, as in a running crawl: this fill writes them at ~600 a second; and without
 them, the index's own size, what an index of N entries keeps once its tokens expired).
 
-Run: ``python benchmarks/index_size.py [--redis-url redis://127.0.0.1:6379/15]`` (Redis is skipped
-without a URL; the database given is flushed). About 20 s for 20,000 entries.
+Run: ``python benchmarks/index_size.py [--redis-url redis://127.0.0.1:6379/15] [--keys]`` (Redis is
+skipped without a URL; the database given is flushed; ``--keys``: where the Redis bytes go, ``MEMORY
+USAGE`` summed per kind of key). About 20 s for 20,000 entries.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import random
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,12 +56,30 @@ def fill(url: str, n: int, sentences: bool) -> None:
         ix.close()
 
 
+def key_kinds(client: Any, entries: int) -> None:
+    """Bytes an entry per kind of key (``e``, ``sh``, ``Zth``…: a key name without its prefix and numbers)."""
+    kinds: collections.Counter[str] = collections.Counter()
+    counts: collections.Counter[str] = collections.Counter()
+    for key in client.scan_iter(count=1000):
+        name = key.decode("latin-1")
+        kind = re.sub(r"^.*\}:", "", name) if "}:" in name else name
+        kind = re.match(r"[A-Za-z]*", kind).group() or kind  # type: ignore[union-attr]
+        kinds[kind] += client.memory_usage(key, samples=0) or 0
+        counts[kind] += 1
+    print("\n| keys (with sentence samples) | keys | bytes an entry (`MEMORY USAGE`) |\n|---|---:|---:|")
+    for kind, size in kinds.most_common():
+        print(f"| `{kind}` | {counts[kind]:,} | {size / entries:,.1f} |")
+    print(f"| all | {sum(counts.values()):,} | {sum(kinds.values()) / entries:,.1f} |\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=20_000)
     ap.add_argument("--redis-url", default=None, help="a scratch Redis database (it is flushed)")
+    ap.add_argument("--keys", action="store_true", help="Redis: bytes an entry per kind of key")
     args = ap.parse_args()
-    shown = f" --entries {args.entries}" + (f" --redis-url {args.redis_url}" if args.redis_url else "")
+    shown = f" --entries {args.entries}" + (f" --redis-url {args.redis_url}" if args.redis_url else "") + (
+        " --keys" if args.keys else "")
     print(f"$ python benchmarks/index_size.py{shown}\n")
     print("| index | tiers | bytes per entry | without request tokens |")
     print("|---|---|---:|---:|")
@@ -77,6 +99,8 @@ def main() -> int:
             fill(args.redis_url, args.entries, sentences)
             grown = client.info("memory")["used_memory"] - before
             tokens = sum(client.memory_usage(k, samples=0) or 0 for k in client.scan_iter(match="*}:r:*", count=1000))
+            if args.keys and sentences:
+                key_kinds(client, args.entries)
             client.flushdb()
             client.close()
             print(f"| Redis (used_memory) | {tiers} | {grown / args.entries:,.0f} "
