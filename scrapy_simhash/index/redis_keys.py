@@ -1,8 +1,8 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 3: a compact layout, ~560 bytes an entry with 12 sentence hashes and ~270 without
-(``benchmarks/index_size.py``; version 2 took ~630 and ~350, version 1, a key per entry, per
-fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends ~50–90 bytes on every
+Schema version 3: a compact layout, ~560 bytes an entry with 12 sentence hashes and ~330 without,
+request tokens included (``benchmarks/index_size.py``; version 2 took ~630 and ~375, version 1, a
+key per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends ~50–90 bytes on every
 key before its data and ~40 on every field of a large hash, but 2–4 on an element of a small hash
 (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So nearly
 everything lives in small hashes, as binary values (``struct``-packed by the script; never
