@@ -790,8 +790,9 @@ def test_keys_sharing_a_tag_are_told_apart_by_their_entries(url: str, tmp_path: 
         pytest.fail("no two URLs share a mix")
     rows = [(titles[k], bodies[k], urls[n % 2] if k else f"https://o/{n}", None, 900.0 + n)
             for n, k in enumerate([0] * 6 + [1, 2])]  # the first title and body: 6 holders, spilled
+    # one sentence each, new items: sentence 0 for half of them (spilled), 1 and 2 for a quarter each
     queries = [q(rng.getrandbits(64), rng.getrandbits(64), url=f"https://s/{i}", seen_at=1000.0 + i,
-                 sentences=(f"{sentences[i % 4 // 3 + i % 2]:016x}",), sentences_shared=50) for i in range(16)]
+                 sentences=(f"{sentences[(0, 1, 0, 2)[i % 4]]:016x}",), sentences_shared=50) for i in range(16)]
     for i in range(40):  # near copies of each title and body, and items sharing sentences
         k = rng.randrange(3)
         queries.append(q(titles[k] ^ (1 << rng.randrange(64)) if i % 3 == 0 else rng.getrandbits(64),
