@@ -13,7 +13,8 @@ Every index (one per distribution and size, SQLite files and, with ``--redis-url
 is built first with the bulk :meth:`add` in big transactions; then all are measured in
 interleaved rounds of ``--ops`` check-and-adds each (title k=2, then body k=3, as shipped:
 ``synchronous=FULL``), so that a slow spell of the shared machine spreads over every size. Per
-index: CPU µs and wall µs per check-and-add (medians over rounds), band rows read per query (mean,
+index: CPU µs and wall µs per check-and-add (medians over rounds; Redis: also the µs the server spent in
+the script, ``INFO commandstats``, which a loaded client does not blur), band rows read per query (mean,
 p99: rows the band probes return to Python, both tiers; SQLite only), bytes per entry (SQLite: file
 size after a checkpoint; Redis: ``used_memory`` growth), the process RSS after its rounds, and the
 ratios largest ÷ smallest size.
@@ -120,6 +121,7 @@ class Target:
         self.queries = Source(dist, 2)
         self.cpu: list[float] = []
         self.wall: list[float] = []
+        self.server: list[float] = []  # Redis: µs the server spent in the script a call (INFO commandstats)
         self.rows: list[int] = []
         self.bytes_per_entry = 0.0
         self.rss = 0.0
@@ -130,6 +132,7 @@ class Target:
         if self.index is None:
             self.index = open_index(self.url, params=IndexParams())
         cpu = wall = 0.0
+        script = self._script_stats()
         for n in range(ops):
             t, b = self.queries.pair()
             q = Query(title_fp=t, body_fp=b, title_k=TITLE_K, body_k=BODY_K,
@@ -143,7 +146,17 @@ class Target:
                 self.rows.append(counter.rows - before_rows)
         self.cpu.append(cpu / ops * 1e6)
         self.wall.append(wall / ops * 1e6)
+        if script is not None:
+            calls, usec = (b - a for a, b in zip(script, self._script_stats(), strict=True))  # type: ignore[arg-type]
+            self.server.append(usec / max(calls, 1))
         self.rss = rss_mib()
+
+    def _script_stats(self) -> tuple[int, int] | None:
+        """Redis: the server's ``EVALSHA`` calls and µs so far (this target's rounds run alone)."""
+        if self.backend != "redis":
+            return None
+        stats = self.index._server.client.info("commandstats").get("cmdstat_evalsha", {})
+        return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
 def p99(values: list[int]) -> float:
@@ -214,15 +227,16 @@ def main(argv: list[str] | None = None) -> int:
                 target.round(args.ops, number, counter)
             print(f"round {number + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)", flush=True)
     print()
-    print("| backend | data | entries | CPU µs / check-and-add | wall µs | rows read / query: mean | p99 "
-          "| bytes / entry | RSS MiB | bulk build entries/s |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| backend | data | entries | CPU µs / check-and-add | wall µs | Redis server µs | rows read / query: mean "
+          "| p99 | bytes / entry | RSS MiB | bulk build entries/s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in targets:
         mean = f"{statistics.fmean(t.rows):,.1f}" if t.rows else "—"
         tail = f"{p99(t.rows):,.0f}" if t.rows else "—"
+        server = f"{statistics.median(t.server):,.0f}" if t.server else "—"
         print(f"| {t.backend} | {t.dist} | {t.size:,} | {statistics.median(t.cpu):,.0f} | "
-              f"{statistics.median(t.wall):,.0f} | {mean} | {tail} | {t.bytes_per_entry:,.0f} | {t.rss:,.0f} | "
-              f"{t.fill_rate:,.0f} |")
+              f"{statistics.median(t.wall):,.0f} | {server} | {mean} | {tail} | {t.bytes_per_entry:,.0f} | "
+              f"{t.rss:,.0f} | {t.fill_rate:,.0f} |")
     print()
     for backend in ("sqlite", "redis"):
         for dist in dists:
@@ -230,9 +244,11 @@ def main(argv: list[str] | None = None) -> int:
             if len(by) < 2:
                 continue
             lo, hi = by[min(by)], by[max(by)]
+            server = (f", server {statistics.median(hi.server) / statistics.median(lo.server):.2f}"
+                      if hi.server and lo.server else "")
             print(f"{backend} {dist}: CPU {hi.size:,} ÷ {lo.size:,} = "
                   f"{statistics.median(hi.cpu) / statistics.median(lo.cpu):.2f}, wall "
-                  f"{statistics.median(hi.wall) / statistics.median(lo.wall):.2f}")
+                  f"{statistics.median(hi.wall) / statistics.median(lo.wall):.2f}{server}")
     print(f"\ntotal {time.perf_counter() - started:.0f} s; {args.rounds} rounds × {args.ops} check-and-adds per "
           "index (medians over rounds); rows read = band rows returned to Python for both tiers of one query; "
           "Redis CPU µs = this client's CPU only.", flush=True)

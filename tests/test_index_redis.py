@@ -10,6 +10,7 @@ Behaviours both backends share are in ``test_index_protocol.py``.
 from __future__ import annotations
 
 import collections
+import hashlib
 import itertools
 import json
 import os
@@ -128,17 +129,32 @@ def band_tag(ix: Any, title_fp: int) -> bytes:
     return bytes.fromhex(ix._k.tags(ix._k.store_keys("title", title_fp))[0])
 
 
+def fmix(h: int) -> int:
+    """MurmurHash3's finalizer, as the script mixes tags of 8 bytes or more."""
+    h = ((h ^ h >> 16) * 0x85EBCA6B) % 2**32
+    h = ((h ^ h >> 13) * 0xC2B2AE35) % 2**32
+    return h ^ h >> 16
+
+
+def mix(tag: bytes) -> int:
+    """The 32 bits the script addresses a tag by (its taghash)."""
+    h = int.from_bytes(tag[:4], "big")
+    return fmix(h ^ fmix(int.from_bytes(tag[-4:], "big"))) if len(tag) >= 8 else h
+
+
+def colliding(key: int, rng: random.Random) -> int:
+    """Another 64-bit key with the same mix as ``key`` (a keyed table files both under one tag)."""
+    low = rng.getrandbits(32)
+    high = (key >> 32) ^ fmix(key & 0xFFFFFFFF) ^ fmix(low)
+    return high << 32 | low
+
+
 def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> None:
     """Append a record to ``tag``'s page in ``table`` as redis_keys.py lays it out. The index is
     small: its tables have one bucket."""
-    def fmix(h: int) -> int:  # MurmurHash3's finalizer, as the script mixes tags of 8 bytes or more
-        h = ((h ^ h >> 16) * 0x85EBCA6B) % 2**32
-        h = ((h ^ h >> 13) * 0xC2B2AE35) % 2**32
-        return h ^ h >> 16
-
-    h = int.from_bytes(tag[:4], "big")
-    if len(tag) >= 8:
-        h = fmix(h ^ fmix(int.from_bytes(tag[-4:], "big")))
+    h = mix(tag)
+    if table in ("th", "bh", "sh", "u"):  # keyed tables file under the key's 4-byte mix
+        tag = h.to_bytes(4, "big")
     key, page = f"{ix._base}{table}:0", (h >> 24) % 16
     raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
 
@@ -285,7 +301,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 12, "bb": 12, "th": 12, "bh": 12, "sh": 12, "u": 12}  # records: tag + payload
+    sizes = {"tb": 12, "bb": 12, "th": 8, "bh": 8, "sh": 8, "u": 8}  # records: tag + payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()
@@ -339,8 +355,9 @@ def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(
     client.set(f"{prefix}:{{default}}:meta", "1")
     before = snapshot(server, prefix)
     for kwargs in ({}, {"readonly": True}):
-        with pytest.raises(IndexOpenError, match=r"schema version 1; this scrapy-simhash reads version 2: it was "
-                           r"made by an older scrapy-simhash.*delete it or use a new index.*\?prefix=.*redis-cli "
+        with pytest.raises(IndexOpenError, match=rf"schema version 1; this scrapy-simhash reads version "
+                           rf"{SCHEMA_VERSION}: it was made by an older scrapy-simhash.*delete it or use a new "
+                           r"index.*\?prefix=.*redis-cli "
                            rf"--scan --pattern '{prefix}:\*' \| xargs redis-cli unlink"):
             open_index(url, **kwargs)
     assert snapshot(server, prefix) == before
@@ -749,6 +766,59 @@ def test_same_verdicts_as_sqlite_on_a_random_stream(url: str, tmp_path: Path) ->
         assert list(lite.entries()) == list(red.entries()) and lite.count() == red.count()
         assert lite.purge(1800.0) == red.purge(1800.0) > 0 and list(lite.entries()) == list(red.entries())
         assert lite.decisions(5000) == red.decisions(5000)
+
+
+def test_keys_sharing_a_tag_are_told_apart_by_their_entries(url: str, tmp_path: Path) -> None:
+    """Title and body fingerprints, sentence hashes and URLs are filed under a 4-byte mix of
+    themselves: keys made to share that mix (inline and spilled to sorted sets, removed again) give
+    the same verdicts, lookups and entries as SQLite, which compares whole keys."""
+    rng = random.Random(19)
+    title, body, sentence = rng.getrandbits(64), rng.getrandbits(64), rng.getrandbits(63)
+    titles = [title, *(colliding(title, rng) for _ in range(2))]
+    bodies = [body, *(colliding(body, rng) for _ in range(2))]
+    sentences = [sentence, *(colliding(sentence, rng) for _ in range(2))]
+    assert len({mix(k.to_bytes(8, "big")) for k in titles + bodies + sentences}) == 3
+    seen: dict[int, str] = {}  # two URLs whose digests share a mix: a birthday search
+    for n in range(1 << 19):
+        u = f"https://c/{n}"
+        m = mix(hashlib.sha1(u.encode()).digest()[:8])
+        if m in seen:
+            urls = [seen[m], u]
+            break
+        seen[m] = u
+    else:
+        pytest.fail("no two URLs share a mix")
+    rows = [(titles[k], bodies[k], urls[n % 2] if k else f"https://o/{n}", None, 900.0 + n)
+            for n, k in enumerate([0] * 6 + [1, 2])]  # the first title and body: 6 holders, spilled
+    # one sentence each, new items: sentence 0 for half of them (spilled), 1 and 2 for a quarter each
+    queries = [q(rng.getrandbits(64), rng.getrandbits(64), url=f"https://s/{i}", seen_at=1000.0 + i,
+                 sentences=(f"{sentences[(0, 1, 0, 2)[i % 4]]:016x}",), sentences_shared=50) for i in range(16)]
+    for i in range(40):  # near copies of each title and body, and items sharing sentences
+        k = rng.randrange(3)
+        queries.append(q(titles[k] ^ (1 << rng.randrange(64)) if i % 3 == 0 else rng.getrandbits(64),
+                         bodies[k] ^ (1 << rng.randrange(64)) if i % 3 == 1 else rng.getrandbits(64),
+                         url=rng.choice(urls) if i % 2 else f"https://q/{i}", title=f"t{i}", seen_at=2000.0 + i,
+                         sentences=tuple(f"{h:016x}" for h in rng.sample(sentences, 2)), sentences_shared=50))
+    with open_index(tmp_path / "keys.sqlite3") as lite, open_index(url) as red:
+        assert lite.add(rows) == red.add(rows) == 8
+        for n, query in enumerate(queries):
+            a, b = lite.check_and_add(query), red.check_and_add(query)
+            assert a == b, (n, a, b)
+        raw = raw_redis(url.split("?")[0], decode=False)
+        spilled = [f"{t}:{k:016x}" for t, keys in (("th", titles), ("bh", bodies), ("sh", sentences)) for k in keys
+                   if raw.exists(f"{red._base}Z{t}:{k:016x}")]
+        assert spilled[:3] == [f"th:{titles[0]:016x}", f"bh:{bodies[0]:016x}", f"sh:{sentences[0]:016x}"], spilled
+        raw.close()
+        for fp in titles + bodies:
+            for args in ((fp, None), (None, fp)):
+                assert lite.lookup(*args, title_k=2, body_k=3, limit=50) == red.lookup(*args, title_k=2, body_k=3,
+                                                                                        limit=50)
+        assert lite.forget(urls[0]) == red.forget(urls[0]) > 0 and lite.forget(urls[1]) == red.forget(urls[1])
+        assert lite.purge(1030.0) == red.purge(1030.0) > 0
+        assert list(lite.entries()) == list(red.entries())
+        for n, query in enumerate(queries[::3]):
+            fresh = replace(query, url=f"https://again/{n}", seen_at=5000.0 + n)
+            assert lite.check_and_add(fresh) == red.check_and_add(fresh), n
 
 
 def test_a_server_that_may_forget_is_refused_or_warned_about(tmp_path: Path, caplog: Any) -> None:

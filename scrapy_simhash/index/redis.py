@@ -72,8 +72,9 @@ from .owners import alive as owners_alive
 from .redis_client import Server, redacted
 from .redis_keys import CHAR_TIER, ID_LIMIT, LOAD, TIER_CHAR, Keys, as_score
 
-#: 2: the compact layout (binary records in small hashes, linear hashing, time buckets).
-SCHEMA_VERSION = 2
+#: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
+#: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix.
+SCHEMA_VERSION = 3
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).

@@ -1,11 +1,11 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 2: a compact layout, ~630 bytes an entry with 12 sentence hashes, ~350 without (version
-1, a key per entry, per fingerprint, per band value and per sentence, took ~5 kB and ~2.8 kB;
-``benchmarks/index_size.py``). Redis spends ~50–90 bytes on every key before its data and ~40 on
-every field of a large hash, but 2–4 on an element of a small hash (≤ 128 fields of ≤ 64 bytes:
-the compact *listpack* encoding, Redis's defaults). So
-nearly everything lives in small hashes, as binary values (``struct``-packed by the script; never
+Schema version 3: a compact layout, ~560 bytes an entry with 12 sentence hashes and ~330 without,
+request tokens included (``benchmarks/index_size.py``; version 2 took ~630 and ~375, version 1, a
+key per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends ~50–90 bytes on every
+key before its data and ~40 on every field of a large hash, but 2–4 on an element of a small hash
+(≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So nearly
+everything lives in small hashes, as binary values (``struct``-packed by the script; never
 pickle), and the hashes split as the index grows so that they stay small.
 
 ``<prefix>`` is ``simhash`` unless the URL says ``?prefix=…``; ``<ns>`` is the namespace,
@@ -37,19 +37,23 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     into 64-byte fields (a tag's *page*, 0–15 from its hash, continued in fields page + 16,
     page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
-    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, about
-    a byte a record beyond the record itself. A tag with more than 4 ids (32 fingerprints: clustered
-    fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex tag>``
+    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 2–3
+    bytes a record beyond the record itself. A key with more than 4 ids (32 fingerprints: clustered
+    fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>``
     (scores: first seen, or 0) and keeps one record whose payload is zero bytes, the mark (the
-    sorted set's existence tells it from an all-zero fingerprint; ids start at 1). Tables (tag →
+    sorted set's existence tells it from an all-zero fingerprint; ids start at 1). Tables (key →
     payload, bytes):
 
     ``tb`` / ``bb``: band tag (4: BLAKE2b of the band key, :meth:`Keys.tags`) → a title/body
     fingerprint (8) filed under that band; a fingerprint is filed once however many entries share
-    it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint (8) → the id
-    (4) of an entry holding it (a recurring headline: its sorted set by first seen, so the earliest
+    it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint → the id (4)
+    of an entry holding it (a recurring headline: its sorted set by first seen, so the earliest
     non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
-    ``u``: the first 8 bytes of the URL's SHA-1 → id (``forget(url)`` checks each entry's URL).
+    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record's tag is
+    not the key but its 4-byte mix (the script's ``taghash``, which also places it), so a record
+    repeats nothing its entry holds; the ids found under a tag are verified against their entries'
+    records (a fingerprint, a sampled hash, the URL), which keeps every answer exact when two keys
+    share a mix. Each spilled key has its own sorted set and its own mark.
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
     Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
     3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
@@ -87,7 +91,7 @@ from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
 #: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
-#: twice that, 5 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
+#: twice that, 5 or 8 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
 LOAD = 96
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}

@@ -148,11 +148,17 @@ end
 -- payloads; scores: first seen, or 0) and one record with the payload of zero bytes: the mark,
 -- which the sorted set's existence tells from a real all-zero fingerprint (ids start at 1).
 
-local TAG = {tb = 4, bb = 4, th = W, bh = W, sh = 8, u = 8}
+-- Tables looked up by a longer key (a fingerprint, a sentence hash, a URL digest: 'keyed') file its
+-- ids under the key's 4-byte mix (taghash) instead of the key: a record repeats nothing the entry
+-- holds. Ids found there are verified against their entries (holds), so answers stay exact; a key
+-- whose ids spilled has its own sorted set (named by the whole key) and one mark record.
+local TAG = {tb = 4, bb = 4, th = 4, bh = 4, sh = 4, u = 4}
 local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
+local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {tb = 32, bb = 32, th = 4, bh = 4, sh = 4, u = 4}
 local PAGES, PAGE = 16, 64
 local LH = {}
+local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
 
 local function state(t)
   -- a table's linear-hashing state; every table's is read at the first use (one HGETALL of lh)
@@ -301,11 +307,13 @@ local function flush(reply)
   return reply
 end
 
-local function spill_key(t, tag) return B .. 'Z' .. t .. ':' .. tohex(tag) end
+local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 
-local function locate(t, tag)
-  -- the bucket key, page, its chain {records, fields} and tag's payloads found there
-  local h = taghash(tag)
+local function locate(t, k)
+  -- the bucket key, page, its chain {records, fields}, the payloads filed under k's tag there and
+  -- their positions, and the tag (k itself, or in a keyed table its 4-byte mix)
+  local h = taghash(k)
+  local tag = KEYED[t] and p32(h) or k
   local key, page = B .. t .. ':' .. address(t, h), page_of(h)
   local R, found, at = TAG[t] + PAY[t], {}, {}
   local recs, had = chain(key, page, R)
@@ -320,19 +328,36 @@ local function locate(t, tag)
       init = i + 1
     end
   end
-  return key, page, recs, had, found, at
+  return key, page, recs, had, found, at, tag
 end
 
-local function spilled(t, tag, found)
-  -- tag's payloads are in its sorted set (found holds only the mark)
-  return #found == 1 and found[1] == string.rep('\0', PAY[t]) and redis.call('EXISTS', spill_key(t, tag)) == 1
+local function spilled(t, k, found)
+  -- k's payloads are in its sorted set (a mark, the payload of zero bytes, is among found)
+  local zero = string.rep('\0', PAY[t])
+  for _, f in ipairs(found) do
+    if f == zero then return redis.call('EXISTS', spill_key(t, k)) == 1 end
+  end
+  return false
 end
 
-local function list(t, tag)
-  -- tag's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
-  local _, _, _, _, found = locate(t, tag)
-  if spilled(t, tag, found) then return nil, spill_key(t, tag) end
-  return table.concat(found), nil
+local function inline(t, k, found, skip)
+  -- the indices of found that are k's own payloads: all of them, or in a keyed table the ids (not
+  -- the marks: ids start at 1) whose entries hold k; skip: an index left out
+  local zero, out = string.rep('\0', PAY[t]), {}
+  for i, f in ipairs(found) do
+    if i ~= skip and (not KEYED[t] or (f ~= zero and holds(t, u32(f, 1), k))) then out[#out + 1] = i end
+  end
+  return out
+end
+
+local function list(t, k)
+  -- k's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
+  local _, _, _, _, found = locate(t, k)
+  if spilled(t, k, found) then return nil, spill_key(t, k) end
+  if not KEYED[t] then return table.concat(found), nil end
+  local out = {}
+  for _, i in ipairs(inline(t, k, found)) do out[#out + 1] = found[i] end
+  return table.concat(out), nil
 end
 
 local function records(s, r)
@@ -341,21 +366,27 @@ local function records(s, r)
   return out
 end
 
-local function list_add(t, tag, rec, score, scores)
-  -- file payload rec under tag (once); scores(recs) gives the scores of inline payloads when they
-  -- spill. Returns whether tag had no payloads before, and whether rec was added
-  local key, page, recs, had, found, at = locate(t, tag)
-  if spilled(t, tag, found) then return false, redis.call('ZADD', spill_key(t, tag), 'NX', score, rec) == 1 end
-  for _, f in ipairs(found) do if f == rec then return false, false end end
+local function list_add(t, k, rec, score, scores)
+  -- file payload rec under k (once); scores(recs) gives the scores of inline payloads when they
+  -- spill. Returns whether k had no payloads before, and whether rec was added
+  local key, page, recs, had, found, at, tag = locate(t, k)
+  if spilled(t, k, found) then return false, redis.call('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
+  local mine = inline(t, k, found)
+  for _, i in ipairs(mine) do if found[i] == rec then return false, false end end
   local R = TAG[t] + PAY[t]
-  if SPILL[t] and #found >= SPILL[t] then  -- spill: the payloads go to a sorted set, a mark stays
-    local args, s = {}, scores(found)
-    for i, x in ipairs(found) do args[#args + 1] = s[i]; args[#args + 1] = x end
+  if SPILL[t] and #mine >= SPILL[t] then  -- spill: k's payloads go to a sorted set, a mark stays
+    local own = {}
+    for j, i in ipairs(mine) do own[j] = found[i] end
+    local args, s = {}, scores(own)
+    for j, x in ipairs(own) do args[#args + 1] = s[j]; args[#args + 1] = x end
     args[#args + 1] = score; args[#args + 1] = rec
-    redis.call('ZADD', spill_key(t, tag), unpack(args))
-    for i = #at, 1, -1 do recs = string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R) end
+    redis.call('ZADD', spill_key(t, k), unpack(args))
+    for j = #mine, 1, -1 do
+      local i = at[mine[j]]
+      recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
+    end
     write_chain(key, page, recs .. tag .. string.rep('\0', PAY[t]), R, had)
-    grew(t, 1 - #found)
+    grew(t, 1 - #mine)
     return false, true
   end
   local per = math.floor(PAGE / R) * R  -- every field of a chain but its last is full
@@ -368,25 +399,27 @@ local function list_add(t, tag, rec, score, scores)
   end
   paged(key, page, recs .. tag .. rec, had)
   grew(t, 1)
-  return #found == 0, true
+  return #mine == 0, true
 end
 
-local function list_remove(t, tag, rec)
-  -- remove payload rec from tag's list: whether the list is now empty (the tag gone), whether rec was in it
-  local key, page, recs, had, found, at = locate(t, tag)
-  local R = TAG[t] + PAY[t]
+local function list_remove(t, k, rec)
+  -- remove payload rec from k's list: whether k has no payloads now, whether rec was in it
+  local key, page, recs, had, found, at = locate(t, k)
+  local R, zero = TAG[t] + PAY[t], string.rep('\0', PAY[t])
   local removed = nil
-  if spilled(t, tag, found) then
-    local z = spill_key(t, tag)
+  if spilled(t, k, found) then
+    local z = spill_key(t, k)
     removed = redis.call('ZREM', z, rec) == 1
     if redis.call('EXISTS', z) == 1 then return false, removed end
-    rec = string.rep('\0', PAY[t])  -- the sorted set is gone: so is the mark
+    rec = zero  -- the sorted set is gone: so is its mark
   end
   for i, f in ipairs(found) do
     if f == rec then
       write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R), R, had)
       grew(t, -1)
-      return #found == 1, removed == nil or removed
+      local empty = #found == 1
+      if KEYED[t] then empty = rec == zero or #inline(t, k, found, i) == 0 end
+      return empty, removed == nil or removed
     end
   end
   return #found == 0, false
@@ -498,6 +531,29 @@ local function seens(recs)
 end
 
 local function url_tag(url) return unhex(string.sub(redis.sha1hex(url), 1, 16)) end
+
+holds = function(t, id, k)
+  -- a keyed table's verification: the title/body fingerprint (in the record's first chunk), a
+  -- sampled sentence hash, or the URL digest of entry id is k (false when the entry is gone)
+  if t == 'th' or t == 'bh' then
+    local first = first_chunk(id)
+    if not first then return false end
+    if #first < 12 then error(bad(id)) end
+    local flags, pos = string.byte(first, 11), 13
+    if t == 'bh' then
+      if flag(flags, F_T) then pos = pos + W end
+      if not flag(flags, F_B) then return false end
+    elseif not flag(flags, F_T) then
+      return false
+    end
+    return string.sub(first, pos, pos + W - 1) == k
+  end
+  local e = fields(id)
+  if not e then return false end
+  if t == 'u' then return e.u ~= nil and url_tag(e.u) == k end
+  for _, h in ipairs(e.x) do if h == k then return true end end
+  return false
+end
 
 local function hour_of(seen)
   return string.format('%.0f', math.floor(num(seen) / 3600))
@@ -631,7 +687,15 @@ local function insert(e, seen_at, nstore)
   redis.call('HSET', key, unpack(args))
   redis.call('INCR', B .. 'n')
   local hour = hour_of(seen_at)
-  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then redis.call('ZADD', B .. 'hours', hour, hour) end
+  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then
+    redis.call('ZADD', B .. 'hours', hour, hour)
+    -- the hour before is complete: written again at its length (APPEND leaves up to as much again free)
+    local before = redis.call('ZREVRANGEBYSCORE', B .. 'hours', '(' .. hour, '-inf', 'LIMIT', 0, 1)[1]
+    if before then
+      local v = redis.call('GET', B .. 't:' .. before)
+      if v then redis.call('SET', B .. 't:' .. before, v) end
+    end
+  end
   if e.url then list_add('u', url_tag(e.url), idb, 0, zeros) end
   if e.owner then  -- pending until its item is delivered (or released)
     redis.call('SADD', B .. 'pending:' .. e.owner, id)
