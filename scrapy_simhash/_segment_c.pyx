@@ -17,6 +17,8 @@ outside the BMP and NUL go to the dict itself.
 """
 
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
+from cpython.list cimport PyList_GET_ITEM
+from cpython.unicode cimport PyUnicode_Compare
 from cpython.object cimport PyObject
 from libc.math cimport INFINITY, NAN, isnan, log
 from libc.stdint cimport uint64_t
@@ -64,9 +66,7 @@ cdef class Router:
             raise MemoryError()
         for i in range(65536):
             self.one[i] = NAN
-        while PyDict_Next(freq, &pos, &key, &value):
-            if type(<object> key) is str and 2 <= len(<str> key) <= 3:
-                n += 1
+        n = len(freq)  # at least the words of 2 or 3 characters: one pass over the dict, not two
         while slots < 2 * n:
             slots *= 2
             bits += 1
@@ -530,10 +530,15 @@ cdef class Vocabulary:
     cdef readonly Py_ssize_t size
     cdef Py_ssize_t capacity
     cdef dict word_idf
-    cdef object stop_words, idf_get, median
+    cdef object stop_words, table, median
+    cdef list sorted_words       # the IDF table's words, sorted (a tables.SortedTable), else None
+    cdef const double[:] sorted_values
 
-    def __cinit__(self, dict word_idf, object stop_words, object idf_get, object median):
-        self.word_idf, self.stop_words, self.idf_get, self.median = word_idf, stop_words, idf_get, median
+    def __cinit__(self, dict word_idf, object stop_words, object idf, object median):
+        self.word_idf, self.stop_words, self.table, self.median = word_idf, stop_words, idf, median
+        words = getattr(idf, "_words", None)
+        if type(words) is list and type(idf).__name__ == "SortedTable":  # looked up here, not through Mapping.get
+            self.sorted_words, self.sorted_values = words, idf._values
         self.char_ids = <int *> calloc(65536, sizeof(int))
         if self.char_ids == NULL:
             raise MemoryError()
@@ -610,7 +615,7 @@ cdef class Vocabulary:
                 if known != NULL:
                     value = <object> known
                 else:
-                    value = self.word_idf[word] = self.idf_get(word, self.median)
+                    value = self.word_idf[word] = self._idf_of(<str> word)
                 if self.size == self.capacity:
                     self._grow()
                 i = self.size
@@ -621,6 +626,23 @@ cdef class Vocabulary:
                 self.size += 1
         self.token_ids[token] = i
         return i
+
+    cdef object _idf_of(self, str word):
+        """``idf.get(word, median)``; a SortedTable bisected here as its ``__getitem__`` does."""
+        cdef list words = self.sorted_words
+        cdef Py_ssize_t lo = 0, hi, mid
+        if words is None:
+            return self.table.get(word, self.median)
+        hi = len(words)
+        while lo < hi:  # bisect_left
+            mid = (lo + hi) // 2
+            if PyUnicode_Compare(<object> PyList_GET_ITEM(words, mid), word) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(words) and PyUnicode_Compare(<object> PyList_GET_ITEM(words, lo), word) == 0:
+            return self.sorted_values[lo]
+        return self.median
 
     cdef inline int _char_id(self, str text, Py_ssize_t i) except -2:
         """The word number of the one-character token ``text[i]``."""

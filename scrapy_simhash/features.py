@@ -150,7 +150,7 @@ class FeatureExtractor:
         # objects, where a lookup in the 270,000-word IDF table costs a few cache misses
         self._word_idf: dict[str, float] = {}
         # The compiled loops (None: the Python ones below run), with their own word cache
-        self._compiled = (_segment_c.Vocabulary(self._word_idf, self.stop_words, self.idf.get, self.median_idf)
+        self._compiled = (_segment_c.Vocabulary(self._word_idf, self.stop_words, self.idf, self.median_idf)
                           if self.segmenter.compiled else None)
         self._tf_compiled = None if tf == "linear" else self._tf
         self._blocks_state: object = None  # the segmenter's dictionary state the compiled blocks were cut with
