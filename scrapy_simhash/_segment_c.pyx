@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The segmenter's hot loops compiled (optional: :mod:`.segment` and :mod:`.features` fall back to
-their pure-Python versions, which give the same words): the route through a block
-(:class:`Router`, ``Segmenter._cut_block``), the HMM Viterbi (:func:`viterbi_words`), and the loops
-over the parts of a text (:func:`cut_parts`) and over its tokens (:func:`map_words`).
+"""The engine's hot loops compiled (optional: :mod:`.segment`, :mod:`.features` and :mod:`.simhash`
+fall back to their pure-Python versions, which give the same words and fingerprints): the route
+through a block (:class:`Router`, ``Segmenter._cut_block``), the HMM (:class:`Hmm`), the cut of a
+text (:func:`cut_text`), and a text's whole way from characters to fingerprint
+(:meth:`Vocabulary.fingerprint`: feature words, TF-IDF, top-k, share cap, bit vote; :func:`vote`).
 
 The route and the Viterbi are jieba's: the same floating-point operations in the same order (C
 doubles are the IEEE doubles of Python floats, ``log`` is the C library's that ``math.log`` calls;
@@ -382,10 +383,6 @@ cdef class Hmm:
             free(states)
         return words
 
-    def words(self, str run):
-        """``segment._viterbi_words(run)``."""
-        return self._words(run, 0, len(run)) if run else []
-
     cdef void _cut(self, str text, Py_ssize_t lo, Py_ssize_t hi, object force_split, list out) except *:
         """``segment._hmm_cut(text[lo:hi])`` appended to ``out``: Han runs (``finalseg.re_han``)
         through the Viterbi, words in ``force_split`` one character at a time; the other parts cut
@@ -484,7 +481,7 @@ def cut_text(str text, Router router not None, dict blocks, dict unknown, Hmm hm
 
 
 cdef object _feature_word(str token, object stop_words):
-    """``FeatureExtractor._word``: the feature word of a token, or None. ``_NO_WORD`` (``[\W_]+``)
+    r"""``FeatureExtractor._word``: the feature word of a token, or None. ``_NO_WORD`` (``[\W_]+``)
     is "no alphanumeric character" (``\w`` is ``str.isalnum()`` or ``_``), ``_NUMBER`` and ``_HAN``
     on one character are "a decimal digit" and "in ``[\u3400-\u9fff\uf900-\ufaff]``"."""
     cdef str word = token.strip().lower()
@@ -512,11 +509,12 @@ def feature_word(str token, object stop_words):
 
 cdef class Vocabulary:
     """The feature words an extractor has met, numbered, with what the fingerprint needs of each:
-    its IDF and its BLAKE2b digests. Tokens and dictionary blocks are remembered as word numbers, so
-    that a text goes from characters to fingerprint (:meth:`fingerprint`) in one pass over arrays,
-    without a dict per token or per word. The same numbers as ``FeatureExtractor.words``,
-    ``weights``, ``cap_shares`` and ``simhash``: a token's word is ``FeatureExtractor._word``'s, its
-    IDF ``idf_get(word, median)`` (also written to ``word_idf``, the extractor's dict)."""
+    its IDF and its BLAKE2b digests. Dictionary blocks and tokens are remembered as word numbers, so
+    that a text goes from characters to fingerprint (:meth:`fingerprint`) with one dict lookup per
+    block (and per token of a block not met before), the rest over arrays. The same numbers as
+    ``FeatureExtractor.words``, ``weights``, ``cap_shares`` and ``simhash``: a token's word is
+    ``FeatureExtractor._word``'s, its IDF ``idf.get(word, median)`` (also written to ``word_idf``,
+    the extractor's dict)."""
 
     cdef dict token_ids  # token → word number, -1: no feature word
     cdef dict word_ids   # feature word → word number
@@ -716,7 +714,7 @@ cdef class Vocabulary:
                         j += 1
                     ids = self._block(text[i:j], router, unknown, hmm, force_split, cache_max)
                     p = <const int *> PyBytes_AS_STRING(ids)
-                    for k in range(PyBytes_GET_SIZE(ids) // sizeof(int)):
+                    for k in range(PyBytes_GET_SIZE(ids) // <Py_ssize_t> sizeof(int)):
                         word = p[k]
                         if self.counts[word] == 0:
                             touched[nt] = word

@@ -193,14 +193,15 @@ class Segmenter:
 
 def _hmm_cut(text: str, compiled: bool = COMPILED) -> tuple[str, ...]:
     """``tuple(jieba.finalseg.cut(text))``: Han runs through the BMES Viterbi, the rest as is."""
-    viterbi = _viterbi_words_compiled if compiled else _viterbi_words
+    if compiled:  # the same, in C (what the compiled route does with an unknown run)
+        return _hmm().cut(text, finalseg.Force_Split_Words)
     out: list[str] = []
     force_split = finalseg.Force_Split_Words
     for n, part in enumerate(finalseg.re_han.split(text)):
         if not part:
             continue
         if n % 2:
-            for word in viterbi(part):
+            for word in _viterbi_words(part):
                 if word in force_split:
                     out.extend(word)
                 else:
@@ -227,10 +228,6 @@ def _hmm() -> _segment_c.Hmm:
         )
         _hmm_cache[0] = key
     return _hmm_cache[1]
-
-
-def _viterbi_words_compiled(run: str) -> list[str]:
-    return _hmm().words(run)
 
 
 def _viterbi_words(run: str) -> list[str]:
