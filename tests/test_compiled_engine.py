@@ -1,6 +1,7 @@
 """The compiled engine (``_segment_c``: one pass from a text's characters to its fingerprint) gives
 exactly the fingerprints of the pure-Python fallback (issue 18): on real articles and pages, under
-every option that reaches it, and its feature words are ``FeatureExtractor._word``'s."""
+every option that reaches it, and its feature words are ``FeatureExtractor._word``'s. Also: the
+signatures' date pre-check changes no output."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from scrapy_simhash import signatures
 from scrapy_simhash import simhash as sh
 from scrapy_simhash.features import FeatureExtractor, builtin_stop_words
 from scrapy_simhash.fingerprint import Fingerprinter
@@ -73,3 +77,9 @@ def test_feature_words_are_the_python_ones(items) -> None:
     tokens |= {"".join(rnd.choice(" _-.%1aA中\u3000\t½²٣İ") for _ in range(rnd.randint(1, 4))) for _ in range(3000)}
     for token in tokens:
         assert _segment_c.feature_word(token, stop) == extractor._word(token), repr(token)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(["1", "12", "2023", "-", ":", " ", "T", "a", "中", "."]), max_size=14).map("".join))
+def test_the_date_pre_check_of_the_signatures_changes_nothing(text: str) -> None:
+    assert signatures._without_dates(text) == signatures._DATE_TIME.sub(" ", text)
