@@ -197,7 +197,7 @@ def setup(system: str, workdir: Path) -> Stream:
         from scrapy_simhash import segment, simhash
 
         assert not segment.COMPILED
-        simhash._np = None  # the vote's pure-Python path, as where numpy is not installed
+        simhash._np = simhash._vote_compiled = None  # the vote's pure-Python path, as without numpy
         return setup_engine({}, workdir)
     if name == "minhash":
         return setup_minhash(float(arg))

@@ -36,8 +36,9 @@ from importlib import resources
 from pathlib import Path
 
 from . import defaults
-from ._jieba import jieba
-from .segment import Segmenter, _segment_c
+from ._jieba import finalseg, jieba
+from .segment import _CACHE_MAX, Segmenter, _hmm, _segment_c
+from .simhash import simhash
 from .tables import load_idf, load_prefix_dict
 
 logger = logging.getLogger(__name__)
@@ -148,6 +149,11 @@ class FeatureExtractor:
         # feature word → its IDF, for the words seen: a small dict whose keys are the words' own
         # objects, where a lookup in the 270,000-word IDF table costs a few cache misses
         self._word_idf: dict[str, float] = {}
+        # The compiled loops (None: the Python ones below run), with their own word cache
+        self._compiled = (_segment_c.Vocabulary(self._word_idf, self.stop_words, self.idf, self.median_idf)
+                          if self.segmenter.compiled else None)
+        self._tf_compiled = None if tf == "linear" else self._tf
+        self._blocks_state: object = None  # the segmenter's dictionary state the compiled blocks were cut with
 
     def _word(self, token: str) -> str | None:
         """The feature word of one token, or None when it is no feature."""
@@ -160,13 +166,10 @@ class FeatureExtractor:
 
     def words(self, text: str) -> list[str]:
         """The feature words of ``text`` in order: lower-cased, without stop words and punctuation."""
+        tokens = self._tokens(text)
+        if self._compiled is not None:  # the same loop, compiled
+            return self._compiled.words_of(tokens)
         cache = self._word_cache
-        if len(cache) > _WORD_CACHE_MAX:
-            cache.clear()
-            self._word_idf.clear()
-        tokens = self.segmenter.cut(text)
-        if _segment_c is not None:  # the same loop, compiled
-            return _segment_c.map_words(tokens, cache, self._learn)
         out = []
         for token in tokens:
             word = cache.get(token, _UNSEEN)
@@ -175,6 +178,20 @@ class FeatureExtractor:
             if word is not None:
                 out.append(word)
         return out
+
+    def _tokens(self, text: str) -> list[str]:
+        """The tokens of ``text`` (the word caches emptied first when they grew too big)."""
+        self._trim()
+        return self.segmenter.cut(text)
+
+    def _trim(self) -> None:
+        """Empty the word caches when they grew too big."""
+        if len(self._word_cache) > _WORD_CACHE_MAX or (self._compiled is not None and
+                                                        self._compiled.size > _WORD_CACHE_MAX):
+            self._word_cache.clear()
+            self._word_idf.clear()
+            if self._compiled is not None:
+                self._compiled.clear()
 
     def _learn(self, token: str) -> str | None:
         """The feature word of a token not seen yet, remembered with its IDF."""
@@ -197,6 +214,23 @@ class FeatureExtractor:
             cutoff = sorted(weighted.values(), reverse=True)[top_k - 1]
             weighted = {w: v for w, v in weighted.items() if v >= cutoff}
         return weighted
+
+    def fingerprint(self, text: str, body: bool, bits: int = 64) -> tuple[int, int]:
+        """``(number of features, simhash)`` of :meth:`body_features` (``body``) or
+        :meth:`title_features`: one compiled pass from the tokens to the fingerprint where the
+        extension is built, the same numbers as the Python functions."""
+        segmenter = self.segmenter
+        segmenter._sync()
+        if self._compiled is not None and segmenter._router is not None:
+            self._trim()
+            if segmenter._state is not self._blocks_state:  # another dictionary: cut the blocks again
+                self._compiled.clear_blocks()
+                self._blocks_state = segmenter._state
+            return self._compiled.fingerprint(
+                text, segmenter._router, segmenter._unknown, _hmm(), finalseg.Force_Split_Words, _CACHE_MAX,
+                self.top_k if body else 0, (self.max_share or 0.0) if body else 0.0, self._tf_compiled, bits)
+        features = self.body_features(text) if body else self.title_features(text)
+        return len(features), simhash(features, bits)
 
     def title_features(self, text: str) -> dict[str, float]:
         """All words of a title, TF-IDF weighted."""

@@ -29,7 +29,7 @@ from .features import DEFAULT_TOP_K, FeatureExtractor
 from .index.base import FEATURES_VERSION
 from .normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
-from .simhash import SUPPORTED_BITS, simhash
+from .simhash import SUPPORTED_BITS
 
 _T = TypeVar("_T")
 DEFAULT_MIN_TITLE_CHARS = 5
@@ -159,15 +159,11 @@ class Fingerprinter:
     def _title_fp(self, text: str) -> int | None:
         if len(text) < self.min_title_chars:
             return None
-        features = self.features.title_features(text)
-        if len(features) < _MIN_TITLE_FEATURES:
-            return None
-        return simhash(features, self.bits)
+        count, fingerprint = self.features.fingerprint(text, body=False, bits=self.bits)
+        return fingerprint if count >= _MIN_TITLE_FEATURES else None
 
     def _body_fp(self, text: str) -> int | None:
         if len(text) < self.min_body_chars:
             return None
-        features = self.features.body_features(text)
-        if len(features) < _MIN_BODY_FEATURES:
-            return None
-        return simhash(features, self.bits)
+        count, fingerprint = self.features.fingerprint(text, body=True, bits=self.bits)
+        return fingerprint if count >= _MIN_BODY_FEATURES else None

@@ -36,6 +36,12 @@ if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):  # the fallback on purpose (ben
 _BLOCK = jieba.re_han_default  # runs jieba cuts with its dictionary (Han, Latin, digits, + # & . _ % -)
 _SKIP = jieba.re_skip_default  # whitespace inside the other runs
 _CACHE_MAX = 100_000
+# The compiled route scans for these patterns' characters itself: with a jieba that cuts by others,
+# the Python route (which uses jieba's patterns) runs.
+if _segment_c is not None and (_BLOCK.pattern, _SKIP.pattern, finalseg.re_han.pattern, finalseg.re_skip.pattern) != (
+    "([\u4E00-\u9FD5a-zA-Z0-9+#&\\._%\\-]+)", "(\r\n|\\s)", "([\u4E00-\u9FD5]+)", "([a-zA-Z0-9]+(?:\\.\\d+)?%?)"
+):
+    _segment_c = None
 
 
 #: Whether the compiled segmenter is importable here (``Segmenter(compiled=False)`` forces the fallback).
@@ -99,7 +105,8 @@ class Segmenter:
         self._sync()
         blocks = self._blocks
         if self._router is not None:
-            return _segment_c.cut_parts(_BLOCK.split(text), blocks, self._cut_block, _SKIP.split, _CACHE_MAX)
+            return _segment_c.cut_text(text, self._router, blocks, self._unknown, _hmm(), finalseg.Force_Split_Words,
+                                       _CACHE_MAX)
         out: list[str] = []
         # split() with a capturing group alternates: other text, block, other text, block, ...
         for n, part in enumerate(_BLOCK.split(text)):
@@ -124,7 +131,7 @@ class Segmenter:
         """jieba's ``__cut_DAG``: the most probable route through the dictionary, HMM for unknowns."""
         freq = self.tokenizer.FREQ
         if self._router is not None:
-            return self._router.cut_block(block, self._flush)
+            return self._router.cut_block(block, self._unknown, _hmm(), finalseg.Force_Split_Words, _CACHE_MAX)
         logtotal = self._logtotal
         n = len(block)
         score = [0.0] * (n + 1)
@@ -186,14 +193,15 @@ class Segmenter:
 
 def _hmm_cut(text: str, compiled: bool = COMPILED) -> tuple[str, ...]:
     """``tuple(jieba.finalseg.cut(text))``: Han runs through the BMES Viterbi, the rest as is."""
-    viterbi = _viterbi_words_compiled if compiled else _viterbi_words
+    if compiled:  # the same, in C (what the compiled route does with an unknown run)
+        return _hmm().cut(text, finalseg.Force_Split_Words)
     out: list[str] = []
     force_split = finalseg.Force_Split_Words
     for n, part in enumerate(finalseg.re_han.split(text)):
         if not part:
             continue
         if n % 2:
-            for word in viterbi(part):
+            for word in _viterbi_words(part):
                 if word in force_split:
                     out.extend(word)
                 else:
@@ -203,16 +211,16 @@ def _hmm_cut(text: str, compiled: bool = COMPILED) -> tuple[str, ...]:
     return tuple(out)
 
 
-_hmm_cache: list = [None, None]  # [identity of finalseg's tables, their tuple for _segment_c.viterbi_words]
+_hmm_cache: list = [None, None]  # [identity of finalseg's tables, their _segment_c.Hmm]
 
 
-def _hmm_tables() -> tuple:
+def _hmm() -> _segment_c.Hmm:
     """finalseg's tables as the compiled Viterbi takes them, rebuilt if finalseg's dicts were replaced."""
     start, trans, emit = finalseg.start_P, finalseg.trans_P, finalseg.emit_P
     key = (id(start), id(trans), id(emit), finalseg.MIN_FLOAT)
     if _hmm_cache[0] != key:
         low = finalseg.MIN_FLOAT
-        _hmm_cache[1] = (
+        _hmm_cache[1] = _segment_c.Hmm(
             (start["B"], start["M"], start["E"], start["S"]),
             (trans["E"].get("B", low), trans["S"].get("B", low), trans["M"].get("M", low), trans["B"].get("M", low),
              trans["S"].get("S", low), trans["E"].get("S", low), trans["B"].get("E", low), trans["M"].get("E", low)),
@@ -220,10 +228,6 @@ def _hmm_tables() -> tuple:
         )
         _hmm_cache[0] = key
     return _hmm_cache[1]
-
-
-def _viterbi_words_compiled(run: str) -> list[str]:
-    return _segment_c.viterbi_words(run, *_hmm_tables())
 
 
 def _viterbi_words(run: str) -> list[str]:

@@ -21,6 +21,23 @@ SENTENCES_CHECKED = 64
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 # Dates (ISO after normalization) and clock times are metadata a repost adds or rewrites, not figures.
 _DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+# What any match of it holds: a search that skips from digit to digit, where _DATE_TIME (its "\b"
+# branch) tries every position; texts without one are left as they are.
+_DATE_TIME_HINT = re.compile(r"\d[-:]\d")
+
+
+_last_without_dates = ("", "")  # the last text and its result: the two signatures of a body ask for it
+
+
+def _without_dates(text: str) -> str:
+    """``text`` with its dates and clock times replaced by a space."""
+    global _last_without_dates
+    last = _last_without_dates
+    if last[0] is text:
+        return last[1]
+    result = _DATE_TIME.sub(" ", text) if _DATE_TIME_HINT.search(text) else text
+    _last_without_dates = (text, result)
+    return result
 
 
 #: Sentence ends in normalized text (。 stays full width; ！？； are ASCII by then); a period ends a
@@ -78,7 +95,7 @@ def is_line(digest: str) -> bool:
 def figure_share(text: str) -> float:
     """The share of a normalized text's characters (whitespace, dates and clock times left out)
     that are figures; bodies at or above :data:`FIGURE_HEAVY_SHARE` are figure-heavy."""
-    text = _DATE_TIME.sub(" ", text)
+    text = _without_dates(text)
     chars = len(_SPACE.sub("", text))
     return sum(len(n) for n in _NUMBER.findall(text)) / chars if chars else 0.0
 
@@ -99,6 +116,6 @@ def number_signature(text: str) -> str:
     sorted and space-separated, are the signature (``""``: no numbers). A bottom-k sample, so two
     signatures estimate how far the number sets overlap (:func:`~.index.rule.numbers_agree`).
     """
-    found = {n.replace(",", "") for n in _NUMBER.findall(_DATE_TIME.sub(" ", text))}
+    found = {n.replace(",", "") for n in _NUMBER.findall(_without_dates(text))}
     hashes = sorted(int.from_bytes(blake2b(n.encode("ascii", "replace"), digest_size=4).digest(), "big") for n in found)
     return " ".join(f"{h:08x}" for h in hashes[:NUMBERS_MAX])

@@ -65,7 +65,31 @@ def test_order_decides_the_sign_and_both_paths_add_in_the_same_order():
             assert sh._vote_numpy(pairs, bits) == sh._vote_python(pairs, bits)
 
 
+COMPILED = pytest.mark.skipif(sh._vote_compiled is None, reason="extension not built (setup.py build_ext --inplace)")
+
+
+@COMPILED
+def test_compiled_vote_equals_python_vote_on_random_sets():
+    rng = random.Random(19)
+    differ = []
+    for pairs, bits in random_sets(rng, 6000):
+        want = sh._vote_python(pairs, bits)
+        got = sh._vote_compiled(pairs, bits)
+        if got != want:
+            differ.append((bits, pairs[:5], hex(want), hex(got)))
+    assert not differ, f"{len(differ)} fingerprints differ, first: {differ[0]}"
+
+
+@COMPILED
+def test_compiled_vote_adds_in_the_python_order():
+    for bits in sh.SUPPORTED_BITS:
+        for ws in ([1e16, 1.0, 1e16, 1.0] * 3, [0.1, 0.2, 0.3] * 5, [1e16, -1e16, 1.0, 0.0, -0.0]):
+            pairs = [(f"x{i}", w) for i, w in enumerate(ws)]
+            assert sh._vote_compiled(pairs, bits) == sh._vote_python(pairs, bits)
+
+
 def test_simhash_takes_the_numpy_path_and_falls_back(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sh, "_vote_compiled", None)  # numpy's turn where the extension is not built
     features = {f"feature{i}": 1.0 + i % 4 for i in range(sh.NUMPY_MIN_FEATURES + 5)}
     calls = []
     real = sh._vote_numpy

@@ -1,0 +1,85 @@
+"""The compiled engine (``_segment_c``: one pass from a text's characters to its fingerprint) gives
+exactly the fingerprints of the pure-Python fallback (issue 18): on real articles and pages, under
+every option that reaches it, and its feature words are ``FeatureExtractor._word``'s. Also: the
+signatures' date pre-check changes no output."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import random
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_simhash import signatures
+from scrapy_simhash import simhash as sh
+from scrapy_simhash.features import FeatureExtractor, builtin_stop_words
+from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.segment import COMPILED, Segmenter, _segment_c
+
+pytestmark = pytest.mark.skipif(not COMPILED, reason="extension not built (setup.py build_ext --inplace)")
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+ARTICLES = ("zh/inews-bdci2019.jsonl.gz", "zh/newsspider-2016.jsonl.gz", "en/reuters21578.jsonl.gz")
+OPTIONS = [{}, {"bits": 32}, {"bits": 128}, {"tf": "log"}, {"tf": "sqrt"}, {"max_share": None}, {"top_k": 8},
+           {"stop_words": ["记者", "reuters"]}]
+
+
+def fallback(fp: Fingerprinter) -> Fingerprinter:
+    """``fp`` with the pure-Python segmenter, word loop, weights and vote."""
+    fp.features._compiled = None
+    fp.features.segmenter = Segmenter(fp.features.tokenizer, compiled=False)
+    return fp
+
+
+@pytest.fixture(scope="module")
+def items() -> list[tuple[object, object]]:
+    if not CORPUS.is_dir():
+        pytest.skip(f"corpus missing: {CORPUS} (../shared/corpus next to the repo)")
+    out: list[tuple[object, object]] = []
+    for name in ARTICLES:
+        with gzip.open(CORPUS / name, "rt", encoding="utf-8") as f:
+            out += [(r.get("title"), r.get("body")) for r in map(json.loads, itertools.islice(f, 250))]
+    for path in sorted(CORPUS.glob("html/**/*.htm*"))[::6]:
+        out.append((path.stem, gzip.decompress(path.read_bytes())))
+    return out
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_compiled_and_fallback_fingerprints_are_identical(items, options, monkeypatch: pytest.MonkeyPatch) -> None:
+    compiled = [Fingerprinter(**options).fingerprint(t, b) for t, b in items]
+    monkeypatch.setattr(sh, "_vote_compiled", None)
+    monkeypatch.setattr(sh, "_np", None)
+    slow = fallback(Fingerprinter(**options))
+    assert compiled == [slow.fingerprint(t, b) for t, b in items]
+    assert sum(x.body is not None for x in compiled) > len(items) // 2
+
+
+def test_the_word_caches_filling_up_change_nothing(items, monkeypatch: pytest.MonkeyPatch) -> None:
+    big, small = Fingerprinter(), Fingerprinter()
+    want = [big.fingerprint(t, b) for t, b in items[:300]]
+    monkeypatch.setattr("scrapy_simhash.features._WORD_CACHE_MAX", 500)  # emptied every few items
+    assert [small.fingerprint(t, b) for t, b in items[:300]] == want
+    assert small.features._compiled.size < big.features._compiled.size
+
+
+def test_feature_words_are_the_python_ones(items) -> None:
+    stop = builtin_stop_words()
+    extractor = FeatureExtractor()
+    texts = [str(x or "") for item in items[:300] for x in item]
+    tokens = {tok for text in texts for tok in extractor.segmenter.cut(text)}
+    rnd = random.Random(5)
+    tokens |= {chr(c) for c in range(0x20, 0x3100)} | {chr(c) for c in range(0xF800, 0xFB00)}
+    tokens |= {"".join(rnd.choice(" _-.%1aA中\u3000\t½²٣İ") for _ in range(rnd.randint(1, 4))) for _ in range(3000)}
+    for token in tokens:
+        assert _segment_c.feature_word(token, stop) == extractor._word(token), repr(token)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from(["1", "12", "2023", "-", ":", " ", "T", "a", "中", "."]), max_size=14).map("".join))
+def test_the_date_pre_check_of_the_signatures_changes_nothing(text: str) -> None:
+    assert signatures._without_dates(text) == signatures._DATE_TIME.sub(" ", text)
