@@ -21,6 +21,8 @@ from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.list cimport PyList_GET_ITEM
 from cpython.unicode cimport PyUnicode_Compare
 from cpython.object cimport PyObject
+from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
+                               PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
 from libc.math cimport INFINITY, NAN, isnan, log
 from libc.stdint cimport uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -507,6 +509,16 @@ def feature_word(str token, object stop_words):
     return _feature_word(token, stop_words)
 
 
+#: :meth:`Vocabulary.fingerprint` releases the interpreter lock for a moment every this many blocks
+#: (~1,000 characters, well under a millisecond); a thread waiting for it past the switch interval
+#: (5 ms) then runs.
+cdef int _YIELD_BLOCKS = 64
+
+
+cdef inline void _pause() noexcept nogil:
+    pass
+
+
 cdef class Vocabulary:
     """The feature words an extractor has met, numbered, with what the fingerprint needs of each:
     its IDF and its BLAKE2b digests. Dictionary blocks and tokens are remembered as word numbers, so
@@ -514,8 +526,14 @@ cdef class Vocabulary:
     block (and per token of a block not met before), the rest over arrays. The same numbers as
     ``FeatureExtractor.words``, ``weights``, ``cap_shares`` and ``simhash``: a token's word is
     ``FeatureExtractor._word``'s, its IDF ``idf.get(word, median)`` (also written to ``word_idf``,
-    the extractor's dict)."""
+    the extractor's dict).
 
+    One call at a time (a lock: the counts are shared scratch), and :meth:`fingerprint` lets other
+    threads run every :data:`_YIELD_BLOCKS` blocks: a long text is one C call, which the interpreter's
+    switch interval cannot interrupt, so without it the crawl's reactor thread would wait for the
+    whole text (a pipeline that fingerprints in a thread, ``SIMHASH_WORKERS = 0``)."""
+
+    cdef PyThread_type_lock lock
     cdef dict token_ids  # token → word number, -1: no feature word
     cdef dict word_ids   # feature word → word number
     cdef dict block_ids  # dictionary block → its words' numbers (int32 bytes), in order
@@ -533,6 +551,9 @@ cdef class Vocabulary:
     cdef const double[:] sorted_values
 
     def __cinit__(self, dict word_idf, object stop_words, object idf, object median):
+        self.lock = PyThread_allocate_lock()
+        if self.lock == NULL:
+            raise MemoryError()
         self.word_idf, self.stop_words, self.table, self.median = word_idf, stop_words, idf, median
         words = getattr(idf, "_words", None)
         if type(words) is list and type(idf).__name__ == "SortedTable":  # looked up here, not through Mapping.get
@@ -545,6 +566,13 @@ cdef class Vocabulary:
     def __dealloc__(self):
         free(self.char_ids)
         self._free()
+        if self.lock != NULL:
+            PyThread_free_lock(self.lock)
+
+    cdef void _enter(self) noexcept:
+        if not PyThread_acquire_lock(self.lock, NOWAIT_LOCK):
+            with nogil:
+                PyThread_acquire_lock(self.lock, WAIT_LOCK)
 
     cdef void _free(self):
         cdef int s
@@ -560,14 +588,20 @@ cdef class Vocabulary:
 
     def clear(self):
         """Forget every word (``word_idf`` is the caller's to clear)."""
-        self._free()
-        self.token_ids, self.word_ids, self.block_ids, self.words = {}, {}, {}, []
-        memset(self.char_ids, 0, 65536 * sizeof(int))
-        self.size = self.capacity = 0
+        self._enter()
+        try:
+            self._free()
+            self.token_ids, self.word_ids, self.block_ids, self.words = {}, {}, {}, []
+            memset(self.char_ids, 0, 65536 * sizeof(int))
+            self.size = self.capacity = 0
+        finally:
+            PyThread_release_lock(self.lock)
 
     def clear_blocks(self):
         """Forget the words of the blocks (the dictionary changed)."""
+        self._enter()
         self.block_ids = {}
+        PyThread_release_lock(self.lock)
 
     cdef void _grow(self) except *:
         cdef Py_ssize_t cap = max(1024, 2 * self.capacity)
@@ -657,10 +691,14 @@ cdef class Vocabulary:
         """``FeatureExtractor.words`` of these tokens: their feature words, in order."""
         cdef list out = []
         cdef int i
-        for token in tokens:
-            i = self._id(token)
-            if i >= 0:
-                out.append(self.words[i])
+        self._enter()
+        try:
+            for token in tokens:
+                i = self._id(token)
+                if i >= 0:
+                    out.append(self.words[i])
+        finally:
+            PyThread_release_lock(self.lock)
         return out
 
     cdef bytes _block(self, str block, Router router, dict unknown, Hmm hmm, object force_split,
@@ -704,11 +742,18 @@ cdef class Vocabulary:
         cdef int word
         cdef int *touched = <int *> malloc((n + 1) * sizeof(int))  # word numbers, first occurrence first
         cdef double *w = NULL
+        cdef int blocks = 0
         if touched == NULL:
             raise MemoryError()
+        self._enter()
         try:
             while i < n:
                 if _in_block(text[i]):
+                    blocks += 1
+                    if blocks == _YIELD_BLOCKS:  # let a thread that waits for the interpreter run
+                        blocks = 0
+                        with nogil:
+                            _pause()
                     j = i + 1
                     while j < n and _in_block(text[j]):
                         j += 1
@@ -755,6 +800,7 @@ cdef class Vocabulary:
         finally:
             if nt_counted < 0:  # an error while counting
                 _reset(self.counts, touched, nt)
+            PyThread_release_lock(self.lock)
             free(touched)
             free(w)
 

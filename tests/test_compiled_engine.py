@@ -83,3 +83,34 @@ def test_feature_words_are_the_python_ones(items) -> None:
 @given(st.lists(st.sampled_from(["1", "12", "2023", "-", ":", " ", "T", "a", "中", "."]), max_size=14).map("".join))
 def test_the_date_pre_check_of_the_signatures_changes_nothing(text: str) -> None:
     assert signatures._without_dates(text) == signatures._DATE_TIME.sub(" ", text)
+
+
+def test_a_long_text_lets_other_threads_run() -> None:
+    """A long text is one compiled call: it must not keep a thread that waits for the interpreter
+    (the crawl's reactor, when the pipeline fingerprints in a thread) waiting for all of it."""
+    import threading
+    import time
+
+    rng = random.Random(5)
+    text = "。".join("".join(chr(rng.randrange(0x4E00, 0x9000)) for _ in range(rng.randrange(8, 20)))
+                    for _ in range(40_000))
+    fp = Fingerprinter()
+    fp.body(text[:1000])  # tables loaded
+    done, call = threading.Event(), []
+
+    def work() -> None:
+        started = time.monotonic()
+        fp.features.fingerprint(text, True, 64)
+        call.append(time.monotonic() - started)
+        done.set()
+
+    ticks = []
+    worker = threading.Thread(target=work)
+    worker.start()
+    while not done.is_set():
+        ticks.append(time.monotonic())
+        time.sleep(0.001)
+    worker.join()
+    gaps = [b - a for a, b in itertools.pairwise(ticks)]
+    assert len(gaps) >= 2, "the waiting thread never ran while the text was fingerprinted"
+    assert max(gaps) < 0.5 * call[0], (max(gaps), call[0])
