@@ -117,8 +117,9 @@ def resolve(conn: sqlite3.Connection, ns: int, blobs: Mapping[int, bytes | None]
 
 def insert(conn: sqlite3.Connection, ns: int, entry: int, sample: Iterable[str]) -> None:
     """The ``sentence`` rows of a new entry's sample."""
-    conn.executemany("INSERT OR IGNORE INTO sentence(key, entry) VALUES (?, ?)",
-                     [(k, entry) for k in keys_of(ns, sample)])
+    rows = [(k, entry) for k in keys_of(ns, sample)]
+    if rows:
+        conn.executemany("INSERT OR IGNORE INTO sentence(key, entry) VALUES (?, ?)", rows)
 
 
 def delete(conn: sqlite3.Connection, ns: int, doomed: Iterable[tuple[int, bytes | None]]) -> None:

@@ -377,6 +377,8 @@ class Rows:
         (read from the ``sentence`` rows its prefixes lead to)."""
         dec = self.dec  # first: a value that is not ours is the decoder's clear error
         rows = [(r, None if r[1] is None else dec(r[1]), None if r[2] is None else dec(r[2])) for r in rows]
+        if not rows:  # the sentence tier's usual answer: nothing to decode or resolve
+            return []
         samples = sqlite_sentences.resolve(conn, self.ns_id or 0, {r[0]: r[7] for r, _, _ in rows if r[7]})
         return [
             Entry(
