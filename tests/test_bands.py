@@ -134,6 +134,26 @@ def test_clustered_fingerprints_are_all_found_and_only_those(
         _answers_as_a_scan(ix, kept, centre, rng)
 
 
+def test_no_plain_bucket_reaches_the_split_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Buckets split as they fill, one check-and-add at a time and in bulk: no bucket left plain
+    holds SPLIT_AT fingerprints (what keeps a check's candidates bounded under skew)."""
+    monkeypatch.setattr(sqlite_dense, "SPLIT_AT", 8)
+    rng = random.Random(11)
+    centre = rng.getrandbits(64)
+    fps = sorted({flips(rng, centre, 64, rng.randint(1, 4)) for _ in range(600)})
+    with SqliteIndex.open(tmp_path / "d.sqlite3") as ix:
+        conn = ix._conn
+        assert conn is not None
+        worst = ("SELECT max(n) FROM (SELECT count(*) AS n FROM band WHERE key NOT IN"
+                 " (SELECT key FROM band WHERE fp = x'') GROUP BY key)")
+        for i, fp in enumerate(fps[:300]):
+            ix.check_and_add(Query(title_fp=fp, body_fp=fp, title_k=0, body_k=0, url=f"u{fp}", seen_at=float(i)))
+            assert conn.execute(worst).fetchone()[0] < 8
+        ix.add([(fp, fp, f"u{fp}", None, 1e3 + i) for i, fp in enumerate(fps[300:])])
+        assert conn.execute(worst).fetchone()[0] < 8
+        assert conn.execute("SELECT count(*) FROM band WHERE fp = x''").fetchone()[0] > 0
+
+
 # -- re-banding ------------------------------------------------------------------------------------
 
 

@@ -53,6 +53,24 @@ def test_sqlite_batch_with_a_tampered_candidate_decides_the_others(tmp_path: Pat
         assert ix.explain("b") is None
 
 
+def test_sqlite_single_item_batch_with_a_tampered_candidate_fails_alone(tmp_path: Path) -> None:
+    """A batch of one (no savepoint: its transaction is rolled back) answers the error, writes
+    nothing, and leaves the index usable."""
+    rng = random.Random(2)
+    victim = rng.getrandbits(64)
+    path = tmp_path / "i.sqlite3"
+    with open_index(path) as ix:
+        ix.check_and_add(_q(victim, "victim"))
+    _tamper_sqlite(path, victim)
+    with open_index(path) as ix:
+        (out,) = ix.check_and_add_many([_q(victim, "b")])
+        assert out.entry_id is None and out.match is None
+        assert out.error is not None and out.error.startswith("IndexError") and "corrupt" in out.error
+        assert ix.count() == 1 and ix.explain("b") is None
+        (after,) = ix.check_and_add_many([_q(rng.getrandbits(64), "c")])
+        assert after.error is None and after.entry_id is not None and ix.count() == 2
+
+
 def test_redis_batch_with_a_poisoned_band_key_decides_the_others() -> None:
     url = with_prefix(redis_server_url(), f"items-{os.urandom(6).hex()}")
     rng = random.Random(2)

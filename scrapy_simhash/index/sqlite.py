@@ -78,6 +78,22 @@ from .sqlite_tables import (
 
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
 
+#: What fails one item of a check-and-add batch alone (a value in the file that is not ours).
+_ITEM_ERRORS = (IndexError_, ValueError, TypeError, OverflowError)
+
+
+class _ItemFailed(Exception):
+    """Carries a failed item's outcome out of its (rolled back) single-item transaction."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.error)
+        self.outcome = outcome
+
+
+def _failed(exc: BaseException) -> Outcome:
+    return Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
+
+
 class SqliteIndex(Maintenance, QueryChecks):
     """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
 
@@ -280,6 +296,15 @@ class SqliteIndex(Maintenance, QueryChecks):
             self._check_query(query)
         if not queries:
             return []
+        if len(queries) == 1:  # the transaction is the item's savepoint: two statements fewer
+            try:
+                with self._write("check-and-add") as conn:
+                    try:
+                        return [rule.check_and_add(Tables(self._rows, conn), queries[0], flagged)]
+                    except _ITEM_ERRORS as exc:
+                        raise _ItemFailed(_failed(exc)) from exc  # rolls the transaction back
+            except _ItemFailed as failed:
+                return [failed.outcome]
         with self._write("check-and-add") as conn:
             tables = Tables(self._rows, conn)
             return [self._one(conn, tables, query, flagged) for query in queries]
@@ -291,9 +316,9 @@ class SqliteIndex(Maintenance, QueryChecks):
         conn.execute("SAVEPOINT item")
         try:
             outcome = rule.check_and_add(tables, query, flagged)
-        except (IndexError_, ValueError, TypeError, OverflowError) as exc:
+        except _ITEM_ERRORS as exc:
             conn.execute("ROLLBACK TO item")
-            outcome = Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
+            outcome = _failed(exc)
         conn.execute("RELEASE item")
         return outcome
 

@@ -43,28 +43,37 @@ def is_marker(raw: Any) -> bool:
     return type(raw) is bytes and not raw
 
 
-def split_keys(conn: sqlite3.Connection, keys: Iterable[int]) -> set[int]:
-    """Which of these bucket keys are split (hold the marker row)."""
-    found: set[int] = set()
-    keys = list(keys)
-    for i in range(0, len(keys), _CHUNK):
-        chunk = keys[i : i + _CHUNK]
-        found.update(k for (k,) in conn.execute(
-            f"SELECT key FROM band WHERE fp = ? AND key IN ({','.join('?' * len(chunk))})", (MARKER, *chunk)))
-    return found
-
-
 def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, Any, int, int]]) -> None:
     """Store band rows ``(key, stored fp, tier, part, fp)``: in ``band``, or in ``band2`` for split
-    buckets; then split the buckets these rows made dense."""
-    split = split_keys(conn, {r[0] for r in placed})
-    conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)",
-                     [(key, raw) for key, raw, *_ in placed if key not in split])
-    conn.executemany("INSERT OR IGNORE INTO band2(key, sub, fp) VALUES (?, ?, ?)",
-                     [(key, sub, raw) for key, raw, tier, part, fp in placed if key in split
-                      for sub in sub_keys(rows.tiers[tier].store_split(fp, part))])
+    buckets; then split the buckets these rows made dense.
+
+    One statement reads, per bucket, its size and whether it is split, before the rows go in: a
+    bucket can only have become dense if its size before plus the rows placed under it reach
+    :data:`SPLIT_AT`, and only such buckets (rare) are counted again after the insert."""
+    placed_under: dict[int, int] = {}
+    for key, *_ in placed:
+        placed_under[key] = placed_under.get(key, 0) + 1
+    split: set[int] = set()
+    size: dict[int, int] = {}
+    keys = list(placed_under)
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        for key, count, marked in conn.execute(
+                f"SELECT key, count(*), max(fp = ?) FROM band WHERE key IN ({','.join('?' * len(chunk))})"
+                " GROUP BY key", (MARKER, *chunk)):
+            if marked:
+                split.add(key)
+            size[key] = count
+    plain = [(key, raw) for key, raw, *_ in placed if key not in split]
+    if plain:
+        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", plain)
+    subs = [(key, sub, raw) for key, raw, tier, part, fp in placed if key in split
+            for sub in sub_keys(rows.tiers[tier].store_split(fp, part))]
+    if subs:
+        conn.executemany("INSERT OR IGNORE INTO band2(key, sub, fp) VALUES (?, ?, ?)", subs)
     fresh = sorted({(key, tier, part) for key, _, tier, part, _ in placed
-                    if key not in split and rows.tiers[tier].splits[part] is not None})
+                    if key not in split and rows.tiers[tier].splits[part] is not None
+                    and size.get(key, 0) + placed_under[key] >= SPLIT_AT})
     for i in range(0, len(fresh), _CHUNK):
         chunk = fresh[i : i + _CHUNK]
         where = {key: (tier, part) for key, tier, part in chunk}

@@ -29,12 +29,11 @@ import sqlite3
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..simhash import to_signed64
-
 #: Bytes of each sampled hash kept in the entry row (``entry.sentences``).
 PREFIX_BYTES = 4
 _LOW_BITS = 64 - 8 * PREFIX_BYTES
 _M64 = (1 << 64) - 1
+_SIGN64 = 1 << 63
 #: Odd, so ``ns × _MIX mod 2⁶⁴`` differs for every namespace id (the golden-ratio constant).
 _MIX = 0x9E37_79B9_7F4A_7C15
 
@@ -46,7 +45,13 @@ def ns_mask(ns: int) -> int:
 
 def key(ns: int, digest: str) -> int:
     """The ``sentence.key`` of a 16-hex-digit sentence hash in namespace ``ns``."""
-    return to_signed64(int(digest, 16) ^ ns_mask(ns))
+    return keys_of(ns, (digest,))[0]
+
+
+def keys_of(ns: int, digests: Iterable[str]) -> list[int]:
+    """:func:`key` of each hash (the mask computed once: the hot path's two dozen hashes an item)."""
+    mask = ns_mask(ns)
+    return [(((int(h, 16) ^ mask) ^ _SIGN64) - _SIGN64) for h in digests]
 
 
 def pack_prefixes(digests: Sequence[str]) -> bytes | None:
@@ -112,7 +117,9 @@ def resolve(conn: sqlite3.Connection, ns: int, blobs: Mapping[int, bytes | None]
 
 def insert(conn: sqlite3.Connection, ns: int, entry: int, sample: Iterable[str]) -> None:
     """The ``sentence`` rows of a new entry's sample."""
-    conn.executemany("INSERT OR IGNORE INTO sentence(key, entry) VALUES (?, ?)", [(key(ns, h), entry) for h in sample])
+    rows = [(k, entry) for k in keys_of(ns, sample)]
+    if rows:
+        conn.executemany("INSERT OR IGNORE INTO sentence(key, entry) VALUES (?, ?)", rows)
 
 
 def delete(conn: sqlite3.Connection, ns: int, doomed: Iterable[tuple[int, bytes | None]]) -> None:

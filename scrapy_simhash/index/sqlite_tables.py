@@ -377,6 +377,8 @@ class Rows:
         (read from the ``sentence`` rows its prefixes lead to)."""
         dec = self.dec  # first: a value that is not ours is the decoder's clear error
         rows = [(r, None if r[1] is None else dec(r[1]), None if r[2] is None else dec(r[2])) for r in rows]
+        if not rows:  # the sentence tier's usual answer: nothing to decode or resolve
+            return []
         samples = sqlite_sentences.resolve(conn, self.ns_id or 0, {r[0]: r[7] for r, _, _ in rows if r[7]})
         return [
             Entry(
@@ -410,22 +412,21 @@ class Tables:
         return rows.entries(self.conn, self.conn.execute(rows.sql_first[tier], args))
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
-        ns, conn, cap = self.rows.ns_id, self.conn, rule.SENTENCE_MAX_HOLDERS
-        keys = [
-            k for k in (sqlite_sentences.key(ns or 0, h) for h in hashes)
-            if conn.execute("SELECT count(*) FROM (SELECT 1 FROM sentence WHERE key = ? LIMIT ?)",
-                            (k, cap)).fetchone()[0] < cap
-        ]
-        if not keys:
+        if not hashes:
             return []
-        found = conn.execute(
-            # CROSS JOIN: sentence rows first (the namespace test must not lead the plan into entry)
-            f"SELECT {ENTRY_COLS_E}, count(*) FROM sentence s CROSS JOIN entry e ON e.id = s.entry"
-            f" WHERE s.key IN ({','.join('?' * len(keys))}) AND e.ns = ? AND e.first_seen >= ?"
-            " GROUP BY e.id ORDER BY e.first_seen, e.id",
-            (*keys, ns, not_before),
+        ns = self.rows.ns_id
+        # one statement: the boilerplate test of each hash (its first SENTENCE_MAX_HOLDERS rows counted)
+        # sits in the outer loop over the hashes, then their holders (CROSS JOIN: sentence rows first,
+        # the namespace test must not lead the plan into entry)
+        found = self.conn.execute(
+            f"WITH q(k) AS (VALUES {','.join(f'(?{i})' for i in range(4, 4 + len(hashes)))})"
+            f" SELECT {ENTRY_COLS_E}, count(*) FROM q CROSS JOIN sentence s ON s.key = q.k"
+            " CROSS JOIN entry e ON e.id = s.entry"
+            " WHERE (SELECT count(*) FROM (SELECT 1 FROM sentence WHERE key = q.k LIMIT ?1)) < ?1"
+            " AND e.ns = ?2 AND e.first_seen >= ?3 GROUP BY e.id ORDER BY e.first_seen, e.id",
+            (rule.SENTENCE_MAX_HOLDERS, ns, not_before, *sqlite_sentences.keys_of(ns or 0, hashes)),
         ).fetchall()
-        entries = self.rows.entries(conn, (row[:-1] for row in found))
+        entries = self.rows.entries(self.conn, (row[:-1] for row in found))
         return [(e, row[-1], len(e.sentences)) for e, row in zip(entries, found, strict=True)]
 
     def insert(self, query: Query, seen_at: float) -> int:
