@@ -30,6 +30,9 @@ from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
 
 from hashlib import blake2b as _blake2b
+from sys import getswitchinterval as _getswitchinterval
+from time import monotonic as _monotonic
+from time import sleep as _sleep
 
 cdef uint64_t _MULT = 11400714819323198485ULL  # 2^64 / golden ratio: Fibonacci hashing
 
@@ -509,14 +512,12 @@ def feature_word(str token, object stop_words):
     return _feature_word(token, stop_words)
 
 
-#: :meth:`Vocabulary.fingerprint` releases the interpreter lock for a moment every this many blocks
-#: (~1,000 characters, well under a millisecond); a thread waiting for it past the switch interval
-#: (5 ms) then runs.
+#: :meth:`Vocabulary.fingerprint` looks at the clock every this many blocks (~1,000 characters)
+#: and, once it has run for the interpreter's switch interval, sleeps :data:`_PAUSE` seconds
+#: without the interpreter lock: a thread waiting for it runs. (Releasing it without sleeping is
+#: not enough: the waiting thread is still waking up when this one takes the lock back.)
 cdef int _YIELD_BLOCKS = 64
-
-
-cdef inline void _pause() noexcept nogil:
-    pass
+cdef double _PAUSE = 0.0001
 
 
 cdef class Vocabulary:
@@ -529,7 +530,7 @@ cdef class Vocabulary:
     the extractor's dict).
 
     One call at a time (a lock: the counts are shared scratch), and :meth:`fingerprint` lets other
-    threads run every :data:`_YIELD_BLOCKS` blocks: a long text is one C call, which the interpreter's
+    threads run (see :data:`_YIELD_BLOCKS`): a long text is one C call, which the interpreter's
     switch interval cannot interrupt, so without it the crawl's reactor thread would wait for the
     whole text (a pipeline that fingerprints in a thread, ``SIMHASH_WORKERS = 0``)."""
 
@@ -743,6 +744,7 @@ cdef class Vocabulary:
         cdef int *touched = <int *> malloc((n + 1) * sizeof(int))  # word numbers, first occurrence first
         cdef double *w = NULL
         cdef int blocks = 0
+        cdef double ran_since = _monotonic()
         if touched == NULL:
             raise MemoryError()
         self._enter()
@@ -752,8 +754,9 @@ cdef class Vocabulary:
                     blocks += 1
                     if blocks == _YIELD_BLOCKS:  # let a thread that waits for the interpreter run
                         blocks = 0
-                        with nogil:
-                            _pause()
+                        if _monotonic() - ran_since >= _getswitchinterval():
+                            _sleep(_PAUSE)
+                            ran_since = _monotonic()
                     j = i + 1
                     while j < n and _in_block(text[j]):
                         j += 1
