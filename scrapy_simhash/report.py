@@ -32,7 +32,6 @@ import gzip
 import html
 import json
 import time
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -128,10 +127,7 @@ def gather(
     }
     data = ReportData(index.location, index.namespace, params.as_dict(), index.count(), thresholds)
 
-    kept: deque[Entry] = deque(maxlen=window)
-    for entry in index.entries():
-        kept.append(entry)
-    entries = list(kept)
+    entries = list(index.entries(latest=window))
     by_id = {e.id: e for e in entries}
     by_url = {e.url: e for e in entries if e.url}
     if len(entries) < data.entries:

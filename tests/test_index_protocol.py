@@ -985,3 +985,16 @@ def test_a_sentence_many_stories_hold_is_boilerplate(index: Any) -> None:
     assert ask(*chrome, "f" * 16) is None
     m = ask(*chrome, *own(5), "9" * 16)
     assert m is not None and (m.entry.url, m.distance) == ("s5", 2)  # 2 of 4 stored counted
+
+
+def test_latest_entries_are_the_tail_of_all_entries(index: Any) -> None:
+    """``entries(latest=k)`` (the report's window) is the last k of ``entries()``: ties on the
+    first-seen time by id, several hours apart (Redis files entries in hourly buckets)."""
+    rng = random.Random(3)
+    times = [3600.0 * h + s for h in range(4) for s in (5.0, 5.0, 7.5)]
+    index.add([(rng.getrandbits(64), rng.getrandbits(64), f"u{i}", "t", t) for i, t in enumerate(times)])
+    everything = [(e.id, e.url) for e in index.entries()]
+    assert len(everything) == len(times)
+    for k in (0, 1, 2, 3, 4, 7, len(times), len(times) + 5):
+        expected = everything[max(0, len(everything) - k):] if k else []
+        assert [(e.id, e.url) for e in index.entries(latest=k)] == expected, k

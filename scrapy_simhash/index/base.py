@@ -241,8 +241,9 @@ class BandIndex(Protocol):
     def stats(self) -> dict[str, Any]:
         """Location, size, parameters, entries per namespace, oldest/newest first-seen."""
 
-    def entries(self) -> Iterator[Entry]:
-        """Every entry of this namespace, oldest first (for ``export``)."""
+    def entries(self, latest: int | None = None) -> Iterator[Entry]:
+        """Every entry of this namespace, oldest first (for ``export``); with ``latest``, only the
+        ``latest`` most recent ones, still oldest first (the report's window: not the whole index)."""
 
     def close(self) -> None:
         """Release the connection; idempotent."""

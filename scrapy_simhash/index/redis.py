@@ -49,7 +49,7 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from importlib import resources
 from typing import Any
 from urllib.parse import quote
@@ -504,18 +504,32 @@ class RedisIndex(QueryChecks):
     def _namespace_base(self, name: str) -> str:
         return f"{self.prefix}:{{{quote(name, safe='')}}}:"
 
-    def entries(self) -> Iterator[Entry]:
-        """Every entry of this namespace, oldest first (ties: by id): the hourly time buckets in
-        order, each sorted, read in pages of 1000."""
+    def entries(self, latest: int | None = None) -> Iterator[Entry]:
+        """Every entry of this namespace (or the ``latest`` most recent), oldest first (ties: by
+        id): the hourly time buckets in order (for ``latest``, the newest ones that hold them),
+        each sorted, read in pages of 1000."""
+        if latest is not None and latest <= 0:
+            return
         hours = self._server.retrying("export", lambda c: c.zrange(self._base + "hours", 0, -1), write=False)
-        for hour in hours:
-            packed = self._script("export", self._args("bucket", hour=hour), write=False)
-            rows = sorted((struct.unpack_from(">d", packed, i + 4)[0], int.from_bytes(packed[i : i + 4], "big"))
-                          for i in range(0, len(packed), 12))
+        buckets: Iterable[list[tuple[float, int]]] = map(self._bucket, hours)
+        if latest is not None:
+            newest: list[tuple[float, int]] = []
+            for hour in reversed(hours):
+                if len(newest) >= latest:
+                    break
+                newest[:0] = self._bucket(hour)
+            buckets = [newest[-latest:]]
+        for rows in buckets:
             for start in range(0, len(rows), 1000):
                 ids = [i for _, i in rows[start : start + 1000]]
                 found = self._records("export", ids)
                 yield from (found[i] for i in ids if i in found)
+
+    def _bucket(self, hour: Any) -> list[tuple[float, int]]:
+        """``(first seen, id)`` of one hourly time bucket's entries, sorted."""
+        packed = self._script("export", self._args("bucket", hour=hour), write=False)
+        return sorted((struct.unpack_from(">d", packed, i + 4)[0], int.from_bytes(packed[i : i + 4], "big"))
+                      for i in range(0, len(packed), 12))
 
     def close(self) -> None:
         """Close every connection (idempotent)."""

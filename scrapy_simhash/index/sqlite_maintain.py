@@ -127,9 +127,21 @@ class Maintenance:
                 size += os.stat(self.location + suffix).st_size
         return stats_dict(self, "sqlite", per, band_rows, {}, {"file_size": size})
 
-    def entries(self) -> Iterator[Entry]:
-        """Every entry of this namespace, oldest first, fetched in pages (no long-lived cursor)."""
+    def entries(self, latest: int | None = None) -> Iterator[Entry]:
+        """Every entry of this namespace (or the ``latest`` most recent), oldest first, fetched in
+        pages (no long-lived cursor)."""
         last: tuple[float, int] = (-math.inf, -1)
+        if latest is not None:
+            def oldest_kept(tables: Tables) -> tuple[float, int] | None:
+                return tables.conn.execute(
+                    "SELECT first_seen, id FROM entry WHERE ns = ? ORDER BY first_seen DESC, id DESC LIMIT 1 OFFSET ?",
+                    (self._ns_id, latest - 1)).fetchone()
+
+            if latest <= 0:
+                return
+            start = self._read("export", oldest_kept, None)
+            if start is not None:  # the pages start after `last`: just before the oldest kept (ids are integers)
+                last = (start[0], start[1] - 1)
         while True:
             def page(tables: Tables, after: tuple[float, int] = last) -> list[Entry]:
                 return self._rows.entries(tables.conn, tables.conn.execute(
