@@ -47,12 +47,10 @@ from __future__ import annotations
 import json
 import logging
 import os
-import struct
 import time
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from importlib import resources
 from typing import Any
-from urllib.parse import quote
 
 from ..signatures import NUMBERS_MAX
 from . import rule
@@ -67,10 +65,11 @@ from .base import (
     Query,
     Tier,
 )
-from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, stats_dict, verify_meta
+from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, verify_meta
 from .owners import alive as owners_alive
 from .redis_client import Server, redacted
-from .redis_keys import CHAR_TIER, ID_LIMIT, LOAD, TIER_CHAR, Keys, as_score
+from .redis_keys import CHAR_TIER, LOAD, TIER_CHAR, Keys, as_score
+from .redis_maintain import Maintenance
 
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
 #: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix.
@@ -105,13 +104,14 @@ SCRIPT = resources.files(__package__).joinpath("redis_rule.lua").read_text(encod
 # -- the index -------------------------------------------------------------------------------------
 
 
-class RedisIndex(QueryChecks):
+class RedisIndex(Maintenance, QueryChecks):
     """A :class:`~.base.BandIndex` on a Redis server (see the module docstring for keys and script).
 
     Open it with :func:`scrapy_simhash.index.open_index` or :meth:`RedisIndex.open`. The client is
     thread-safe (a connection pool), so methods may be called from several threads.
     """
 
+    SCHEMA_VERSION = SCHEMA_VERSION
     location: str
     namespace: str
     params: IndexParams
@@ -155,7 +155,7 @@ class RedisIndex(QueryChecks):
         self.location, self.prefix = self._server.location, self._server.prefix
         self.namespace = namespace
         self._readonly = readonly
-        self._base = f"{self.prefix}:{{{quote(namespace, safe='')}}}:"
+        self._base = self._namespace_base(namespace)
         self._server.open(lambda client: self._verify(client, params, create), SCRIPT, self._base + "seq")
         return self
 
@@ -422,114 +422,6 @@ class RedisIndex(QueryChecks):
                 if flat[i + 1] is not None:
                     out[int(flat[i])] = self._k.entry(flat[i], flat[i + 1])
         return out
-
-    def forget(self, key: int | str) -> int:
-        """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
-        decision; returns how many entries went."""
-        if isinstance(key, bool) or not isinstance(key, int | str):
-            raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
-        if isinstance(key, int):
-            if not 0 < key < ID_LIMIT:
-                self._server.writable()
-                return 0
-            return self._remove("forget", "id", key)[0]
-        return self._remove("forget", "url", key)[0]
-
-    def purge(self, older_than: float, *, batch: int = 5000) -> int:
-        """Remove entries (and decisions) first seen before ``older_than`` (POSIX seconds), ``batch``
-        entries per script call so crawlers sharing the server are never blocked long."""
-        total = 0
-        while True:
-            n, more = self._remove("purge", "older", as_score(older_than), max(1, int(batch)))
-            total += n
-            if not more:
-                return total
-
-    def reset(self) -> int:
-        """Remove every entry, band member and decision of this namespace (others are untouched).
-
-        ``SCAN`` + ``UNLINK`` in batches: run it while no crawler writes to this namespace."""
-        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._base) + "*"
-
-        def run(client: Any) -> int:
-            n = int(client.get(self._base + "n") or 0)
-            batch: list[str] = []
-            for key in client.scan_iter(match=pattern, count=1000):
-                batch.append(key)
-                if len(batch) >= 1000:
-                    client.unlink(*batch)
-                    batch = []
-            if batch:
-                client.unlink(*batch)
-            client.set(self._base + "meta", SCHEMA_VERSION)  # emptied on purpose: still ours
-            return n
-
-        return int(self._server.retrying("reset", run, write=True))
-
-    def count(self) -> int:
-        """Entries in this namespace."""
-        return int(self._server.retrying("count", lambda c: c.get(self._base + "n") or 0, write=False))
-
-    def stats(self) -> dict[str, Any]:
-        """Location, server, parameters, layouts, and per namespace: entries, oldest/newest first
-        seen, decisions. The keys ``entries``/``oldest``/``newest``/``decisions`` at the top level
-        are this namespace's; ``band_rows`` counts band members over all namespaces."""
-
-        def run(client: Any) -> tuple[set[str], list[str], list[Any], dict[str, Any]]:
-            registered = set(client.hkeys(f"{self.prefix}:namespaces"))
-            names = sorted(registered | {self.namespace})
-            pipe = client.pipeline(transaction=False)
-            for name in names:
-                base = self._namespace_base(name)
-                pipe.get(base + "n")
-                pipe.zcard(base + "decided")
-                pipe.get(base + "nbands")
-            return registered, names, pipe.execute(), client.info("server") | client.info("memory")
-
-        registered, names, replies, info = self._server.retrying("stats", run, write=False)
-        per: dict[str, dict[str, Any]] = {}
-        band_rows = 0
-        for i, name in enumerate(names):
-            n, decisions, bands = replies[3 * i : 3 * i + 3]
-            band_rows += int(bands or 0)
-            if name in registered or int(n or 0) or decisions:
-                base = self._namespace_base(name)
-                span = self._server.script("stats", [json.dumps({"op": "span", "base": base})], write=False,
-                                           route=base + "seq")[0]
-                oldest, newest = (struct.unpack(">d", t)[0] for t in span) if span else (None, None)
-                per[name] = {"entries": int(n or 0), "oldest": oldest, "newest": newest, "decisions": int(decisions)}
-        about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory")}
-        return stats_dict(self, "redis", per, band_rows, {"prefix": self.prefix}, about)
-
-    def _namespace_base(self, name: str) -> str:
-        return f"{self.prefix}:{{{quote(name, safe='')}}}:"
-
-    def entries(self, latest: int | None = None) -> Iterator[Entry]:
-        """Every entry of this namespace (or the ``latest`` most recent), oldest first (ties: by
-        id): the hourly time buckets in order (for ``latest``, the newest ones that hold them),
-        each sorted, read in pages of 1000."""
-        if latest is not None and latest <= 0:
-            return
-        hours = self._server.retrying("export", lambda c: c.zrange(self._base + "hours", 0, -1), write=False)
-        buckets: Iterable[list[tuple[float, int]]] = map(self._bucket, hours)
-        if latest is not None:
-            newest: list[tuple[float, int]] = []
-            for hour in reversed(hours):
-                if len(newest) >= latest:
-                    break
-                newest[:0] = self._bucket(hour)
-            buckets = [newest[-latest:]]
-        for rows in buckets:
-            for start in range(0, len(rows), 1000):
-                ids = [i for _, i in rows[start : start + 1000]]
-                found = self._records("export", ids)
-                yield from (found[i] for i in ids if i in found)
-
-    def _bucket(self, hour: Any) -> list[tuple[float, int]]:
-        """``(first seen, id)`` of one hourly time bucket's entries, sorted."""
-        packed = self._script("export", self._args("bucket", hour=hour), write=False)
-        return sorted((struct.unpack_from(">d", packed, i + 4)[0], int.from_bytes(packed[i : i + 4], "big"))
-                      for i in range(0, len(packed), 12))
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
