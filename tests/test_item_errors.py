@@ -38,13 +38,19 @@ def _tamper_sqlite(path: Path, title_fp: int) -> None:
     conn.close()
 
 
-def test_sqlite_batch_with_a_tampered_candidate_decides_the_others(tmp_path: Path) -> None:
-    rng = random.Random(1)
+def _tampered_index(path: Path, rng: random.Random) -> int:
+    """An index at ``path`` whose one entry ("victim") is tampered with; returns its title fingerprint."""
     victim = rng.getrandbits(64)
-    path = tmp_path / "i.sqlite3"
     with open_index(path) as ix:
         ix.check_and_add(_q(victim, "victim"))
     _tamper_sqlite(path, victim)
+    return victim
+
+
+def test_sqlite_batch_with_a_tampered_candidate_decides_the_others(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    path = tmp_path / "i.sqlite3"
+    victim = _tampered_index(path, rng)
     with open_index(path) as ix:
         out = ix.check_and_add_many([_q(rng.getrandbits(64), "a"), _q(victim, "b"), _q(rng.getrandbits(64), "c")])
         assert [o.entry_id is not None for o in out] == [True, False, True]
@@ -57,11 +63,8 @@ def test_sqlite_single_item_batch_with_a_tampered_candidate_fails_alone(tmp_path
     """A batch of one (no savepoint: its transaction is rolled back) answers the error, writes
     nothing, and leaves the index usable."""
     rng = random.Random(2)
-    victim = rng.getrandbits(64)
     path = tmp_path / "i.sqlite3"
-    with open_index(path) as ix:
-        ix.check_and_add(_q(victim, "victim"))
-    _tamper_sqlite(path, victim)
+    victim = _tampered_index(path, rng)
     with open_index(path) as ix:
         (out,) = ix.check_and_add_many([_q(victim, "b")])
         assert out.entry_id is None and out.match is None
