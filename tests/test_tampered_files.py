@@ -379,3 +379,30 @@ def test_opening_again_in_the_same_process_keeps_its_locks(tmp_path: Path) -> No
         live.check_and_add(Query(*FPS[1][:2], 2, 3, url=FPS[1][2]))
     with open_index(path) as ix:
         assert {e.url for e in ix.entries()} == {FPS[0][2], FPS[1][2]}
+
+
+def test_a_wal_that_vanishes_while_it_is_checked_is_no_damage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last connection of another process may close (checkpoint, delete the WAL) between the
+    check's look at the WAL and its read: nothing is pending then, and the open goes on (seen as
+    "cannot read the WAL" in four processes creating one index at once)."""
+    import contextlib
+
+    from scrapy_simhash.index import sqlite_wal
+
+    file = tmp_path / "i.sqlite3"
+    with open_index(file) as ix:
+        ix.check_and_add(Query(title_fp=1, body_fp=None, title_k=2, body_k=3, url="u"))
+    wal = Path(f"{file}-wal")
+    wal.write_bytes(b"not a WAL, and about to go" * 100)
+
+    @contextlib.contextmanager
+    def closed_meanwhile(shm: Path):
+        wal.unlink()
+        shm.unlink(missing_ok=True)
+        yield True
+
+    monkeypatch.setattr(sqlite_wal, "_alone", closed_meanwhile)
+    sqlite_wal.check_wal(file, 4096, 1)  # no IndexOpenError
+    monkeypatch.undo()
+    with open_index(file) as ix:
+        assert ix.count() == 1

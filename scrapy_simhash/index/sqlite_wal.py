@@ -198,6 +198,10 @@ def check_wal(file: Path, page_size: int, header_pages: int) -> None:
                 else:
                     with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
                         problem = wal_problem(data, main_size, page_size, header_pages, _shm_record(shm))
+        except FileNotFoundError as exc:
+            if exc.filename != str(wal):
+                raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
+            return  # the last connection closed meanwhile: checkpointed, nothing pending
         except OSError as exc:
             raise IndexOpenError(f"cannot read the WAL of index {file}: {exc}") from exc
     if problem:
