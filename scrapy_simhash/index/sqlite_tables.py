@@ -97,7 +97,22 @@ from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS
 
-SCHEMA = """
+#: Odd, below 2**43: ``ns * FP_MIX`` never overflows a signed 64-bit integer (namespace ids < 2**20)
+#: and spreads a namespace id over many bits (two namespaces' keys meet only far from near copies).
+FP_MIX = 0x6A09E667F3B
+
+
+def fp_key_sql(column: str) -> str:
+    """The SQL of a fingerprint index's key: an integer fingerprint XOR ``ns * FP_MIX`` (``a | b``
+    minus ``a & b``: SQLite has no XOR, and neither side overflows), so the index needs no ``ns``
+    column (one record-header byte an entry each) and namespaces holding one fingerprint (an empty
+    body) still get apart keys; a 128-bit BLOB fingerprint is its own key. Computed in Python by
+    :meth:`Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
+    mask = f"(ns * {FP_MIX:#x})"
+    return f"CASE typeof({column}) WHEN 'integer' THEN ({column} | {mask}) - ({column} & {mask}) ELSE {column} END"
+
+
+SCHEMA = f"""
 CREATE TABLE namespace (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -116,8 +131,8 @@ CREATE TABLE entry (
     sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
     short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
-CREATE INDEX entry_title ON entry(TITLE_KEY, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry(BODY_KEY, first_seen) WHERE body_fp IS NOT NULL;
+CREATE INDEX entry_title ON entry({fp_key_sql("title_fp")}, first_seen) WHERE title_fp IS NOT NULL;
+CREATE INDEX entry_body ON entry({fp_key_sql("body_fp")}, first_seen) WHERE body_fp IS NOT NULL;
 CREATE INDEX entry_seen ON entry(ns, first_seen);
 CREATE INDEX entry_url ON entry(url_key) WHERE url_key IS NOT NULL;
 CREATE TABLE band (
@@ -149,22 +164,6 @@ CREATE TABLE sentence (
     PRIMARY KEY (key, entry)
 ) WITHOUT ROWID;
 """
-#: Odd, below 2**43: ``ns * FP_MIX`` never overflows a signed 64-bit integer (namespace ids < 2**20)
-#: and spreads a namespace id over many bits (two namespaces' keys meet only far from near copies).
-FP_MIX = 0x6A09E667F3B
-
-
-def fp_key_sql(column: str) -> str:
-    """The SQL of a fingerprint index's key: an integer fingerprint XOR ``ns * FP_MIX`` (``a | b``
-    minus ``a & b``: SQLite has no XOR, and neither side overflows), so the index needs no ``ns``
-    column (one record-header byte an entry each) and namespaces holding one fingerprint (an empty
-    body) still get apart keys; a 128-bit BLOB fingerprint is its own key. Computed in Python by
-    :meth:`Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
-    mask = f"(ns * {FP_MIX:#x})"
-    return f"CASE typeof({column}) WHEN 'integer' THEN ({column} | {mask}) - ({column} & {mask}) ELSE {column} END"
-
-
-SCHEMA = SCHEMA.replace("TITLE_KEY", fp_key_sql("title_fp")).replace("BODY_KEY", fp_key_sql("body_fp"))
 #: Delivery tracking: added to a file made before it at its next writable open.
 PENDING_SCHEMA = (
     "CREATE TABLE pending (\n    entry INTEGER PRIMARY KEY,\n    owner TEXT NOT NULL\n)",
@@ -301,6 +300,9 @@ def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
     return enc, dec
 
 
+_M32 = (1 << 32) - 1
+
+
 def url_key(ns: int, url: str | None) -> int | None:
     """``entry.url_key``: BLAKE2b of the URL (4 bytes) XOR the low 32 bits of the namespace's mask,
     signed (None: no URL). Only ``forget(url)`` looks it up, and it compares the row's ``ns`` and
@@ -310,8 +312,6 @@ def url_key(ns: int, url: str | None) -> int | None:
     digest = int.from_bytes(blake2b(url.encode("utf-8", "surrogatepass"), digest_size=4).digest(), "big")
     return ((digest ^ sqlite_sentences.ns_mask(ns)) & _M32) - (1 << 31)
 
-
-_M32 = (1 << 32) - 1
 
 
 def whole_seconds(t: float) -> float:
