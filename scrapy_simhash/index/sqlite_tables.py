@@ -313,7 +313,6 @@ def url_key(ns: int, url: str | None) -> int | None:
     return ((digest ^ sqlite_sentences.ns_mask(ns)) & _M32) - (1 << 31)
 
 
-
 def whole_seconds(t: float) -> float:
     """``entry.first_seen`` for a time: its whole second (floor), which SQLite stores as a 4-byte
     integer in the row and in the fingerprint and time indexes where ``time.time()`` took 8 (read
