@@ -141,3 +141,22 @@ def test_unusual_words_weigh_as_in_python(tmp_path_factory, texts: list[str]) ->
             slow.segmenter = Segmenter(slow.tokenizer, compiled=False)
             for text, body in itertools.product(texts, (False, True)):
                 assert fast.fingerprint(text, body) == slow.fingerprint(text, body), (text, force_split, body)
+
+
+_SIGNATURE_BITS = [*"。!?;.\"'”’)]」』 \t\n\u3000\u2028\x1cabcİK中文1,=", "ab" * 12, "中文" * 6]
+_SIGNATURE_TEXT = st.lists(st.sampled_from(_SIGNATURE_BITS), max_size=60).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_SIGNATURE_TEXT)
+def test_the_compiled_sentence_cut_is_the_python_one(text: str) -> None:
+    assert _segment_c.sentence_pieces(text) == signatures._pieces_python(text)
+    assert _segment_c.non_space(text) == signatures._non_space_python(text)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from([*"0123456789.,- a", "١٢", "²"]), max_size=20).map("".join))
+def test_the_number_pattern_finds_what_it_found(text: str) -> None:
+    import re
+
+    assert signatures._NUMBER.findall(text) == re.findall(r"\d+(?:[.,]\d+)*", text)
