@@ -119,6 +119,14 @@ cdef inline uint64_t _pack(str s, Py_ssize_t lo, Py_ssize_t hi) noexcept:
     return key
 
 
+cdef enum:
+    _SEEN_BITS = 23
+
+
+cdef inline uint64_t _seen_bit(uint64_t key) noexcept:
+    return (key * 0xC2B2AE3D27D4EB4FULL) >> (64 - _SEEN_BITS)
+
+
 cdef class Router:
     """The route through one prefix dictionary (``Segmenter._cut_block``), for one ``total``.
     ``ValueError`` when the dictionary holds a frequency below 0, infinite or that is not a number
@@ -126,6 +134,8 @@ cdef class Router:
 
     cdef double *one    # per BMP code point: NAN absent, INFINITY prefix only, else the log term
     cdef Table words    # the words of 2 to 4 characters (packed), the same values
+    cdef uint64_t *seen  # a bit per _seen_bit(key), set for each key of `words`: most absent keys are told
+                         # by this 1 MB (mostly cached) instead of a probe of the 16 MB table
     cdef dict freq
     cdef double logtotal
 
@@ -144,6 +154,9 @@ cdef class Router:
         for i in range(65536):
             self.one[i] = NAN
         _table_init(&self.words, len(freq))  # at least the words of 2 to 4 characters: one pass, not two
+        self.seen = <uint64_t *> calloc(1 << (_SEEN_BITS - 6), sizeof(uint64_t))
+        if self.seen == NULL:
+            raise MemoryError()
         while PyDict_Next(freq, &pos, &key, &value):
             if type(<object> key) is not str:
                 continue
@@ -163,10 +176,22 @@ cdef class Router:
                 self.one[packed] = lp
             else:
                 _table_put(&self.words, packed, lp)
+                self.seen[_seen_bit(packed) >> 6] |= (<uint64_t> 1) << (_seen_bit(packed) & 63)
 
     def __dealloc__(self):
         free(self.one)
         free(self.words.slots)
+        free(self.seen)
+
+    cdef inline double _packed(self, uint64_t key, Py_ssize_t k) noexcept:
+        """The log term of a packed word of ``k`` characters (NAN: absent)."""
+        cdef uint64_t bit
+        if k == 1:
+            return self.one[key]
+        bit = _seen_bit(key)
+        if not (self.seen[bit >> 6] >> (bit & 63)) & 1:
+            return NAN
+        return _table_get(&self.words, key, NAN)
 
     cdef double _lookup(self, str block, Py_ssize_t start, Py_ssize_t stop) except? -2.0:
         """The log term of ``block[start:stop]``: INFINITY for a prefix, NAN when absent."""
@@ -174,7 +199,7 @@ cdef class Router:
         cdef PyObject *value
         cdef double f
         if key:
-            return self.one[key] if stop - start == 1 else _table_get(&self.words, key, NAN)
+            return self._packed(key, stop - start)
         value = PyDict_GetItem(self.freq, block[start:stop])
         if value == NULL:
             return NAN
@@ -189,7 +214,7 @@ cdef class Router:
         cdef PyObject *value
         cdef double lp
         if key:
-            lp = self.one[key] if stop - start == 1 else _table_get(&self.words, key, NAN)
+            lp = self._packed(key, stop - start)
             return not isnan(lp) and lp != INFINITY
         value = PyDict_GetItem(self.freq, text[start:stop])
         return value != NULL and bool(<object> value)
