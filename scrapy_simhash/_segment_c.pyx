@@ -1198,12 +1198,22 @@ cdef void _piece(dict found, str text, Py_ssize_t lo, Py_ssize_t hi, Py_UCS4 *bu
 cdef object _LINE_BIT = 1 << 63
 
 
-def sentence_pieces(str text):
+cdef str _exact(object text):
+    """``text`` as a ``str`` itself (a subclass, such as lxml's text results, copied)."""
+    if type(text) is str:
+        return <str> text
+    if isinstance(text, str):
+        return str.__str__(text)
+    raise TypeError(f"expected a str, not {type(text).__name__}")
+
+
+def sentence_pieces(object text_):
     r"""``signatures._pieces_python(text)``: the pieces of a text, cut at line breaks and at
     ``signatures._SENTENCE_END`` (``[。!?;]+``, or a period before a space or the end with closing
     quotes and brackets between), each without its whitespace (``\s``: ``str.isspace``) and
     lower-cased → 0 for a sentence (a piece a mark ends), ``_LINE_BIT`` for a line (a piece only a
     line break or the end ends)."""
+    cdef str text = _exact(text_)
     cdef dict found = {}
     cdef Py_ssize_t n = len(text), i = 0, j, line_end, start
     cdef Py_UCS4 c
@@ -1243,11 +1253,33 @@ def sentence_pieces(str text):
     return found
 
 
-def non_space(str text):
+def non_space(object text_):
     r"""``len(re.sub(r"\s+", "", text))``: how many characters of ``text`` are not whitespace."""
+    cdef str text = _exact(text_)
     cdef Py_ssize_t n = 0
     cdef Py_UCS4 c
     for c in text:
         if not c.isspace():
             n += 1
     return n
+
+
+# -- normalize.py -----------------------------------------------------------------------------------
+
+
+def chars_in(object text_, bytes bitmap):
+    """``set(re.findall(class, text))`` for the character class whose BMP code points have their
+    bit set in ``bitmap`` (8,192 bytes, bit ``c & 7`` of byte ``c >> 3``): which of them ``text``
+    holds."""
+    cdef str text = _exact(text_)
+    cdef const unsigned char *bits = <const unsigned char *> PyBytes_AS_STRING(bitmap)
+    cdef Py_UCS4 c
+    cdef uint64_t cp
+    cdef set out = set()
+    if PyBytes_GET_SIZE(bitmap) != 8192:
+        raise ValueError("a bitmap of the BMP is 8,192 bytes")
+    for c in text:
+        cp = <uint64_t> c
+        if cp < 65536 and bits[cp >> 3] >> (cp & 7) & 1:
+            out.add(c)
+    return out

@@ -17,9 +17,18 @@ Case is preserved; the feature step lower-cases Latin words.
 from __future__ import annotations
 
 import datetime
+import functools
 import html as html_lib
+import os
 import re
 from collections.abc import Iterable, Mapping
+
+try:  # the compiled character scan (the same set as the regex below)
+    from . import _segment_c
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _segment_c = None
+if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):
+    _segment_c = None
 
 from .html_text import (
     MAX_INPUT_CHARS,
@@ -163,9 +172,28 @@ assert not any(c in _CHAR_CHANGES for v in _CHAR_CHANGES.values() for c in v)
 _CHAR_CHANGE_RE = re.compile(_char_class(map(ord, _CHAR_CHANGES)))
 
 
+def _char_bitmap(chars: Iterable[str]) -> bytes:
+    """The BMP characters ``chars`` as :func:`._segment_c.chars_in` takes them."""
+    bits = bytearray(8192)
+    for c in map(ord, chars):
+        bits[c >> 3] |= 1 << (c & 7)
+    return bytes(bits)
+
+
+def _changed_chars_python(text: str) -> set[str]:
+    return set(_CHAR_CHANGE_RE.findall(text))
+
+
+assert max(map(ord, _CHAR_CHANGES)) < 0x10000
+if _segment_c is None:
+    _changed_chars = _changed_chars_python
+else:  # the same set, found by a compiled loop (a class of 2,200 code points costs sre ~10 ns a character)
+    _changed_chars = functools.partial(_segment_c.chars_in, bitmap=_char_bitmap(_CHAR_CHANGES))
+
+
 def _translate_chars(text: str) -> str:
     """``text.translate(_CHAR_TABLE)``, faster."""
-    for ch in set(_CHAR_CHANGE_RE.findall(text)):
+    for ch in _changed_chars(text):
         text = text.replace(ch, _CHAR_CHANGES[ch])
     return text
 
