@@ -19,17 +19,10 @@ from __future__ import annotations
 import datetime
 import functools
 import html as html_lib
-import os
 import re
 from collections.abc import Iterable, Mapping
 
-try:  # the compiled character scan (the same set as the regex below)
-    from . import _segment_c
-except ImportError:  # pragma: no cover - exercised where the extension is not built
-    _segment_c = None
-if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):
-    _segment_c = None
-
+from ._compiled import _segment_c  # the compiled character scan, or None
 from .html_text import (
     MAX_INPUT_CHARS,
     decode_html_bytes,

@@ -10,16 +10,10 @@ the other.
 
 from __future__ import annotations
 
-import os
 import re
 from hashlib import blake2b
 
-try:  # the compiled sentence cut and whitespace count (the same results as the Python ones below)
-    from . import _segment_c
-except ImportError:  # pragma: no cover - exercised where the extension is not built
-    _segment_c = None
-if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):
-    _segment_c = None
+from ._compiled import _segment_c  # the compiled sentence cut and whitespace count, or None
 
 #: At most this many number hashes make an entry's number signature (the smallest ones).
 NUMBERS_MAX = 16
