@@ -54,15 +54,17 @@ cdef struct Table:
 
 
 cdef int _table_init(Table *t, Py_ssize_t n) except -1:
-    """Room for ``n`` keys at most half full (at least 1,024 slots)."""
+    """Room for ``n`` keys at most half full (at least 1,024 slots); ``t`` unchanged on failure."""
     cdef Py_ssize_t slots = 1024
     cdef int bits = 10
+    cdef Slot *new
     while slots < 2 * n:
         slots *= 2
         bits += 1
-    t.slots = <Slot *> calloc(slots, sizeof(Slot))
-    if t.slots == NULL:
+    new = <Slot *> calloc(slots, sizeof(Slot))
+    if new == NULL:
         raise MemoryError()
+    t.slots = new
     t.mask = slots - 1
     t.shift = 64 - bits
     t.used = 0
@@ -640,7 +642,7 @@ cdef class _IdfKeys:
         cdef uint64_t key
         cdef Slot *slot
         self.words = words
-        _table_init(&self.table, n)
+        _table_init(&self.table, n * 3 // 4)  # 270,000 words in 2^19 slots (8 MB), not 2^20
         for i in range(n):
             word = <object> PyList_GET_ITEM(words, i)
             if type(word) is not str:
