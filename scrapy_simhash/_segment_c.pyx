@@ -10,16 +10,18 @@ doubles are the IEEE doubles of Python floats, ``log`` is the C library's that `
 there are only additions and comparisons, nothing a compiler may contract or reorder without
 -ffast-math). What is faster in the route is the dictionary lookup. The prefix dictionary
 is a dict of ~500,000 words, so a lookup costs a few cache misses (its index, its entry, the key
-string) plus building the substring; nearly all lookups are of 1 to 3 characters. Here those go to
-two compact tables built from the dict: one slot per BMP character, and an open-addressing table
-keyed by the 2 or 3 code points packed into 63 bits (the key *is* the word: no hash collisions to
-verify). Both hold ``log(freq) - log(total)``, the term jieba adds. Longer fragments, characters
-outside the BMP and NUL go to the dict itself.
+string) plus building the substring; 99 % of the lookups are of 1 to 4 characters. Here those go
+to two compact tables built from the dict: one slot per BMP character, and an open-addressing table
+keyed by the 2 to 4 code points packed into 64 bits (:func:`_pack`; the key *is* the word: no hash
+collisions to verify). Both hold ``log(freq) - log(total)``, the term jieba adds. Longer fragments,
+characters outside the BMP and NUL go to the dict itself. The fingerprint's pass takes the words of
+a block where the route puts them, as word numbers, making no string for a token it has met
+(:meth:`Vocabulary._block`).
 """
 
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.list cimport PyList_GET_ITEM
-from cpython.unicode cimport PyUnicode_Compare
+from cpython.unicode cimport PyUnicode_4BYTE_KIND, PyUnicode_Compare, PyUnicode_FromKindAndData
 from cpython.object cimport PyObject
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
@@ -36,35 +38,116 @@ from time import sleep as _sleep
 
 cdef uint64_t _MULT = 11400714819323198485ULL  # 2^64 / golden ratio: Fibonacci hashing
 
+
 cdef struct Slot:
     uint64_t key  # 0: empty
-    double lp     # log(freq) - log(total); INFINITY: a prefix only (frequency 0)
+    double value
 
 
-cdef inline uint64_t _pack(Py_UCS4 a, Py_UCS4 b, Py_UCS4 c):
-    return <uint64_t> a | (<uint64_t> b << 21) | (<uint64_t> c << 42)
+# An open-addressing table keyed by packed words (_pack): the key *is* the word, so there are no
+# collisions to verify.
+cdef struct Table:
+    Slot *slots
+    uint64_t mask
+    int shift
+    Py_ssize_t used
+
+
+cdef int _table_init(Table *t, Py_ssize_t n) except -1:
+    """Room for ``n`` keys at most half full (at least 1,024 slots); ``t`` unchanged on failure."""
+    cdef Py_ssize_t slots = 1024
+    cdef int bits = 10
+    cdef Slot *new
+    while slots < 2 * n:
+        slots *= 2
+        bits += 1
+    new = <Slot *> calloc(slots, sizeof(Slot))
+    if new == NULL:
+        raise MemoryError()
+    t.slots = new
+    t.mask = slots - 1
+    t.shift = 64 - bits
+    t.used = 0
+    return 0
+
+
+cdef inline Slot *_table_slot(const Table *t, uint64_t key) noexcept:
+    """The slot of ``key``: its own, or the empty one where it would go."""
+    cdef uint64_t i = (key * _MULT) >> t.shift
+    while t.slots[i].key != 0 and t.slots[i].key != key:
+        i = (i + 1) & t.mask
+    return &t.slots[i]
+
+
+cdef inline double _table_get(const Table *t, uint64_t key, double missing) noexcept:
+    cdef Slot *slot = _table_slot(t, key)
+    return slot.value if slot.key else missing
+
+
+cdef int _table_put(Table *t, uint64_t key, double value) except -1:
+    """Set ``key``; the table doubles when it would be more than half full."""
+    cdef Slot *slot = _table_slot(t, key)
+    cdef Slot *old
+    cdef Py_ssize_t i, n
+    if slot.key == 0:
+        if 2 * (t.used + 1) > <Py_ssize_t> t.mask + 1:
+            old, n = t.slots, <Py_ssize_t> t.mask + 1
+            _table_init(t, n)
+            for i in range(n):
+                if old[i].key:
+                    _table_slot(t, old[i].key)[0] = old[i]
+                    t.used += 1
+            free(old)
+            slot = _table_slot(t, key)
+        t.used += 1
+    slot.key = key
+    slot.value = value
+    return 0
+
+
+cdef inline uint64_t _pack(str s, Py_ssize_t lo, Py_ssize_t hi) noexcept:
+    """``s[lo:hi]`` (1 to 4 characters of the BMP, none NUL) as 16 bits a code point, first
+    highest; 0 when it cannot be packed. Unambiguous: every packed character is non-zero."""
+    cdef uint64_t key = 0
+    cdef Py_UCS4 c
+    cdef Py_ssize_t i
+    if hi - lo > 4:
+        return 0
+    for i in range(lo, hi):
+        c = s[i]
+        if c == 0 or c > 0xFFFF:
+            return 0
+        key = key << 16 | <uint64_t> c
+    return key
+
+
+cdef enum:
+    _SEEN_BITS = 23
+
+
+cdef inline uint64_t _seen_bit(uint64_t key) noexcept:
+    return (key * 0xC2B2AE3D27D4EB4FULL) >> (64 - _SEEN_BITS)
 
 
 cdef class Router:
     """The route through one prefix dictionary (``Segmenter._cut_block``), for one ``total``.
-    ``ValueError`` when the dictionary holds a frequency below 0 or that is not a number (the
-    pure-Python route handles those as jieba does)."""
+    ``ValueError`` when the dictionary holds a frequency below 0, infinite or that is not a number
+    (the pure-Python route handles those as jieba does)."""
 
     cdef double *one    # per BMP code point: NAN absent, INFINITY prefix only, else the log term
-    cdef Slot *table
-    cdef uint64_t mask
-    cdef int shift
+    cdef Table words    # the words of 2 to 4 characters (packed), the same values
+    cdef uint64_t *seen  # a bit per _seen_bit(key), set for each key of `words`: most absent keys are told
+                         # by this 1 MB (mostly cached) instead of a probe of the 16 MB table
     cdef dict freq
     cdef double logtotal
 
     def __cinit__(self, dict freq, double logtotal):
-        cdef Py_ssize_t i, pos = 0, n = 0, slots = 1024
-        cdef int bits = 10
+        cdef Py_ssize_t i, pos = 0
         cdef double f, lp
         cdef PyObject *key
         cdef PyObject *value
         cdef Py_ssize_t k
-        cdef Py_UCS4 a, b, c
+        cdef uint64_t packed
         self.freq = freq
         self.logtotal = logtotal
         self.one = <double *> malloc(65536 * sizeof(double))
@@ -72,75 +155,53 @@ cdef class Router:
             raise MemoryError()
         for i in range(65536):
             self.one[i] = NAN
-        n = len(freq)  # at least the words of 2 or 3 characters: one pass over the dict, not two
-        while slots < 2 * n:
-            slots *= 2
-            bits += 1
-        self.table = <Slot *> calloc(slots, sizeof(Slot))
-        if self.table == NULL:
+        _table_init(&self.words, len(freq))  # at least the words of 2 to 4 characters: one pass, not two
+        self.seen = <uint64_t *> calloc(1 << (_SEEN_BITS - 6), sizeof(uint64_t))
+        if self.seen == NULL:
             raise MemoryError()
-        self.mask = slots - 1
-        self.shift = 64 - bits
-        pos = 0
         while PyDict_Next(freq, &pos, &key, &value):
             if type(<object> key) is not str:
                 continue
             k = len(<str> key)
-            if not 1 <= k <= 3:
+            if not 1 <= k <= 4:
                 continue
             if type(<object> value) is not int and type(<object> value) is not float:
                 raise ValueError("a frequency that is not a number")
             f = <object> value
-            if not f >= 0:
-                raise ValueError("a frequency below 0")
+            if not 0 <= f < INFINITY:
+                raise ValueError("a frequency below 0 or infinite")
             lp = INFINITY if f == 0 else log(f) - logtotal
-            a = (<str> key)[0]
-            if k == 1:
-                if 0 < a < 65536:
-                    self.one[a] = lp
+            packed = _pack(<str> key, 0, k)
+            if packed == 0:
                 continue
-            b = (<str> key)[1]
-            c = (<str> key)[2] if k == 3 else 0
-            if a != 0 and b != 0 and (k == 2 or c != 0):
-                self._put(_pack(a, b, c), lp)
+            if k == 1:
+                self.one[packed] = lp
+            else:
+                _table_put(&self.words, packed, lp)
+                self.seen[_seen_bit(packed) >> 6] |= (<uint64_t> 1) << (_seen_bit(packed) & 63)
 
     def __dealloc__(self):
         free(self.one)
-        free(self.table)
+        free(self.words.slots)
+        free(self.seen)
 
-    cdef void _put(self, uint64_t key, double lp):
-        cdef uint64_t i = (key * _MULT) >> self.shift
-        while self.table[i].key != 0 and self.table[i].key != key:
-            i = (i + 1) & self.mask
-        self.table[i].key = key
-        self.table[i].lp = lp
-
-    cdef inline double _get(self, uint64_t key):
-        """The log term of a packed word, INFINITY for a prefix, NAN when absent."""
-        cdef uint64_t i = (key * _MULT) >> self.shift
-        while True:
-            if self.table[i].key == key:
-                return self.table[i].lp
-            if self.table[i].key == 0:
-                return NAN
-            i = (i + 1) & self.mask
+    cdef inline double _packed(self, uint64_t key, Py_ssize_t k) noexcept:
+        """The log term of a packed word of ``k`` characters (NAN: absent)."""
+        cdef uint64_t bit
+        if k == 1:
+            return self.one[key]
+        bit = _seen_bit(key)
+        if not (self.seen[bit >> 6] >> (bit & 63)) & 1:
+            return NAN
+        return _table_get(&self.words, key, NAN)
 
     cdef double _lookup(self, str block, Py_ssize_t start, Py_ssize_t stop) except? -2.0:
         """The log term of ``block[start:stop]``: INFINITY for a prefix, NAN when absent."""
-        cdef Py_ssize_t k = stop - start
-        cdef Py_UCS4 a, b, c
+        cdef uint64_t key = _pack(block, start, stop)
         cdef PyObject *value
         cdef double f
-        if k == 1:
-            a = block[start]
-            if 0 < a < 65536:
-                return self.one[a]
-        elif k <= 3:
-            a = block[start]
-            b = block[start + 1]
-            c = block[start + 2] if k == 3 else 0
-            if a != 0 and b != 0 and (k == 2 or c != 0):
-                return self._get(_pack(a, b, c))
+        if key:
+            return self._packed(key, stop - start)
         value = PyDict_GetItem(self.freq, block[start:stop])
         if value == NULL:
             return NAN
@@ -149,24 +210,26 @@ cdef class Router:
             raise ValueError("math domain error")  # math.log's error
         return INFINITY if f == 0 else log(f) - self.logtotal
 
-    def cut_block(self, str block, dict unknown, Hmm hmm not None, object force_split, Py_ssize_t cache_max):
-        """The words of ``block`` (``Segmenter._cut_block``): the most probable route through the
-        prefix dictionary; runs of single characters as ``Segmenter._flush`` cuts them, unknown
-        runs remembered in ``unknown`` (cleared at ``cache_max``)."""
-        return self._cut_block(block, unknown, hmm, force_split, cache_max)
+    cdef bint _is_word(self, str text, Py_ssize_t start, Py_ssize_t stop) except -1:
+        """``bool(freq.get(text[start:stop]))``: a word, not only a prefix (``Segmenter._flush``)."""
+        cdef uint64_t key = _pack(text, start, stop)
+        cdef PyObject *value
+        cdef double lp
+        if key:
+            lp = self._packed(key, stop - start)
+            return not isnan(lp) and lp != INFINITY
+        value = PyDict_GetItem(self.freq, text[start:stop])
+        return value != NULL and bool(<object> value)
 
-    cdef tuple _cut_block(self, str block, dict unknown, Hmm hmm, object force_split, Py_ssize_t cache_max):
-        cdef Py_ssize_t n = len(block)
-        cdef Py_ssize_t start, i, x, y, best_end, buf_start
+    cdef int _route(self, str text, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *end) except -1:
+        """The most probable route through ``text[lo:hi]``: ``end[x - lo]``, where the word that
+        starts at ``x`` ends. Scores as jieba's ``calc`` sums them, ties to the later end."""
+        cdef Py_ssize_t n = hi - lo
+        cdef Py_ssize_t start, i, best_end
         cdef double best, p, lp
         cdef bint found
-        cdef double logtotal = self.logtotal
         cdef double *score = <double *> malloc((n + 1) * sizeof(double))
-        cdef Py_ssize_t *end = <Py_ssize_t *> malloc((n + 1) * sizeof(Py_ssize_t))
-        cdef list out = []
-        if score == NULL or end == NULL:
-            free(score)
-            free(end)
+        if score == NULL:
             raise MemoryError()
         try:
             score[n] = 0.0
@@ -176,7 +239,7 @@ cdef class Router:
                 best_end = start
                 i = start
                 while i < n:
-                    lp = self._lookup(block, start, i + 1)
+                    lp = self._lookup(text, lo + start, lo + i + 1)
                     if isnan(lp):
                         break
                     if lp != INFINITY:
@@ -187,10 +250,28 @@ cdef class Router:
                             found = True
                     i += 1
                 if not found:  # no dictionary word starts here: the character alone, frequency 1
-                    best = 0.0 - logtotal + score[start + 1]
+                    best = 0.0 - self.logtotal + score[start + 1]
                 score[start] = best
                 end[start] = best_end + 1
+        finally:
+            free(score)
+        return 0
 
+    def cut_block(self, str block, dict unknown, Hmm hmm not None, object force_split, Py_ssize_t cache_max):
+        """The words of ``block`` (``Segmenter._cut_block``): the most probable route through the
+        prefix dictionary; runs of single characters as ``Segmenter._flush`` cuts them, unknown
+        runs remembered in ``unknown`` (cleared at ``cache_max``)."""
+        return self._cut_block(block, unknown, hmm, force_split, cache_max)
+
+    cdef tuple _cut_block(self, str block, dict unknown, Hmm hmm, object force_split, Py_ssize_t cache_max):
+        cdef Py_ssize_t n = len(block)
+        cdef Py_ssize_t x, y, buf_start
+        cdef Py_ssize_t *end = <Py_ssize_t *> malloc((n + 1) * sizeof(Py_ssize_t))
+        cdef list out = []
+        if end == NULL:
+            raise MemoryError()
+        try:
+            self._route(block, 0, n, end)
             buf_start = -1  # start of a run of single characters
             x = 0
             while x < n:
@@ -207,7 +288,6 @@ cdef class Router:
             if buf_start >= 0:
                 self._flush(block[buf_start:], out, unknown, hmm, force_split, cache_max)
         finally:
-            free(score)
             free(end)
         return tuple(out)
 
@@ -216,8 +296,6 @@ cdef class Router:
         """``Segmenter._flush``: one character as is, a known word's characters one by one, an
         unknown run through the HMM."""
         cdef PyObject *value
-        cdef PyObject *known
-        cdef list words
         if len(buf) == 1:
             out.append(buf)
             return
@@ -225,16 +303,22 @@ cdef class Router:
         if value != NULL and <object> value:
             out.extend(buf)
             return
-        known = PyDict_GetItem(unknown, buf)
-        if known != NULL:
-            out.extend(<object> known)
-            return
-        if len(unknown) >= cache_max:
-            unknown.clear()
-        words = []
-        hmm._cut(buf, 0, len(buf), force_split, words)
-        unknown[buf] = tuple(words)
-        out.extend(words)
+        out.extend(_hmm_words(buf, unknown, hmm, force_split, cache_max))
+
+
+cdef object _hmm_words(str run, dict unknown, Hmm hmm, object force_split, Py_ssize_t cache_max):
+    """The words of a run of characters the dictionary does not know, through the HMM, remembered
+    in ``unknown`` (cleared at ``cache_max``)."""
+    cdef PyObject *known = PyDict_GetItem(unknown, run)
+    cdef list words
+    if known != NULL:
+        return <object> known
+    if len(unknown) >= cache_max:
+        unknown.clear()
+    words = []
+    hmm._cut(run, 0, len(run), force_split, words)
+    out = unknown[run] = tuple(words)
+    return out
 
 
 cdef inline double _emit(dict table, object c, double low) except? -1.0:
@@ -307,8 +391,11 @@ cdef class Hmm:
             em[2] = _emit(self.e_e, ch, self.low)
             em[3] = _emit(self.e_s, ch, self.low)
 
-    cdef list _words(self, str run, Py_ssize_t lo, Py_ssize_t hi):
-        """The words of ``run[lo:hi]``: same sums in the same order, same tie-breaks as jieba."""
+    cdef Py_ssize_t _words(self, str run, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *spans,
+                           Py_ssize_t k) except -1:
+        """The words of the Han run ``run[lo:hi]``, same sums in the same order, same tie-breaks as
+        jieba: ``(start, end, 1)`` written to ``spans`` from triple ``k`` on (at most one a
+        character); where they end."""
         cdef Py_ssize_t n = hi - lo, i, begin, nexti
         cdef double b, m, e, s, nb, nm, ne, ns, x, y
         cdef double em[4]
@@ -316,7 +403,6 @@ cdef class Hmm:
         # back[4 * i + k]: best predecessor of state k (0 B, 1 M, 2 E, 3 S) at position i ≥ 1
         cdef unsigned char *back = <unsigned char *> malloc(4 * n + 4)
         cdef unsigned char *states = <unsigned char *> malloc(n + 1)
-        cdef list words = []
         if back == NULL or states == NULL:
             free(back)
             free(states)
@@ -376,34 +462,30 @@ cdef class Hmm:
                 if pos == 0:
                     begin = i
                 elif pos == 2:
-                    words.append(run[lo + begin:lo + i + 1])
+                    k = _span(spans, k, lo + begin, lo + i + 1, 1)
                     nexti = i + 1
                 elif pos == 3:
-                    words.append(run[lo + i:lo + i + 1])
+                    k = _span(spans, k, lo + i, lo + i + 1, 1)
                     nexti = i + 1
             if nexti < n:
-                words.append(run[lo + nexti:hi])
+                k = _span(spans, k, lo + nexti, hi, 1)
         finally:
             free(back)
             free(states)
-        return words
+        return k
 
-    cdef void _cut(self, str text, Py_ssize_t lo, Py_ssize_t hi, object force_split, list out) except *:
-        """``segment._hmm_cut(text[lo:hi])`` appended to ``out``: Han runs (``finalseg.re_han``)
-        through the Viterbi, words in ``force_split`` one character at a time; the other parts cut
-        as ``finalseg.re_skip.split`` cuts them (``[a-zA-Z0-9]+(?:\.\d+)?%?`` and what lies between)."""
-        cdef Py_ssize_t i = lo, j, q, r
-        cdef Py_UCS4 c
+    cdef Py_ssize_t _spans(self, str text, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *spans) except -1:
+        """The words of ``segment._hmm_cut(text[lo:hi])`` as ``(start, end, hmm)`` triples in
+        ``spans`` (room for ``hi - lo``); how many. Han runs (``finalseg.re_han``) through the
+        Viterbi (``hmm`` 1: subject to ``Force_Split_Words``); the other parts cut as
+        ``finalseg.re_skip.split`` cuts them (``[a-zA-Z0-9]+(?:\.\d+)?%?`` and what lies between)."""
+        cdef Py_ssize_t i = lo, j, q, r, k = 0
         while i < hi:
             if _is_han(text[i]):
                 j = i + 1
                 while j < hi and _is_han(text[j]):
                     j += 1
-                for word in self._words(text, i, j):
-                    if word in force_split:
-                        out.extend(word)
-                    else:
-                        out.append(word)
+                k = self._words(text, i, j, spans, k)
                 i = j
                 continue
             j = i + 1
@@ -414,7 +496,7 @@ cdef class Hmm:
                 while q < j and not _ascii_alnum(text[q]):
                     q += 1
                 if q > i:
-                    out.append(text[i:q])
+                    k = _span(spans, k, i, q, 0)
                 if q == j:
                     break
                 r = q + 1
@@ -426,15 +508,42 @@ cdef class Hmm:
                         r += 1
                 if r < j and text[r] == u'%':
                     r += 1
-                out.append(text[q:r])
+                k = _span(spans, k, q, r, 0)
                 i = r
             i = j
+        return k
+
+    cdef void _cut(self, str text, Py_ssize_t lo, Py_ssize_t hi, object force_split, list out) except *:
+        """``segment._hmm_cut(text[lo:hi])`` appended to ``out`` (see :meth:`_spans`): a word of
+        the Viterbi in ``force_split`` one character at a time."""
+        cdef Py_ssize_t *spans = <Py_ssize_t *> malloc((3 * (hi - lo) + 1) * sizeof(Py_ssize_t))
+        cdef Py_ssize_t k, n
+        if spans == NULL:
+            raise MemoryError()
+        try:
+            n = self._spans(text, lo, hi, spans)
+            for k in range(n):
+                word = text[spans[3 * k]:spans[3 * k + 1]]
+                if spans[3 * k + 2] and word in force_split:
+                    out.extend(word)
+                else:
+                    out.append(word)
+        finally:
+            free(spans)
 
     def cut(self, str text, object force_split):
         """``segment._hmm_cut(text)``."""
         cdef list out = []
         self._cut(text, 0, len(text), force_split, out)
         return tuple(out)
+
+
+cdef inline Py_ssize_t _span(Py_ssize_t *spans, Py_ssize_t k, Py_ssize_t start, Py_ssize_t end,
+                             Py_ssize_t hmm) noexcept:
+    spans[3 * k] = start
+    spans[3 * k + 1] = end
+    spans[3 * k + 2] = hmm
+    return k + 1
 
 
 cdef inline bint _ascii_alnum(Py_UCS4 c):
@@ -520,11 +629,55 @@ cdef int _YIELD_BLOCKS = 64
 cdef double _PAUSE = 0.0001
 
 
+cdef class _IdfKeys:
+    """The packable words (:func:`_pack`) of a sorted IDF table, hashed to their index in it: one
+    probe where a bisection of 270,000 words costs some twenty string comparisons, most of them
+    cache misses."""
+
+    cdef Table table
+    cdef list words  # the table's words, kept: their identity tells whether this is still their index
+
+    def __cinit__(self, list words):
+        cdef Py_ssize_t i, n = len(words)
+        cdef uint64_t key
+        cdef Slot *slot
+        self.words = words
+        _table_init(&self.table, n * 3 // 4)  # 270,000 words in 2^19 slots (8 MB), not 2^20
+        for i in range(n):
+            word = <object> PyList_GET_ITEM(words, i)
+            if type(word) is not str:
+                continue
+            key = _pack(<str> word, 0, len(<str> word))
+            if key:
+                slot = _table_slot(&self.table, key)
+                if slot.key == 0:  # the first of equal words, as bisect_left finds it
+                    slot.key = key
+                    slot.value = i
+                    self.table.used += 1
+
+    def __dealloc__(self):
+        free(self.table.slots)
+
+
+cdef _IdfKeys _last_idf_keys = None
+
+
+cdef _IdfKeys _idf_keys(list words):
+    """The :class:`_IdfKeys` of ``words``, built once per table (~10 ms) and shared."""
+    global _last_idf_keys
+    if _last_idf_keys is None or _last_idf_keys.words is not words:
+        _last_idf_keys = _IdfKeys(words)
+    return _last_idf_keys
+
+
 cdef class Vocabulary:
     """The feature words an extractor has met, numbered, with what the fingerprint needs of each:
-    its IDF and its BLAKE2b digests. Dictionary blocks and tokens are remembered as word numbers, so
-    that a text goes from characters to fingerprint (:meth:`fingerprint`) with one dict lookup per
-    block (and per token of a block not met before), the rest over arrays. The same numbers as
+    its IDF and its BLAKE2b digests. Tokens are remembered as word numbers (by packed key where they
+    can be packed), and so are the blocks that start with another character than a Han one (words
+    of Latin script and figures, which recur), so that a text goes from characters to fingerprint
+    (:meth:`fingerprint`) over arrays and compact tables, with a dict lookup per Latin block and
+    per token never met before. (Chinese blocks rarely recur: remembering them costs more than
+    cutting them again.) The same numbers as
     ``FeatureExtractor.words``, ``weights``, ``cap_shares`` and ``simhash``: a token's word is
     ``FeatureExtractor._word``'s, its IDF ``idf.get(word, median)`` (also written to ``word_idf``,
     the extractor's dict).
@@ -539,6 +692,7 @@ cdef class Vocabulary:
     cdef dict word_ids   # feature word → word number
     cdef dict block_ids  # dictionary block → its words' numbers (int32 bytes), in order
     cdef int *char_ids   # per BMP code point, a one-character token: word number + 2, 0: not met yet
+    cdef Table token_keys  # a packed token of 2 to 4 characters (see _pack) → its word number (-1: none)
     cdef list words      # word number → feature word
     cdef double *idf
     cdef unsigned char *digests[3]  # digest sizes 4, 8, 16 bytes: per word number
@@ -550,6 +704,7 @@ cdef class Vocabulary:
     cdef object stop_words, table, median
     cdef list sorted_words       # the IDF table's words, sorted (a tables.SortedTable), else None
     cdef const double[:] sorted_values
+    cdef _IdfKeys idf_keys       # its packable words hashed (None: bisect every word)
 
     def __cinit__(self, dict word_idf, object stop_words, object idf, object median):
         self.lock = PyThread_allocate_lock()
@@ -559,6 +714,7 @@ cdef class Vocabulary:
         words = getattr(idf, "_words", None)
         if type(words) is list and type(idf).__name__ == "SortedTable":  # looked up here, not through Mapping.get
             self.sorted_words, self.sorted_values = words, idf._values
+            self.idf_keys = _idf_keys(words)
         self.char_ids = <int *> calloc(65536, sizeof(int))
         if self.char_ids == NULL:
             raise MemoryError()
@@ -580,6 +736,8 @@ cdef class Vocabulary:
         free(self.idf)
         free(self.have)
         free(self.counts)
+        free(self.token_keys.slots)
+        self.token_keys.slots = NULL
         for s in range(3):
             free(self.digests[s])
             self.digests[s] = NULL
@@ -594,6 +752,7 @@ cdef class Vocabulary:
             self._free()
             self.token_ids, self.word_ids, self.block_ids, self.words = {}, {}, {}, []
             memset(self.char_ids, 0, 65536 * sizeof(int))
+            _table_init(&self.token_keys, 0)
             self.size = self.capacity = 0
         finally:
             PyThread_release_lock(self.lock)
@@ -664,8 +823,14 @@ cdef class Vocabulary:
         """``idf.get(word, median)``; a SortedTable bisected here as its ``__getitem__`` does."""
         cdef list words = self.sorted_words
         cdef Py_ssize_t lo = 0, hi, mid
+        cdef uint64_t key
+        cdef Slot *slot
         if words is None:
             return self.table.get(word, self.median)
+        key = _pack(word, 0, len(word))
+        if key:  # a word of the table equal to it is packable too: it is in idf_keys or nowhere
+            slot = _table_slot(&self.idf_keys.table, key)
+            return self.sorted_values[<Py_ssize_t> slot.value] if slot.key else self.median
         hi = len(words)
         while lo < hi:  # bisect_left
             mid = (lo + hi) // 2
@@ -702,28 +867,105 @@ cdef class Vocabulary:
             PyThread_release_lock(self.lock)
         return out
 
-    cdef bytes _block(self, str block, Router router, dict unknown, Hmm hmm, object force_split,
-                      Py_ssize_t cache_max):
-        """The word numbers of a dictionary block's words (feature words only), remembered."""
-        cdef PyObject *known = PyDict_GetItem(self.block_ids, block)
-        cdef Py_ssize_t k = 0
+    cdef int _span_id(self, str text, Py_ssize_t lo, Py_ssize_t hi) except -2:
+        """The word number of the token ``text[lo:hi]``: a packed token looked up in
+        ``token_keys``, without making its string once it has been met."""
+        cdef uint64_t key
+        cdef Slot *slot
         cdef int i
-        cdef int *ids
-        if known != NULL:
-            return <bytes> known
-        tokens = router._cut_block(block, unknown, hmm, force_split, cache_max)
-        ids = <int *> malloc((len(tokens) + 1) * sizeof(int))
-        if ids == NULL:
-            raise MemoryError()
-        try:
-            for token in tokens:
-                i = self._id(token)
+        if hi - lo == 1:
+            return self._char_id(text, lo)
+        key = _pack(text, lo, hi)
+        if key == 0:
+            return self._id(text[lo:hi])
+        slot = _table_slot(&self.token_keys, key)
+        if slot.key:
+            return <int> slot.value
+        i = self._id(text[lo:hi])
+        _table_put(&self.token_keys, key, i)
+        return i
+
+    cdef Py_ssize_t _run_ids(self, str text, Py_ssize_t lo, Py_ssize_t hi, Router router, dict unknown, Hmm hmm,
+                             object force_split, Py_ssize_t cache_max, int *ids, Py_ssize_t k) except -1:
+        """``Router._flush`` of the run of single characters ``text[lo:hi]``, its feature words'
+        numbers written to ``ids`` from ``k`` on; where they end."""
+        cdef Py_ssize_t x, n
+        cdef int i
+        cdef str word
+        cdef Py_ssize_t *spans
+        if hi - lo == 1 or router._is_word(text, lo, hi):  # one character, or a known word's one by one
+            for x in range(lo, hi):
+                i = self._char_id(text, x)
                 if i >= 0:
                     ids[k] = i
                     k += 1
+            return k
+        if not force_split:  # the HMM's words where they are, no strings made (nor remembered)
+            spans = <Py_ssize_t *> malloc((3 * (hi - lo) + 1) * sizeof(Py_ssize_t))
+            if spans == NULL:
+                raise MemoryError()
+            try:
+                n = hmm._spans(text, lo, hi, spans)
+                for x in range(n):
+                    i = self._span_id(text, spans[3 * x], spans[3 * x + 1])
+                    if i >= 0:
+                        ids[k] = i
+                        k += 1
+            finally:
+                free(spans)
+            return k
+        for word in _hmm_words(text[lo:hi], unknown, hmm, force_split, cache_max):
+            i = self._span_id(word, 0, len(word))
+            if i >= 0:
+                ids[k] = i
+                k += 1
+        return k
+
+    cdef bytes _block(self, str text, Py_ssize_t lo, Py_ssize_t hi, Router router, dict unknown, Hmm hmm,
+                      object force_split, Py_ssize_t cache_max):
+        """The word numbers of the dictionary block ``text[lo:hi]``'s words (feature words only),
+        in order (remembered unless it starts with a Han character): ``Router._cut_block``'s words
+        without making their strings."""
+        cdef str block = None
+        cdef PyObject *known
+        cdef Py_ssize_t n = hi - lo, k = 0, x, y, run = -1
+        cdef int i
+        cdef int *ids
+        cdef Py_ssize_t *end
+        if not _is_han(text[lo]):
+            block = text[lo:hi]
+            known = PyDict_GetItem(self.block_ids, block)
+            if known != NULL:
+                return <bytes> known
+        ids = <int *> malloc(n * sizeof(int))  # a word has at least one character
+        end = <Py_ssize_t *> malloc(n * sizeof(Py_ssize_t))
+        try:
+            if ids == NULL or end == NULL:
+                raise MemoryError()
+            router._route(text, lo, hi, end)
+            x = lo
+            while x < hi:
+                y = lo + end[x - lo]
+                if y - x == 1:
+                    if run < 0:
+                        run = x
+                else:
+                    if run >= 0:
+                        k = self._run_ids(text, run, x, router, unknown, hmm, force_split, cache_max, ids, k)
+                        run = -1
+                    i = self._span_id(text, x, y)
+                    if i >= 0:
+                        ids[k] = i
+                        k += 1
+                x = y
+            if run >= 0:
+                k = self._run_ids(text, run, hi, router, unknown, hmm, force_split, cache_max, ids, k)
             out = PyBytes_FromStringAndSize(<char *> ids, k * sizeof(int))
         finally:
             free(ids)
+            free(end)
+        if block is None:
+            return out
         if len(self.block_ids) >= cache_max:
             self.block_ids = {}
         self.block_ids[block] = out
@@ -760,7 +1002,7 @@ cdef class Vocabulary:
                     j = i + 1
                     while j < n and _in_block(text[j]):
                         j += 1
-                    ids = self._block(text[i:j], router, unknown, hmm, force_split, cache_max)
+                    ids = self._block(text, i, j, router, unknown, hmm, force_split, cache_max)
                     p = <const int *> PyBytes_AS_STRING(ids)
                     for k in range(PyBytes_GET_SIZE(ids) // <Py_ssize_t> sizeof(int)):
                         word = p[k]
@@ -925,3 +1167,121 @@ def vote(object items, int bits):
         return _vote_digests(joined, NULL, w, n, bits)
     finally:
         free(w)
+
+
+# -- signatures.py ----------------------------------------------------------------------------------
+
+
+cdef inline bint _sentence_mark(Py_UCS4 c) noexcept:
+    return c == u'。' or c == u'!' or c == u'?' or c == u';'
+
+
+cdef inline bint _closer(Py_UCS4 c) noexcept:
+    return c == u'"' or c == u"'" or c == u'”' or c == u'’' or c == u')' or c == u']' or c == u'」' or c == u'』'
+
+
+cdef void _piece(dict found, str text, Py_ssize_t lo, Py_ssize_t hi, Py_UCS4 *buf, bint sentence) except *:
+    """``text[lo:hi]`` without whitespace, lower-cased, into ``found``: 0 for a sentence, else
+    ``_LINE_BIT`` unless it is there already."""
+    cdef Py_ssize_t i, n = 0
+    cdef Py_UCS4 c
+    for i in range(lo, hi):
+        c = text[i]
+        if not c.isspace():
+            buf[n] = c
+            n += 1
+    key = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, n).lower()
+    if sentence:
+        found[key] = 0
+    elif PyDict_GetItem(found, key) == NULL:
+        found[key] = _LINE_BIT
+
+
+cdef object _LINE_BIT = 1 << 63
+
+
+cdef str _exact(object text):
+    """``text`` as a ``str`` itself (a subclass, such as lxml's text results, copied)."""
+    if type(text) is str:
+        return <str> text
+    if isinstance(text, str):
+        return str.__str__(text)
+    raise TypeError(f"expected a str, not {type(text).__name__}")
+
+
+def sentence_pieces(object text_):
+    r"""``signatures._pieces_python(text)``: the pieces of a text, cut at line breaks and at
+    ``signatures._SENTENCE_END`` (``[。!?;]+``, or a period before a space or the end with closing
+    quotes and brackets between), each without its whitespace (``\s``: ``str.isspace``) and
+    lower-cased → 0 for a sentence (a piece a mark ends), ``_LINE_BIT`` for a line (a piece only a
+    line break or the end ends)."""
+    cdef str text = _exact(text_)
+    cdef dict found = {}
+    cdef Py_ssize_t n = len(text), i = 0, j, line_end, start
+    cdef Py_UCS4 c
+    cdef Py_UCS4 *buf = <Py_UCS4 *> malloc((n + 1) * sizeof(Py_UCS4))
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        while True:
+            line_end = i
+            while line_end < n and text[line_end] != u'\n':
+                line_end += 1
+            start = i
+            while i < line_end:
+                c = text[i]
+                if _sentence_mark(c):
+                    j = i + 1
+                    while j < line_end and _sentence_mark(text[j]):
+                        j += 1
+                    _piece(found, text, start, i, buf, True)
+                    start = i = j
+                    continue
+                if c == u'.':
+                    j = i + 1
+                    while j < line_end and _closer(text[j]):
+                        j += 1
+                    if j == line_end or (<Py_UCS4> text[j]).isspace():
+                        _piece(found, text, start, i, buf, True)
+                        start = i = i + 1
+                        continue
+                i += 1
+            _piece(found, text, start, line_end, buf, False)
+            if line_end == n:
+                break
+            i = line_end + 1
+    finally:
+        free(buf)
+    return found
+
+
+def non_space(object text_):
+    r"""``len(re.sub(r"\s+", "", text))``: how many characters of ``text`` are not whitespace."""
+    cdef str text = _exact(text_)
+    cdef Py_ssize_t n = 0
+    cdef Py_UCS4 c
+    for c in text:
+        if not c.isspace():
+            n += 1
+    return n
+
+
+# -- normalize.py -----------------------------------------------------------------------------------
+
+
+def chars_in(object text_, bytes bitmap):
+    """``set(re.findall(class, text))`` for the character class whose BMP code points have their
+    bit set in ``bitmap`` (8,192 bytes, bit ``c & 7`` of byte ``c >> 3``): which of them ``text``
+    holds."""
+    cdef str text = _exact(text_)
+    cdef const unsigned char *bits = <const unsigned char *> PyBytes_AS_STRING(bitmap)
+    cdef Py_UCS4 c
+    cdef uint64_t cp
+    cdef set out = set()
+    if PyBytes_GET_SIZE(bitmap) != 8192:
+        raise ValueError("a bitmap of the BMP is 8,192 bytes")
+    for c in text:
+        cp = <uint64_t> c
+        if cp < 65536 and bits[cp >> 3] >> (cp & 7) & 1:
+            out.add(c)
+    return out

@@ -19,19 +19,12 @@ Python route below stays the reference and the fallback, and the tests hold both
 
 from __future__ import annotations
 
-import os
 import threading
 import weakref
 from math import log
 
+from ._compiled import _segment_c  # the optional compiled route and Viterbi
 from ._jieba import finalseg, jieba
-
-try:  # optional compiled route and Viterbi (built from _segment_c.pyx where a C compiler was there)
-    from . import _segment_c
-except ImportError:  # pragma: no cover - exercised where the extension is not built
-    _segment_c = None
-if os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):  # the fallback on purpose (benchmarks, checks)
-    _segment_c = None
 
 _BLOCK = jieba.re_han_default  # runs jieba cuts with its dictionary (Han, Latin, digits, + # & . _ % -)
 _SKIP = jieba.re_skip_default  # whitespace inside the other runs

@@ -13,14 +13,19 @@ from __future__ import annotations
 import re
 from hashlib import blake2b
 
+from ._compiled import _segment_c  # the compiled sentence cut and whitespace count, or None
+
 #: At most this many number hashes make an entry's number signature (the smallest ones).
 NUMBERS_MAX = 16
 #: An item is checked with up to this many of its sentence hashes (the smallest).
 SENTENCES_CHECKED = 64
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+# "\d\d*" is "\d+": a pattern that starts with a character class lets a search skip from digit to digit.
+_NUMBER = re.compile(r"\d\d*(?:[.,]\d+)*")
 # Dates (ISO after normalization) and clock times are metadata a repost adds or rewrites, not figures.
-_DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+# \d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b, from the first digit on (a
+# search skips from digit to digit; "\b" before a digit is "(?<!\w)")
+_DATE_TIME = re.compile(r"\d(?:\d{3}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|(?<!\w\d)\d?:\d{2}(?::\d{2})?\b)")
 # What any match of it holds: a search that skips from digit to digit, where _DATE_TIME (its "\b"
 # branch) tries every position; texts without one are left as they are.
 _DATE_TIME_HINT = re.compile(r"\d[-:]\d")
@@ -37,6 +42,20 @@ def _without_dates(text: str) -> str:
         return last[1]
     result = _DATE_TIME.sub(" ", text) if _DATE_TIME_HINT.search(text) else text
     _last_without_dates = (text, result)
+    return result
+
+
+_last_numbers: tuple[str, list[str]] = ("", [])  # the same for the numbers: both signatures need them
+
+
+def _numbers(text: str) -> list[str]:
+    """The numbers of ``text`` that are not part of a date or a clock time, in order."""
+    global _last_numbers
+    last = _last_numbers
+    if last[0] is text:
+        return last[1]
+    result = _NUMBER.findall(_without_dates(text))
+    _last_numbers = (text, result)
     return result
 
 
@@ -75,16 +94,30 @@ def sentence_signature(text: str) -> tuple[str, ...]:
     hash, so the sample of an original and the text of its repost agree on which sentences count,
     however the repost was cut, padded or reordered.
     """
-    found: dict[str, int] = {}  # piece → 0 (a sentence) or _LINE_BIT (a line)
+    hashes = sorted(
+        f"{int.from_bytes(blake2b(x.encode('utf-8'), digest_size=8).digest(), 'big') & ~_LINE_BIT | bit:016x}"
+        for x, bit in _pieces(text).items() if len(x) >= MIN_SENTENCE_CHARS and "=" not in x
+    )
+    return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
+
+
+def _pieces_python(text: str) -> dict[str, int]:
+    """The pieces of a text (whitespace removed, lower-cased) → 0 for a sentence, ``_LINE_BIT``
+    for a line (see :func:`sentence_signature`)."""
+    found: dict[str, int] = {}
     for line in text.split("\n"):
         *ended, rest = (_SPACE.sub("", part).lower() for part in _SENTENCE_END.split(line))
         found.update(dict.fromkeys(ended, 0))
         found.setdefault(rest, _LINE_BIT)
-    hashes = sorted(
-        f"{int.from_bytes(blake2b(x.encode('utf-8'), digest_size=8).digest(), 'big') & ~_LINE_BIT | bit:016x}"
-        for x, bit in found.items() if len(x) >= MIN_SENTENCE_CHARS and "=" not in x
-    )
-    return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
+    return found
+
+
+def _non_space_python(text: str) -> int:
+    return len(_SPACE.sub("", text))
+
+
+_pieces = _pieces_python if _segment_c is None else _segment_c.sentence_pieces
+_non_space = _non_space_python if _segment_c is None else _segment_c.non_space
 
 
 def is_line(digest: str) -> bool:
@@ -95,9 +128,8 @@ def is_line(digest: str) -> bool:
 def figure_share(text: str) -> float:
     """The share of a normalized text's characters (whitespace, dates and clock times left out)
     that are figures; bodies at or above :data:`FIGURE_HEAVY_SHARE` are figure-heavy."""
-    text = _without_dates(text)
-    chars = len(_SPACE.sub("", text))
-    return sum(len(n) for n in _NUMBER.findall(text)) / chars if chars else 0.0
+    chars = _non_space(_without_dates(text))
+    return sum(map(len, _numbers(text))) / chars if chars else 0.0
 
 
 def short_body_digest(text: str) -> str | None:
@@ -116,6 +148,6 @@ def number_signature(text: str) -> str:
     sorted and space-separated, are the signature (``""``: no numbers). A bottom-k sample, so two
     signatures estimate how far the number sets overlap (:func:`~.index.rule.numbers_agree`).
     """
-    found = {n.replace(",", "") for n in _NUMBER.findall(_without_dates(text))}
+    found = {n.replace(",", "") for n in _numbers(text)}
     hashes = sorted(int.from_bytes(blake2b(n.encode("ascii", "replace"), digest_size=4).digest(), "big") for n in found)
     return " ".join(f"{h:08x}" for h in hashes[:NUMBERS_MAX])

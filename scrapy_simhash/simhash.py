@@ -9,8 +9,6 @@ heavy features share most of their bits.
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from hashlib import blake2b
@@ -18,10 +16,12 @@ from itertools import repeat
 from operator import add, mul
 from typing import Any
 
-_vote_compiled: Callable[[Iterable[tuple[str, float]], int], int] | None = None
-if not os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):  # the fallbacks on purpose (benchmarks, checks)
-    with contextlib.suppress(ImportError):  # the vote in C, where the optional extension is built (setup.py)
-        from ._segment_c import vote as _vote_compiled
+from ._compiled import _segment_c
+
+# the vote in C, where the optional extension is built (setup.py) and wanted
+_vote_compiled: Callable[[Iterable[tuple[str, float]], int], int] | None = (
+    None if _segment_c is None else _segment_c.vote
+)
 
 _UNLOADED: Any = object()
 #: numpy (``pip install scrapy-simhash[fast]``) for the vote where the extension is not built;

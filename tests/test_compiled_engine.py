@@ -114,3 +114,56 @@ def test_a_long_text_lets_other_threads_run() -> None:
     gaps = [b - a for a, b in itertools.pairwise(ticks)]
     assert len(gaps) >= 2, "the waiting thread never ran while the text was fingerprinted"
     assert max(gaps) < 0.5 * call[0], (max(gaps), call[0])
+
+
+_ALPHABET = [*"中国人民银行很长的一个新词鑫淼犇龘㐀", "𠀀", "𠀁", "\x00", *"ab1.%-_ ,。\n", "12.5%", "x1"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_ALPHABET), min_size=1, max_size=40).map("".join), min_size=1, max_size=30))
+def test_unusual_words_weigh_as_in_python(tmp_path_factory, texts: list[str]) -> None:
+    """Words outside the compact tables (outside the BMP, with NUL, longer than 4 characters), a
+    prefix-only entry, unknown runs through the HMM and words it must split: the compiled pass from
+    characters to fingerprint takes the Python segmenter's words."""
+    from jieba import finalseg
+
+    user_dict = tmp_path_factory.getbasetemp() / "unusual-user-dict.txt"
+    if not user_dict.exists():
+        user_dict.write_text("𠀀𠀁 50000\n中\x00国 50000\n很长很长的一个新词 90000\n鑫淼犇龘集团 5\n", "utf-8")
+    han = [c for c in _ALPHABET if len(c) == 1 and "\u3400" <= c <= "\u9fff"]
+    every_pair = {a + b for a, b in itertools.product(han, repeat=2)}  # whatever the HMM makes of them
+    for force_split in (set(), every_pair):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(finalseg, "Force_Split_Words", force_split)
+            fast = FeatureExtractor(user_dict=user_dict)
+            slow = FeatureExtractor(user_dict=user_dict)
+            slow._compiled = None
+            slow.segmenter = Segmenter(slow.tokenizer, compiled=False)
+            for text, body in itertools.product(texts, (False, True)):
+                assert fast.fingerprint(text, body) == slow.fingerprint(text, body), (text, force_split, body)
+
+
+_SIGNATURE_BITS = [*"。!?;.\"'”’)]」』 \t\n\u3000\u2028\x1cabcİK中文1,=Ａ１“【\u200b\ud800", "ab" * 12, "中文" * 6]
+_SIGNATURE_TEXT = st.lists(st.sampled_from(_SIGNATURE_BITS), max_size=60).map("".join)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_SIGNATURE_TEXT)
+def test_the_compiled_sentence_cut_is_the_python_one(text: str) -> None:
+    from scrapy_simhash import normalize
+
+    class Text(str):  # what lxml returns: a str subclass
+        pass
+
+    for given_text in (text, Text(text)):
+        assert _segment_c.sentence_pieces(given_text) == signatures._pieces_python(text)
+        assert _segment_c.non_space(given_text) == signatures._non_space_python(text)
+        assert normalize._changed_chars(given_text) == normalize._changed_chars_python(text)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from([*"0123456789.,- a", "١٢", "²"]), max_size=20).map("".join))
+def test_the_number_pattern_finds_what_it_found(text: str) -> None:
+    import re
+
+    assert signatures._NUMBER.findall(text) == re.findall(r"\d+(?:[.,]\d+)*", text)

@@ -126,6 +126,8 @@ CASES = [
     Case(("normalize._DATE_HINT_RES[0]",), normalize_text, lambda n: "2023 年 1 月 1" * n + " " * (4 * n) + "x"),
     Case(("normalize._DATE_HINT_RES[1]",), normalize_text, lambda n: "2023-1-" * n + "-" * (4 * n) + "1"),
     Case(("normalize._DATE_HINT_RES[2]",), normalize_text, lambda n: "2023 1/1" * n + "/" * (4 * n) + "1"),
+    Case(("normalize._DATE_HINT_RES[3]",), normalize_text, lambda n: "2023 may 1st" * n + " " * (4 * n) + "ma"),
+    Case(("normalize._DATE_HINT_RES[4]",), normalize_text, lambda n: "2023 may 1st," * n + " " * (4 * n) + "20"),
     Case(("normalize._CN_TIME_HINT_RE",), normalize_text, lambda n: "2023:" + "下午 1" * n + " " * (4 * n) + "1"),
     Case(("normalize._LONE_TIME_RE",), normalize_text, lambda n: "8:30" + NL * (4 * n) + "P", n=250),
     Case(("normalize._LONE_TIME_RE",), normalize_text, lambda n: "下午" + NL * (4 * n) + "8", n=250),
@@ -271,3 +273,45 @@ def test_date_rewrite_matches_as_before(text: str) -> None:
     for pattern, new in zip(normalize._DATE_PATTERNS, normalize._DATE_RES, strict=True):
         old = re.compile(rf"{pattern}(?P<time>{old_time})?", re.IGNORECASE)
         assert _spans(new, text) == _spans(old, text)
+
+
+# Patterns rewritten to start with a character class (a search skips to where a match can start).
+CJK, SYM = normalize._CJK, normalize._SYM
+OLD_SCANS = {
+    "_ELLIPSIS_RE": re.compile(r"(?:…|\.{3,}|。{3,})+"),
+    "_SPACE_RUN_RE": re.compile(r"[^\S\n]{2,}|[^\S\n ]"),
+    "_SPACE_NL_RE": re.compile(r"(?<! ) *\n\s*"),
+    "_ADVERSARIAL_RE": re.compile(rf"(?<=[{CJK}])(?:{SYM}| {SYM} )(?=[{CJK}])"),
+}
+OLD_ADVERSARIAL_HINT_RE = re.compile(rf"[{CJK} ]{SYM}")
+scan_bits = st.lists(st.sampled_from(["…", ".", "..", "。", "。。", " ", "  ", "\n", "\t", "\u3000", "\xa0", "a",
+                                      "中", "*", "·", "\\", "@", "★", "x\n"]), max_size=16).map("".join)
+
+
+@settings(max_examples=4000, deadline=None)
+@given(scan_bits)
+def test_scan_rewrites_match_as_before(text: str) -> None:
+    for name, old in OLD_SCANS.items():
+        assert _spans(getattr(normalize, name), text) == _spans(old, text), name
+    assert bool(normalize._ADVERSARIAL_HINT_RE.search(text)) == bool(OLD_ADVERSARIAL_HINT_RE.search(text))
+
+
+N = normalize
+OLD_YEAR_FIRST = [  # the first two date patterns as they were, their lookbehind first
+    rf"(?<!\d){N._YEAR}\s*年\s*{N._M}\s*月\s*{N._D}\s*[日号]",
+    rf"(?<![\d.]){N._YEAR}(?P<sep>[-/.]){N._M}(?P=sep){N._D}(?!\d|\.\d)",
+]
+OLD_DATE_TIME = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?:[ T]\d{1,2}:\d{2}(?::\d{2})?)?|\b\d{1,2}:\d{2}(?::\d{2})?\b")
+year_bits = st.lists(st.sampled_from(["2023", "1999", "2199", "1", "12", "0", "年", "月", "日", "号", " ", "-", "/",
+                                      ".", ":", "T", "a", "_", "中", "١", "8:30", "12:00:00", "2023-01-01"]),
+                     max_size=12).map("".join)
+
+
+@settings(max_examples=4000, deadline=None)
+@given(year_bits)
+def test_year_first_rewrites_match_as_before(text: str) -> None:
+    for old, new in zip(OLD_YEAR_FIRST, N._DATE_RES, strict=False):
+        assert _spans(new, text) == _spans(re.compile(rf"{old}(?P<time>{N._TIME_RE})?", re.IGNORECASE), text)
+    from scrapy_simhash import signatures
+
+    assert _spans(signatures._DATE_TIME, text) == _spans(OLD_DATE_TIME, text)
