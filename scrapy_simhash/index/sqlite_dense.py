@@ -114,7 +114,7 @@ def split_at(top: TierBands, split: Split) -> int:
 def child(parent: int, prefix: int, code: int, value: int) -> int:
     """The ``band2`` key of sub-part ``code`` (its value ``value``) of the bucket ``parent``;
     ``prefix`` is the namespace id and tier bit (:meth:`.sqlite_tables.Rows.prefix`)."""
-    while value >> HASH_BITS:  # wider than the hash (128-bit fingerprints): folded, candidates only
+    while value >> HASH_BITS:  # a sub-part wider than the hash (few parts of wide fingerprints): folded
         value = (value & _HASH_MASK) ^ (value >> HASH_BITS)
     mixed = ((parent * _GOLDEN) & _MASK64) >> (64 - HASH_BITS)
     return ((prefix << PATH_BITS | code) << HASH_BITS) | (mixed ^ value)

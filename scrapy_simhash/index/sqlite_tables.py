@@ -76,8 +76,8 @@ exact Hamming distance, so exactness is unaffected.
 
 Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
 sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), and
-for fingerprints crowded around one centre what the split buckets hold (``benchmarks/index_scaling.py``,
-``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
+for fingerprints crowded around one centre the sub-buckets of the split buckets probed
+(:mod:`.sqlite_dense`; ``benchmarks/index_scaling.py``, ``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
 """
 
 from __future__ import annotations
