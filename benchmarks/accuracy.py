@@ -45,7 +45,13 @@ The stream (per language, built deterministically from ``--seed``)
   whose sentences (≥ 10 characters normalized, and not boilerplate: a sentence found in more than
   5 originals does not count; at least 2 left) are inside a longer one is the same story, a repost
   with additions or a truncated copy, whatever the Jaccard: the later one is ``natural`` too
-  (``info["contained"]`` counts the pairs labelled so that Jaccard alone would not have).
+  (``info["contained"]`` counts the pairs labelled so that Jaccard alone would not have). And
+  with the default ``--labels 2``, by character 5-gram *containment* (shared 5-grams over the
+  smaller set, the measure of ``audit.py``), which a digest holding a story or two versions of one
+  report reach at any Jaccard: containment ≥ 0.9 with the same figures is ``natural`` too, and a
+  pair not labelled otherwise whose containment is ≥ 0.5 is ambiguous, ``grey`` (left out):
+  neither a repost nor clearly another story (``info["grey_contained"]``). ``--labels 1``: the
+  labels before that (containment pairs found through sentences only).
 
 Scoring: an item is a positive when an earlier item of its story (cluster) is in the stream. A
 drop is correct only when the matched original belongs to the same cluster (a repost dropped
@@ -73,6 +79,7 @@ import sys
 import tempfile
 import time
 import unicodedata
+import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -307,6 +314,36 @@ def contained_pairs(arts: Sequence[Article]) -> set[tuple[int, int]]:
     return out
 
 
+#: Character 5-gram containment (shared 5-grams over the smaller set, the audit's measure) from
+#: which two texts are no clear "different story": a digest holding a story, a second version.
+GREY_CONTAINMENT = 0.5
+_SAMPLE_RATE = 16  # containment candidates: estimated on the 5-grams whose CRC-32 is 0 mod this
+_COMMON_SAMPLE = 20  # a sampled 5-gram in more originals than this is boilerplate, not evidence
+
+
+def containment(a: set[str], b: set[str]) -> float:
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def containing_pairs(sets: Sequence[set[str]], threshold: float) -> set[tuple[int, int]]:
+    """Index pairs (i < j) whose containment may reach ``threshold`` (a digest holds a story at
+    any Jaccard, so the Jaccard LSH misses them): a fixed 1-in-16 sample of each set's 5-grams,
+    pairs sharing enough of the smaller sample."""
+    sampled = [{x for x in s if zlib.crc32(x.encode("utf-8")) % _SAMPLE_RATE == 0} for s in sets]
+    holders: dict[str, list[int]] = defaultdict(list)
+    for i, s in enumerate(sampled):
+        for x in s:
+            holders[x].append(i)
+    shared: Counter[tuple[int, int]] = Counter()
+    for ids in holders.values():
+        if 1 < len(ids) <= _COMMON_SAMPLE:
+            shared.update((a, b) for k, a in enumerate(ids) for b in ids[k + 1 :])
+    # Half the threshold on the sample: the estimate's spread on ~100 sampled 5-grams.
+    return {
+        (i, j) for (i, j), n in shared.items() if n >= max(2, threshold / 2 * min(len(sampled[i]), len(sampled[j])))
+    }
+
+
 def candidate_pairs(sets: Sequence[set[str]], threshold: float, num_perm: int = 64) -> set[tuple[int, int]]:
     """Index pairs (i < j) whose MinHash-estimated Jaccard may reach ``threshold``."""
     from datasketch import MinHash, MinHashLSH
@@ -421,6 +458,7 @@ def build_stream(
     reposts: int = 3,
     corpus: Path = CORPUS,
     template_share: float = 0.15,
+    labels: int = 2,
 ) -> Stream:
     """The labelled stream of one language (see the module docstring for the rules)."""
     rng = random.Random(f"{seed}:{lang}:{split}")
@@ -470,8 +508,10 @@ def build_stream(
     grey: set[str] = set()
     pairs = {(i, j): jaccard(sh[i], sh[j]) for i, j in candidate_pairs(sh, 0.5)}
     contained = contained_pairs(originals)
-    for i, j in contained - pairs.keys():
+    extra = contained | (containing_pairs(sh, GREY_CONTAINMENT) if labels >= 2 else set())
+    for i, j in extra - pairs.keys():
         pairs[(i, j)] = jaccard(sh[i], sh[j])
+    info["grey_contained"] = 0
     info["contained"] = 0
     first_with_title: dict[str, int] = {}
     for j, b in enumerate(originals):
@@ -483,7 +523,8 @@ def build_stream(
         if b.id in grey or b.id in natural_of:
             continue
         same_figures = overlap(numbers(a.body), numbers(b.body)) >= 0.8
-        if (jv >= 0.9 and same_figures) or (i, j) in contained:
+        cv = containment(sh[i], sh[j]) if labels >= 2 and jv < 0.5 else 0.0
+        if (jv >= 0.9 and same_figures) or (i, j) in contained or (cv >= 0.9 and same_figures):
             info["contained"] += not (jv >= 0.9 and same_figures)
             natural_of[b.id] = a.id
             cluster[b.id] = cluster[a.id]
@@ -493,6 +534,9 @@ def build_stream(
                 grey.add(b.id)
             else:
                 hard_of[b.id] = "figures"
+        elif cv >= GREY_CONTAINMENT:
+            grey.add(b.id)  # much of one text inside the other: neither a repost nor a different story
+            info["grey_contained"] += 1
         elif title_key(a.title) == title_key(b.title):
             # Same headline, different text: a Chinese portal reuses a headline for a rewritten
             # repost; a Reuters headline repeats for a new report with new figures.
@@ -909,7 +953,8 @@ def report(stream: Stream, metrics: list[dict[str, Any]], dist: dict[str, dict[s
     out = [
         f"## {stream.lang}: {len(stream.items)} items: {info['originals']} originals, {info['reposts']} reposts, "
         f"{info['natural']} natural duplicates (labelled positive); hard negatives {info['hard']}; "
-        f"{info['grey_excluded']} ambiguous near-duplicates left out; pool per source {info['pool']}",
+        f"{info['grey_excluded']} ambiguous near-duplicates left out ({info['grey_contained']} by containment); "
+        f"pool per source {info['pool']}",
         "",
         table(
             [
@@ -1036,10 +1081,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="KEY=VALUE",
         help="Deduplicator.open option for the engine, e.g. top_k=32 or main_content=True",
     )
+    ap.add_argument(
+        "--labels",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="2 (default): pairs with 5-gram containment >= 0.5 are no hard negatives; 1: the labels before that",
+    )
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--json", type=Path, help="also write all metrics to this JSON file")
     ap.add_argument(
-        "--list-false-drops", action="store_true",
+        "--list-false-drops",
+        action="store_true",
         help="print every false drop of the engine with both titles (tune split only: the report is not for tuning)",
     )
     args = ap.parse_args(argv)
@@ -1052,13 +1105,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     systems = [s for s in args.systems.split(",") if s]
     options = parse_options(args.option)
     print(
-        f"split={args.split} limit={args.limit} reposts={args.reposts} seed={args.seed} "
+        f"split={args.split} limit={args.limit} reposts={args.reposts} seed={args.seed} labels={args.labels} "
         f"engine options={options or 'defaults'}\n"
     )
     dump = {}
     for lang in ("zh", "en") if args.lang == "both" else (args.lang,):
         t0 = time.perf_counter()
-        stream = build_stream(lang, args.split, args.limit, args.seed, args.reposts, args.corpus)
+        stream = build_stream(lang, args.split, args.limit, args.seed, args.reposts, args.corpus, labels=args.labels)
         built = time.perf_counter() - t0
         results = []
         if "scrapy-simhash" in systems:

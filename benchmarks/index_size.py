@@ -45,7 +45,7 @@ def queries(n: int, sentences: bool, url_length: int = 0) -> Iterator[Query]:
         url = f"https://news.example/{i}"  # padded to url_length: real URLs are longer
         url = url[:21] + "x" * (url_length - len(url)) + url[21:]
         yield Query(title_fp=rng.getrandbits(64), body_fp=rng.getrandbits(64), title_k=2, body_k=3,
-                    url=url, title="标题" * 10, seen_at=START + i * 0.37,  # time.time(): 8-byte REALs
+                    url=url, title="标题" * 10, seen_at=START + i * 0.37,  # sub-second, as time.time()
                     numbers="0000000a 0000000b 0000000c", sentences=hashes, sentences_shared=50 if sentences else 0)
 
 

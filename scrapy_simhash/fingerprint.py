@@ -118,12 +118,14 @@ class Fingerprinter:
         return normalize_title(raw, self.title_patterns)
 
     def clean_body(self, raw: Any) -> str:
-        """The normalized body text (HTML parsed; a page reduced to its main text, see :meth:`is_page`)."""
+        """The normalized body text (HTML parsed; a page reduced to its main text, see :meth:`is_page`;
+        in an HTML fragment, link-heavy blocks left out unless ``main_content`` is False)."""
         return self._clean_body(raw, self.is_page(raw))
 
-    @staticmethod
-    def _clean_body(raw: Any, page: bool) -> str:
-        return normalize_text(main_text(raw)) if page else normalize_body(raw)
+    def _clean_body(self, raw: Any, page: bool) -> str:
+        if page:
+            return normalize_text(main_text(raw))
+        return normalize_body(raw, drop_link_blocks=self.main_content is not False)
 
     def is_page(self, raw: Any) -> bool:
         """Is this body reduced to its main text? ``main_content`` True: every HTML body; False:

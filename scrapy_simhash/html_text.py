@@ -276,15 +276,26 @@ def _element_text(el: Any) -> str:
     return _clean_lines("".join(parts))
 
 
-def html_to_text(html: str | bytes) -> str:
+def html_to_text(html: str | bytes, drop_link_blocks: bool = False) -> str:
     """Visible text of an HTML page or fragment, parsed with lxml.
 
     ``script``, ``style``, ``noscript``, ``template``, ``iframe``, ``svg``, ``head``, form controls and
     comments are dropped; entities are decoded; block elements and ``<br>`` become line breaks;
     inline whitespace collapses as a browser would show it (``<pre>`` keeps its line breaks).
+    ``drop_link_blocks``: link-heavy blocks inside the fragment (a "related links" box a portal
+    puts in its content ``div``) are left out too, unless nothing else is left: their headlines
+    change by the hour and are shared by unrelated articles of one site.
     """
     root = _parse_html(html)
-    return "" if root is None else _element_text(root)
+    if root is None:
+        return ""
+    if drop_link_blocks and (not isinstance(html, str) or _LINK_RE.search(html)):
+        stats: dict[Any, _Stats] = {}
+        _collect(root, False, stats)
+        for body in root:  # <head>, <body>: a fragment's blocks are below the <body> lxml adds
+            _prune_links(body, stats, FRAGMENT_LINK_SHARE)
+        return _element_text(root) or html_to_text(html)
+    return _element_text(root)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -370,16 +381,22 @@ def _score(st: _Stats) -> float:
     )
 
 
-def _prune_links(el: Any, stats: dict[Any, _Stats]) -> None:
-    """Drop link-heavy blocks (related links, tag clouds, share bars) inside the chosen node."""
+#: Share of link text above which a block holding 2+ links is dropped: inside a page's chosen
+#: container, and (higher) inside a fragment body, where the block may be the article's own
+#: container around a short text and a big box.
+PAGE_LINK_SHARE, FRAGMENT_LINK_SHARE = 0.5, 0.8
+
+
+def _prune_links(el: Any, stats: dict[Any, _Stats], share: float = PAGE_LINK_SHARE) -> None:
+    """Drop link-heavy blocks (related links, tag clouds, share bars) inside ``el``."""
     for child in list(el):
         st = stats.get(child)
         if st is None:
             continue
-        if st.text and st.link_tags >= 2 and st.link_text / st.text > 0.5:
+        if st.text and st.link_tags >= 2 and st.link_text > share * st.text:
             child.drop_tree()
         else:
-            _prune_links(child, stats)
+            _prune_links(child, stats, share)
 
 
 def main_text(html: str | bytes) -> str:

@@ -50,30 +50,31 @@ __all__ = [
 # --------------------------------------------------------------------------------------------------
 
 
-def _str_to_text(text: str) -> str:
+def _str_to_text(text: str, drop_link_blocks: bool = False) -> str:
     text = text[:MAX_INPUT_CHARS]
     if looks_like_html(text):
-        return html_to_text(text)
+        return html_to_text(text, drop_link_blocks)
     if has_entity(text):
         return html_lib.unescape(text)
     return text
 
 
-def to_text(raw: str | bytes | Iterable[str] | None) -> str:
+def to_text(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = False) -> str:
     """Plain text of an item field, whatever form the spider produced.
 
     ``str``: HTML goes through :func:`html_to_text`, plain text stays as is (entities decoded);
     ``bytes``: decoded with :func:`decode_html_bytes`, then the same; a list/tuple (or other
     iterable) of paragraphs: each converted, joined with newlines; ``None``: ``""``. Input is cut
     at :data:`MAX_INPUT_CHARS` characters. Any other type raises :class:`TypeError`.
+    ``drop_link_blocks``: see :func:`html_to_text` (bodies, not titles).
     """
     if raw is None:
         return ""
     if isinstance(raw, str):
-        return _str_to_text(raw)
+        return _str_to_text(raw, drop_link_blocks)
     if isinstance(raw, (bytes, bytearray, memoryview)):
         data = bytes(raw[: MAX_INPUT_CHARS * 4])
-        return _str_to_text(decode_html_bytes(data))
+        return _str_to_text(decode_html_bytes(data), drop_link_blocks)
     if isinstance(raw, Iterable) and not isinstance(raw, (Mapping, set, frozenset)):
         parts: list[str] = []
         budget = MAX_INPUT_CHARS
@@ -84,7 +85,7 @@ def to_text(raw: str | bytes | Iterable[str] | None) -> str:
                 continue
             if not isinstance(item, (str, bytes, bytearray)):
                 raise TypeError(f"to_text() expects paragraphs of str or bytes, got {type(item).__name__} at index {i}")
-            text = to_text(item)[:budget]
+            text = to_text(item, drop_link_blocks)[:budget]
             budget -= len(text) + 1
             parts.append(text)
         return "\n".join(parts)[:MAX_INPUT_CHARS]
@@ -362,9 +363,9 @@ def normalize_text(text: str) -> str:
     return _strip_adversarial(_normalize_chars(text))
 
 
-def normalize_body(raw: str | bytes | Iterable[str] | None) -> str:
+def normalize_body(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = False) -> str:
     """Clean text of an item body: :func:`to_text` then :func:`normalize_text`."""
-    return normalize_text(to_text(raw))
+    return normalize_text(to_text(raw, drop_link_blocks))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -356,16 +356,16 @@ def test_sigkill_during_reband_leaves_every_entry(tmp_path: Path) -> None:
         assert ix.count() == 60_000
 
 
-#: How schema 5 wrote the table of split buckets (sqlite_tables.py at schema 5, verbatim), and split them.
-SCHEMA_5_BAND2 = ("CREATE TABLE band2 (\n    key INTEGER NOT NULL,\n    sub INTEGER NOT NULL,\n    fp NOT NULL,\n"
+#: How schemas 4 to 6 wrote the table of split buckets (sqlite_tables.py at schema 6, verbatim), and split them.
+SCHEMA_6_BAND2 = ("CREATE TABLE band2 (\n    key INTEGER NOT NULL,\n    sub INTEGER NOT NULL,\n    fp NOT NULL,\n"
                   "    PRIMARY KEY (key, sub, fp)\n) WITHOUT ROWID")
-SCHEMA_5_SPLIT_AT = 64
+SCHEMA_6_SPLIT_AT = 64
 
 
-def _as_schema_5(path: Path) -> None:
-    """Rewrite a file's band rows as schema 5 wrote them: one split level, a bucket of 64 fingerprints
-    split into ``band2(key, sub, fp)`` under ``sub = part << 56 | value`` of the multi-index layout of
-    its other bits; schema version 5."""
+def _one_split_level(path: Path, version: int = 6) -> None:
+    """Rewrite a file's band rows as schemas 4 to 6 wrote them: one split level, a bucket of 64
+    fingerprints split into ``band2(key, sub, fp)`` under ``sub = part << 56 | value`` of the
+    multi-index layout of its other bits; schema ``version``."""
     conn = sqlite3.connect(path)
     meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
     tiers = bands_for(IndexParams(**meta["params"]))
@@ -379,9 +379,9 @@ def _as_schema_5(path: Path) -> None:
                     buckets.setdefault(key, {})[raw] = (tier, part)
     conn.execute("DELETE FROM band")
     conn.execute("DROP TABLE band2")
-    conn.execute(SCHEMA_5_BAND2)
+    conn.execute(SCHEMA_6_BAND2)
     for key, held in buckets.items():
-        if len(held) < SCHEMA_5_SPLIT_AT:
+        if len(held) < SCHEMA_6_SPLIT_AT:
             conn.executemany("INSERT INTO band VALUES (?, ?)", [(key, raw) for raw in held])
             continue
         conn.execute("INSERT INTO band VALUES (?, x'')", (key,))
@@ -391,7 +391,7 @@ def _as_schema_5(path: Path) -> None:
             old = tier_bands(64 - width, min(top.distance, 63 - width))
             conn.executemany("INSERT INTO band2 VALUES (?, ?, ?)", [
                 (key, j << 56 | value, raw) for j, value in old.store(top.rest(dec(raw), part))])
-    conn.execute("UPDATE simhash_meta SET value = ? WHERE key = 'schema_version'", (json.dumps(5),))
+    conn.execute("UPDATE simhash_meta SET value = ? WHERE key = 'schema_version'", (json.dumps(version),))
     conn.commit()
     conn.close()
 
@@ -408,14 +408,16 @@ def _crowded(path: Path, n_random: int, seed: int = 4) -> tuple[int, list[int]]:
     return centre, crowd
 
 
-def test_a_schema_5_file_is_refused_then_rebanded_into_two_split_levels(tmp_path: Path) -> None:
-    path = tmp_path / "five.sqlite3"
+@pytest.mark.parametrize("version", [5, 6])
+def test_a_file_of_one_split_level_is_refused_then_rebanded_into_two(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "old.sqlite3"
     centre, crowd = _crowded(path, 500)
-    _as_schema_5(path)
+    _one_split_level(path, version)
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM band2").fetchone()[0] > 0  # the old split buckets are there
     conn.close()
-    with pytest.raises(IndexOpenError, match=f"schema version 5.*convert it with `scrapy-simhash reband {path}`"):
+    refused = f"schema version {version}.*convert it with `scrapy-simhash reband {path}`"
+    with pytest.raises(IndexOpenError, match=refused):
         open_index(path)
     proc = ok(run("reband", path))
     assert f"{500 + len(crowd):,} entries" in proc.stdout
@@ -425,10 +427,10 @@ def test_a_schema_5_file_is_refused_then_rebanded_into_two_split_levels(tmp_path
         _answers_as_a_scan(ix, crowd, centre, random.Random(8))
 
 
-def test_sigkill_during_the_schema_5_conversion_leaves_the_old_file(tmp_path: Path) -> None:
-    path = tmp_path / "five.sqlite3"
+def test_sigkill_during_the_schema_6_conversion_leaves_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "six.sqlite3"
     centre, crowd = _crowded(path, 60_000)
-    _as_schema_5(path)
+    _one_split_level(path)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen([sys.executable, "-c", _REBANDER.replace("body_bands=6", "body_bands=None"), str(path)],
                             stdout=subprocess.PIPE, env=env)
@@ -439,12 +441,12 @@ def test_sigkill_during_the_schema_5_conversion_leaves_the_old_file(tmp_path: Pa
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    conn = sqlite3.connect(path)  # as it was: schema 5, its band2, every entry
-    assert json.loads(conn.execute("SELECT value FROM simhash_meta WHERE key = 'schema_version'").fetchone()[0]) == 5
-    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'band2'").fetchone()[0] == SCHEMA_5_BAND2
+    conn = sqlite3.connect(path)  # as it was: schema 6, its band2, every entry
+    assert json.loads(conn.execute("SELECT value FROM simhash_meta WHERE key = 'schema_version'").fetchone()[0]) == 6
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'band2'").fetchone()[0] == SCHEMA_6_BAND2
     assert conn.execute("SELECT count(*) FROM entry").fetchone()[0] == 60_000 + len(crowd)
     conn.close()
-    with pytest.raises(IndexOpenError, match="schema version 5"):
+    with pytest.raises(IndexOpenError, match="schema version 6"):
         open_index(path)
     reband(path)  # and it converts afterwards
     with SqliteIndex.open(path) as ix:

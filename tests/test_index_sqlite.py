@@ -150,8 +150,9 @@ def test_hot_queries_use_indexes(index: SqliteIndex) -> None:
     for tier in ("title", "body"):
         keys = index._rows.probe_keys(tier, 12345)
         plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_band[tier], keys).fetchall()
-        plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_first[tier], (1, 5, 0.0, 1, 0)).fetchall()
-        plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_used[tier], (1, 5)).fetchall()
+        key = index._rows.fp_key(5)
+        plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_first[tier], (key, 1, 5, 0.0, 1, 0)).fetchall()
+        plans += conn.execute("EXPLAIN QUERY PLAN " + index._rows.sql_used[tier], (key, 1, 5)).fetchall()
     details = [row[3] for row in plans]
     assert details and all(d.startswith("SEARCH") for d in details), details
     assert any("entry_title" in d for d in details) and any("entry_body" in d for d in details)

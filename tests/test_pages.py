@@ -56,3 +56,17 @@ async def test_the_crawl_counts_page_bodies(tmp_path):
     crawler = await run_crawl(crawl_settings(tmp_path / "i.sqlite3"), items)
     assert crawler.stats.get_value("simhash/main_text") == 2
     assert crawler.stats.get_value("simhash/new") == 3
+
+
+def test_a_fragment_body_leaves_its_link_boxes_out():
+    """In an HTML body that is no whole page, a block that is mostly links (a related-links box) is
+    left out by default, a link inside a paragraph is kept, a body of nothing but links is kept
+    whole, and ``main_content=False`` keeps the body as given."""
+    box = (
+        '<ul class="related"><li><a href="/1">第一条相关新闻的标题</a></li>'
+        '<li><a href="/2">第二条相关新闻的标题</a></li></ul>'
+    )
+    body = f'<div><p>正文第一段，<a href="/x">链接</a>在段落里。</p>{box}</div>'
+    assert Fingerprinter().clean_body(body) == "正文第一段,链接在段落里。"
+    assert "第一条相关新闻的标题" in Fingerprinter(main_content=False).clean_body(body)
+    assert "第二条相关新闻的标题" in Fingerprinter().clean_body(box)

@@ -2,7 +2,7 @@
 the conversion of a schema 4 file.
 
 An entry row keeps 4-byte prefixes of its sampled sentence hashes; the ``sentence`` rows hold the
-whole hashes without a namespace column; ``entry_url`` indexes a 64-bit digest. Prefixes that
+whole hashes without a namespace column; ``entry_url`` indexes a digest. Prefixes that
 collide (inside one sample, across samples, under a boilerplate sentence) must change no verdict
 and no removal: checked against the rule's reference store on a stream where they collide all the
 time. A schema 4 file is refused with the command that converts it; the conversion keeps every

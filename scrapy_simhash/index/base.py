@@ -18,7 +18,8 @@ Tier = Literal["title", "body", "sentence"]
 TIERS: tuple[Tier, ...] = ("title", "body")
 
 #: Bumped whenever features or fingerprints change in a way that makes old fingerprints incomparable.
-FEATURES_VERSION = "4"  # 3: body features capped at 10 % of the weight (max_share); 4: sentences before lines
+FEATURES_VERSION = "5"  # 3: body features capped at 10 % of the weight (max_share); 4: sentences before lines;
+# 5: link-heavy blocks (related links) left out of an HTML fragment body
 
 class IndexError_(Exception):
     """Base of the errors an index raises (kept apart from the builtin ``IndexError``)."""

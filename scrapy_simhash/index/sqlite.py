@@ -74,6 +74,7 @@ from .sqlite_tables import (
     storage_meta,
     url_key,
     value_bits,
+    whole_seconds,
 )
 
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
@@ -374,7 +375,7 @@ class SqliteIndex(Maintenance, QueryChecks):
                     ns,
                     None if tfp is None else enc(tfp),
                     None if bfp is None else enc(bfp),
-                    first_seen,
+                    whole_seconds(first_seen),
                     url,
                     url_key(ns or 0, url),
                     None if title is None else title[:TITLE_CHARS],

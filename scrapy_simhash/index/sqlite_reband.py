@@ -5,9 +5,10 @@ layout of a newer schema version, :mod:`.bands`) can be rebuilt from them withou
 one ``BEGIN IMMEDIATE`` transaction: the band rows are deleted, rebuilt in key order (an
 ``INSERT … SELECT … ORDER BY``: the B-tree is appended to, not written at random) and the meta
 record updated, then committed. A file of an older schema version is converted in the same
-transaction (:func:`_convert_band_tables`: schema 3 lacks ``band2``, schemas 4 and 5 key it by
+transaction (:func:`_convert_band_tables`: schema 3 lacks ``band2``, schemas 4 to 6 key it by
 ``(key, sub)``; :func:`_convert_tables`: schemas 3 and 4 keep a namespace column in ``sentence`` and
-whole hashes in ``entry.sentences``). A process killed at any point
+whole hashes in ``entry.sentences``, schemas 3 to 5 sub-second times, a 64-bit URL digest and ``ns``
+in the fingerprint indexes). A process killed at any point
 leaves the file as it was (WAL: an uncommitted transaction is never seen); crawls sharing the file
 wait for the lock meanwhile (their ``busy_timeout``), then go on with the new layout.
 """
@@ -38,10 +39,12 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
-from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, url_key, value_bits
+from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, url_key, value_bits, whole_seconds
 
 #: Schema versions re-banding reads: their tables are this version's or converted to it.
-REBANDED = (3, 4, 5, SCHEMA_VERSION)
+REBANDED = (3, 4, 5, 6, SCHEMA_VERSION)
+#: The entry table and its indexes, as :data:`SCHEMA` names them (the table first).
+ENTRY_OBJECTS = (("TABLE", "entry"), *(("INDEX", f"entry_{name}") for name in ("title", "body", "seen", "url")))
 #: The columns of this version's ``entry`` table (a converted file's rows are copied into them).
 ENTRY_COLUMNS = "id, ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short"
 #: The ``sentence`` table of schemas 3 and 4 (a namespace column, the whole hash).
@@ -129,8 +132,8 @@ def _schema_statement(start: str) -> str:
 
 
 def _convert_band_tables(conn: sqlite3.Connection) -> None:
-    """Give a schema 3, 4 or 5 file this version's ``band2`` (inside the caller's transaction): schema
-    3 has none, schemas 4 and 5 key it by ``(key, sub)`` (one split level). Its rows are all rebuilt
+    """Give a schema 3 to 6 file this version's ``band2`` (inside the caller's transaction): schema 3
+    has none, schemas 4 to 6 key it by ``(key, sub)`` (one split level). Its rows are all rebuilt
     (:func:`_rebuild`), so the old table is dropped, not converted. Read from the table itself, not the
     recorded version, so a file converted already is left as it is."""
     want = _schema_statement("CREATE TABLE band2")
@@ -143,34 +146,49 @@ def _convert_band_tables(conn: sqlite3.Connection) -> None:
 
 
 def _convert_tables(conn: sqlite3.Connection) -> None:
-    """Bring the entry and sentence tables of a schema 3 or 4 file to this version's (inside the
-    caller's transaction): the ``sentence`` rows re-keyed without their namespace column
-    (:func:`.sqlite_sentences.key`); ``entry`` rebuilt with its ``url_key`` and its ``sentences`` cut
-    to their prefixes, every id and the id sequence kept. Read from the tables themselves, not the
-    recorded version, so a file converted already is left as it is."""
+    """Bring the entry and sentence tables of a schema 3, 4 or 5 file to this version's (inside the
+    caller's transaction): the ``sentence`` rows of schemas 3 and 4 re-keyed without their namespace
+    column (:func:`.sqlite_sentences.key`); ``entry`` and its indexes rebuilt as schema 6 has them
+    (:func:`_convert_entry_to_6`). Read from the tables themselves, not the recorded version, so a
+    file converted already is left as it is."""
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sentence'").fetchone()
-    if sql != OLD_SENTENCE_SQL:
-        return
-    mask, width = sqlite_sentences.ns_mask, sqlite_sentences.PREFIX_BYTES
-    conn.create_function("simhash_sentence_key", 2, lambda ns, h: to_signed64(from_signed64(h) ^ mask(ns)),
-                         deterministic=True)
+    old_sentences = sql == OLD_SENTENCE_SQL
+    if old_sentences:
+        mask = sqlite_sentences.ns_mask
+        conn.create_function("simhash_sentence_key", 2, lambda ns, h: to_signed64(from_signed64(h) ^ mask(ns)),
+                             deterministic=True)
+        conn.execute("ALTER TABLE sentence RENAME TO sentence_old")
+        conn.execute(_schema_statement("CREATE TABLE sentence"))
+        conn.execute("INSERT INTO sentence(key, entry) SELECT simhash_sentence_key(ns, hash) AS k, entry"
+                     " FROM sentence_old ORDER BY k, entry")
+        conn.execute("DROP TABLE sentence_old")
+    current = {name: _schema_statement(f"CREATE {kind} {name} ") for kind, name in ENTRY_OBJECTS}
+    found = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE tbl_name = 'entry'").fetchall())
+    if old_sentences or any(found.get(name) != sql for name, sql in current.items()):
+        _convert_entry_to_6(conn, whole_hashes=old_sentences)
+
+
+def _convert_entry_to_6(conn: sqlite3.Connection, whole_hashes: bool) -> None:
+    """Rebuild ``entry`` as schema 6 has it, every id and the id sequence kept: ``first_seen`` cut to
+    its whole second (:func:`.sqlite_tables.whole_seconds`), ``url_key`` the 32-bit digest, the
+    fingerprint indexes keyed without ``ns`` (:func:`.sqlite_tables.fp_key_sql`); with
+    ``whole_hashes`` (schemas 3 and 4) ``sentences`` cut to their prefixes and ``url_key`` added."""
+    width = sqlite_sentences.PREFIX_BYTES
     conn.create_function("simhash_prefixes", 1, lambda blob: None if blob is None else b"".join(
         blob[i : i + width] for i in range(0, len(blob), 8)) or None, deterministic=True)
     conn.create_function("simhash_url_key", 2, url_key, deterministic=True)
-    conn.execute("ALTER TABLE sentence RENAME TO sentence_old")
-    conn.execute(_schema_statement("CREATE TABLE sentence"))
-    conn.execute("INSERT INTO sentence(key, entry) SELECT simhash_sentence_key(ns, hash) AS k, entry"
-                 " FROM sentence_old ORDER BY k, entry")
-    conn.execute("DROP TABLE sentence_old")
+    conn.create_function("simhash_whole_seconds", 1, whole_seconds, deterministic=True)
     sequence = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()
     conn.execute("ALTER TABLE entry RENAME TO entry_old")  # its indexes go with it when it is dropped
     conn.execute(_schema_statement("CREATE TABLE entry"))
     converted = ENTRY_COLUMNS.replace("url_key", "simhash_url_key(ns, url)").replace(
-        "sentences", "simhash_prefixes(sentences)")
+        "first_seen", "simhash_whole_seconds(first_seen)")
+    if whole_hashes:
+        converted = converted.replace("sentences", "simhash_prefixes(sentences)")
     conn.execute(f"INSERT INTO entry({ENTRY_COLUMNS}) SELECT {converted} FROM entry_old ORDER BY id")
     conn.execute("DROP TABLE entry_old")
-    for name in ("entry_title", "entry_body", "entry_seen", "entry_url"):
-        conn.execute(_schema_statement(f"CREATE INDEX {name} "))
+    for kind, name in ENTRY_OBJECTS[1:]:
+        conn.execute(_schema_statement(f"CREATE {kind} {name} "))
     if sequence is not None:  # AUTOINCREMENT: no id of a forgotten entry is ever given again
         conn.execute("DELETE FROM sqlite_sequence WHERE name = 'entry'")
         conn.execute("INSERT INTO sqlite_sequence(name, seq) VALUES ('entry', ?)", sequence)

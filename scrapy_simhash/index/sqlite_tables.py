@@ -24,18 +24,23 @@ What is stored where, and why
 ``entry``
     One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
-    that text was too short), ``first_seen`` (POSIX seconds), ``url``, ``title`` (first 300
+    that text was too short), ``first_seen`` (POSIX seconds, whole: :func:`whole_seconds`; a
+    4-byte integer on disk, read back as a float), ``url``, ``title`` (first 300
     characters), ``numbers`` (the body's number signature, see :func:`~.rule.numbers_agree`, as a
     BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (the first
     4 bytes of each of its sampled sentence hashes, ascending: the way to its ``sentence`` rows,
     which hold the whole hashes, see :mod:`.sqlite_sentences`) and ``short`` (the digest of a body
-    too short to fingerprint, a signed 64-bit integer). Indexes ``(ns, title_fp, first_seen)`` and
-    ``(ns, body_fp, first_seen)`` find the earliest non-expired entry holding a fingerprint in
-    O(log n), however many share it;
-    ``(ns, first_seen)`` serves purge/stats/export and ``(url_key)`` serves ``forget(url)``:
-    ``url_key`` is a 64-bit digest of the namespace and the URL (:func:`url_key`), 8 bytes in the
-    index where the URL took its length (schema 4: ``(ns, url)``); the row's ``ns`` and ``url``
-    are compared too, so a digest shared by chance never forgets another entry.
+    too short to fingerprint, a signed 64-bit integer). Indexes ``(fp key, first_seen)`` of each
+    tier find the earliest non-expired entry holding a fingerprint in O(log n), however many share
+    it, in the rule's order (first seen, then id: entries of one second in commit order); the key
+    is the fingerprint XOR a mask of the namespace (:func:`fp_key_sql`, schema 5:
+    ``(ns, title_fp, first_seen)``). ``(ns, first_seen)`` serves purge/stats/export and
+    ``(url_key)`` serves ``forget(url)``: ``url_key`` is a 32-bit digest of the namespace and the
+    URL (:func:`url_key`), 4 bytes in the index where the URL took its length (schema 4:
+    ``(ns, url)``); the row's ``ns`` and ``url`` are compared too, so a digest shared by chance
+    never forgets another entry. Every time order is the stored times' own, never the id order:
+    an entry added with an earlier time than the newest (another writer's clock behind, an
+    import) is ordered, expired and purged by its time.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
     The band rows of the multi-index layout (:mod:`.bands`): one per part of a fingerprint. ``key``
     packs ``(namespace id, tier, part number, part value)`` into one non-negative 63-bit integer; ``fp``
@@ -77,12 +82,14 @@ exact Hamming distance, so exactness is unaffected.
 Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
 sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), and
 for fingerprints crowded around one centre the sub-buckets of the split buckets probed
-(:mod:`.sqlite_dense`; ``benchmarks/index_scaling.py``, ``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
+(:mod:`.sqlite_dense`; ``benchmarks/index_scaling.py``, ``benchmarks/band_schemes.py``). A file is
+re-banded in place by :mod:`.sqlite_reband`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from hashlib import blake2b
@@ -94,7 +101,22 @@ from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS
 
-SCHEMA = """
+#: Odd, below 2**43: ``ns * FP_MIX`` never overflows a signed 64-bit integer (namespace ids < 2**20)
+#: and spreads a namespace id over many bits (two namespaces' keys meet only far from near copies).
+FP_MIX = 0x6A09E667F3B
+
+
+def fp_key_sql(column: str) -> str:
+    """The SQL of a fingerprint index's key: an integer fingerprint XOR ``ns * FP_MIX`` (``a | b``
+    minus ``a & b``: SQLite has no XOR, and neither side overflows), so the index needs no ``ns``
+    column (one record-header byte an entry each) and namespaces holding one fingerprint (an empty
+    body) still get apart keys; a 128-bit BLOB fingerprint is its own key. Computed in Python by
+    :meth:`Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
+    mask = f"(ns * {FP_MIX:#x})"
+    return f"CASE typeof({column}) WHEN 'integer' THEN ({column} | {mask}) - ({column} & {mask}) ELSE {column} END"
+
+
+SCHEMA = f"""
 CREATE TABLE namespace (
     id INTEGER PRIMARY KEY,
     name TEXT NOT NULL UNIQUE,
@@ -105,16 +127,16 @@ CREATE TABLE entry (
     ns INTEGER NOT NULL,
     title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
     body_fp,
-    first_seen REAL NOT NULL,
+    first_seen REAL NOT NULL,  -- whole POSIX seconds (whole_seconds()): a 4-byte integer on disk
     url TEXT,
-    url_key INTEGER,  -- 64-bit digest of (namespace, url): what entry_url indexes (url_key())
+    url_key INTEGER,  -- 32-bit digest of (namespace, url): what entry_url indexes (url_key())
     title TEXT,
     numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
     sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
     short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
-CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
+CREATE INDEX entry_title ON entry({fp_key_sql("title_fp")}, first_seen) WHERE title_fp IS NOT NULL;
+CREATE INDEX entry_body ON entry({fp_key_sql("body_fp")}, first_seen) WHERE body_fp IS NOT NULL;
 CREATE INDEX entry_seen ON entry(ns, first_seen);
 CREATE INDEX entry_url ON entry(url_key) WHERE url_key IS NOT NULL;
 CREATE TABLE band (
@@ -282,12 +304,25 @@ def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
     return enc, dec
 
 
+_M32 = (1 << 32) - 1
+
+
 def url_key(ns: int, url: str | None) -> int | None:
-    """``entry.url_key``: BLAKE2b of the URL (8 bytes) XOR the namespace's mask, signed (None: no URL)."""
+    """``entry.url_key``: BLAKE2b of the URL (4 bytes) XOR the low 32 bits of the namespace's mask,
+    signed (None: no URL). Only ``forget(url)`` looks it up, and it compares the row's ``ns`` and
+    ``url`` too: a digest shared by chance (~n/2³² rows a lookup) costs a row read, never a removal."""
     if url is None:
         return None
-    digest = int.from_bytes(blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
-    return to_signed64(digest ^ sqlite_sentences.ns_mask(ns))
+    digest = int.from_bytes(blake2b(url.encode("utf-8", "surrogatepass"), digest_size=4).digest(), "big")
+    return ((digest ^ sqlite_sentences.ns_mask(ns)) & _M32) - (1 << 31)
+
+
+
+def whole_seconds(t: float) -> float:
+    """``entry.first_seen`` for a time: its whole second (floor), which SQLite stores as a 4-byte
+    integer in the row and in the fingerprint and time indexes where ``time.time()`` took 8 (read
+    back as a float). Entries first seen in one second are told apart by id (commit order)."""
+    return float(math.floor(t)) if math.isfinite(t) else t
 
 
 def hash_int(digest: str) -> int:
@@ -335,12 +370,19 @@ class Rows:
         self.sql_band = {
             tier: f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
         }
+        self._fp_mask = ns * FP_MIX
+        # (fp_key, ns, stored fp, ...): INDEXED BY, or the planner takes entry_seen for `ns = ?`
+        where = {tier: f"FROM entry INDEXED BY entry_{tier} WHERE {fp_key_sql(f'{tier}_fp')} = ? AND ns = ?"
+                 f" AND {tier}_fp = ?" for tier in TIERS}
         self.sql_first = {
-            tier: f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND {tier}_fp = ? AND first_seen >= ? "
-            "ORDER BY first_seen, id LIMIT ? OFFSET ?"
+            tier: f"SELECT {ENTRY_COLS} {where[tier]} AND first_seen >= ? ORDER BY first_seen, id LIMIT ? OFFSET ?"
             for tier in TIERS
         }
-        self.sql_used = {tier: f"SELECT 1 FROM entry WHERE ns = ? AND {tier}_fp = ? LIMIT 1" for tier in TIERS}
+        self.sql_used = {tier: f"SELECT 1 {where[tier]} LIMIT 1" for tier in TIERS}
+
+    def fp_key(self, raw: Any) -> Any:
+        """The fingerprint index key of a stored fingerprint in this namespace (:func:`fp_key_sql`)."""
+        return raw ^ self._fp_mask if type(raw) is int else raw
 
     def _keys(self, tier: Tier, values: list[tuple[int, int]]) -> list[int]:
         base, vb = self._base[tier], self._vbits
@@ -404,7 +446,7 @@ class Rows:
         """Delete band rows of fingerprints (stored values, per tier) no remaining entry holds."""
         for index, tier in enumerate(TIERS):
             for raw in {r[index] for r in removed if r[index] is not None}:
-                if conn.execute(self.sql_used[tier], (self.ns_id, raw)).fetchone() is None:
+                if conn.execute(self.sql_used[tier], (self.fp_key(raw), self.ns_id, raw)).fetchone() is None:
                     sqlite_dense.drop(conn, self, tier, raw)
 
 
@@ -419,7 +461,8 @@ class Tables:
 
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
         rows = self.rows
-        args = (rows.ns_id, rows.enc(fp), not_before, -1 if limit is None else limit, offset)
+        raw = rows.enc(fp)
+        args = (rows.fp_key(raw), rows.ns_id, raw, not_before, -1 if limit is None else limit, offset)
         return rows.entries(self.conn, self.conn.execute(rows.sql_first[tier], args))
 
     def sentence_holders(self, hashes: Sequence[str], not_before: float) -> list[tuple[Entry, int, int]]:
@@ -451,7 +494,7 @@ class Tables:
                 rows.ns_id,
                 None if tfp is None else rows.enc(tfp),
                 None if bfp is None else rows.enc(bfp),
-                seen_at,
+                whole_seconds(seen_at),
                 query.url,
                 url_key(rows.ns_id or 0, query.url),
                 None if query.title is None else query.title[:TITLE_CHARS],
