@@ -149,8 +149,15 @@ def test_clustered_fingerprints_are_all_found_and_only_those(
         remaining = {fp for (fp,) in conn.execute("SELECT fp FROM band2 WHERE fp != x''")}
         assert remaining <= {to_signed64(fp) for fp in kept}  # nothing of a removed entry is left below
     reband(path, body_bands=5)
-    with SqliteIndex.open(path) as ix:  # reopened: the sampled entries' rows are checked, split or not
-        _answers_as_a_scan(ix, kept, centre, rng)
+    with SqliteIndex.open(path) as ix, SqliteIndex.open(path, namespace="other") as other:
+        _answers_as_a_scan(ix, kept, centre, rng)  # reopened: the sampled entries' rows are checked, split or not
+        other.add([(None, fp, f"o{fp}", None, 1.0) for fp in kept[:500]])
+        assert ix.reset() == len(kept)  # its rows go, split or not; the other namespace's stay and answer
+        below = 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS
+        assert ix._conn is not None and {key >> below for (key,) in ix._conn.execute("SELECT key FROM band2")} == {
+            other._ns_id}
+        _answers_as_a_scan(other, kept[:500], centre, rng)
+        assert ix.lookup(None, kept[0], title_k=0, body_k=3) == []
 
 
 def test_no_plain_bucket_reaches_the_split_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,7 +55,7 @@ What is stored where, and why
     are stored here, in the buckets of their other bits; a ``band2`` bucket that grows dense is split
     once more the same way (a marker, then buckets of the bits left). ``key`` packs the namespace id,
     the tier, the path of parts taken and a 34-bit hash of the parent bucket XOR the sub-part's value
-    (schema 5: ``(key, sub, fp)``, one level).
+    (schemas 4 to 6: ``(key, sub, fp)``, one level).
 ``sentence`` (``WITHOUT ROWID``, primary key ``(key, entry)``)
     The sentence tier's lookup table: one row per stored sentence hash of an entry (its
     :data:`~.rule.SENTENCES_STORED` smallest), ``key`` the hash XORed with a mask of the entry's
