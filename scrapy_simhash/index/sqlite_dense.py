@@ -24,7 +24,8 @@ same probes: a check reads the other bucket's rows as extra candidates, verified
 (never a missed one), and a fingerprint's rows stay its namespace's.
 
 Thresholds: a sub-probe in a batched statement costs about half the CPU of a row read (~0.27 µs
-against ~0.5 µs with its decode and distance, ``benchmarks/index_scaling.py`` data), so a bucket is
+against ~0.5 µs with its decode and distance, on the clustered data of ``benchmarks/index_scaling.py``:
+``benchmarks/README.md``), so a bucket is
 split once reading it costs more than the sub-probes of a visit through a neighbour (one bit spent at
 each level above): title k=2 at 4 fingerprints, body k=3 at 17 in ``band``, 4 in ``band2``.
 """
@@ -147,23 +148,23 @@ def _below(rows: Any, item: Item, depth: int) -> list[Item]:
 def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, str, int, int]]) -> None:
     """Store band rows ``(key, stored fp, tier, part, fp)``: in ``band``, or below for split buckets;
     then split the buckets these rows made dense."""
-    items: list[Item] = [(key, raw, tier, (part,), None) for key, raw, tier, part, _ in placed]
-    depth = 0
-    while items:
-        items = _place(conn, rows, items, depth)
-        depth += 1
+    _descend(conn, rows, [(key, raw, tier, (part,), None) for key, raw, tier, part, _ in placed], 0)
 
 
-def split_dense(conn: sqlite3.Connection, rows: Any, keys: Iterable[int]) -> None:
-    """Split these ``band`` buckets where they hold their threshold (re-banding, after the bulk insert)."""
+def split_dense(conn: sqlite3.Connection, rows: Any, sizes: Iterable[tuple[int, int]]) -> None:
+    """Split the ``band`` buckets of these ``(key, fingerprints)`` that hold their threshold, and
+    below them (re-banding, after the bulk insert)."""
     items: list[Item] = []
-    for key in keys:
+    for key, size in sizes:
         tier, part = rows.part_of(key)
         split = plan(rows.tiers[tier]).get((part,))
-        if split is not None and conn.execute("SELECT count(*) FROM band WHERE key = ?", (key,)).fetchone()[0] \
-                >= split_at(rows.tiers[tier], split):
+        if split is not None and size >= split_at(rows.tiers[tier], split):
             items += _split(conn, rows, "band", key, tier, (part,), 0)
-    depth = 1
+    _descend(conn, rows, items, 1)
+
+
+def _descend(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int) -> None:
+    """Place ``items`` at ``depth``, then the rows of the buckets split meanwhile one level down, …"""
     while items:
         items = _place(conn, rows, items, depth)
         depth += 1

@@ -223,8 +223,8 @@ def _rebuild(conn: sqlite3.Connection, params: IndexParams, progress: Progress |
                 f"INSERT OR IGNORE INTO band(key, fp) SELECT simhash_band_key(ns, ?, ?, {tier}_fp) AS k, {tier}_fp"
                 f" FROM entry WHERE {tier}_fp IS NOT NULL ORDER BY k, {tier}_fp", (tier, number))
     any_ns = Rows(0, "", tiers, vbits, enc, dec)  # what splitting needs: the layout, the codec, key packing
-    sqlite_dense.split_dense(conn, any_ns, [dense for (dense,) in conn.execute(
-        "SELECT key FROM band GROUP BY key HAVING count(*) >= ?", (sqlite_dense.MIN_SPLIT,)).fetchall()])
+    sqlite_dense.split_dense(conn, any_ns, conn.execute(
+        "SELECT key, count(*) FROM band GROUP BY key HAVING count(*) >= ?", (sqlite_dense.MIN_SPLIT,)).fetchall())
     if progress is not None:
         progress(total, total)
     band_rows = sum(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("band", "band2"))
