@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +30,7 @@ from scrapy_simhash.index.meta import layouts
 from scrapy_simhash.index.sqlite import SqliteIndex
 from scrapy_simhash.index.sqlite_reband import reband
 from scrapy_simhash.index.sqlite_tables import Rows, codec
+from scrapy_simhash.simhash import to_signed64
 
 from .test_cli import SCRAPY, make_project, ok, run
 
@@ -103,13 +105,27 @@ def _answers_as_a_scan(ix: SqliteIndex, fps: list[int], centre: int, rng: random
         assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
 
 
-@pytest.mark.parametrize("split_at", [sqlite_dense.SPLIT_AT, 8])
+def _split_everything_at(monkeypatch: pytest.MonkeyPatch, size: int | None) -> None:
+    """Make every splittable bucket split at ``size`` fingerprints (None: the shipped thresholds)."""
+    if size is not None:
+        monkeypatch.setattr(sqlite_dense, "MIN_SPLIT", size)
+        monkeypatch.setattr(sqlite_dense, "split_at", lambda top, split: size)
+
+
+def _markers(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Split buckets in ``band`` and in ``band2``."""
+    return tuple(conn.execute(f"SELECT count(*) FROM {t} WHERE fp = x''").fetchone()[0]  # type: ignore[return-value]
+                 for t in ("band", "band2"))
+
+
+@pytest.mark.parametrize("split_at", [None, 8, 2])
 def test_clustered_fingerprints_are_all_found_and_only_those(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, split_at: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, split_at: int | None
 ) -> None:
     """Distinct entries sharing most bits (one centre, random flips): the index answers as a scan would,
-    with its dense buckets split (a small threshold splits many), after removals and after a reband."""
-    monkeypatch.setattr(sqlite_dense, "SPLIT_AT", split_at)
+    with its dense buckets split two levels deep (a small threshold splits many), after removals and
+    after a reband."""
+    _split_everything_at(monkeypatch, split_at)
     rng = random.Random(7)
     centre = rng.getrandbits(64)
     fps = sorted({flips(rng, centre, 64, rng.randint(1, 6)) for _ in range(3000)})
@@ -120,8 +136,9 @@ def test_clustered_fingerprints_are_all_found_and_only_those(
             ix.check_and_add(Query(title_fp=None, body_fp=fp, title_k=0, body_k=0, url=f"u{fp}", seen_at=1e4 + i))
         conn = ix._conn
         assert conn is not None
-        split = conn.execute("SELECT count(*) FROM band WHERE fp = x''").fetchone()[0]
+        split, split_below = _markers(conn)
         assert split > 0 and conn.execute("SELECT count(*) FROM band2").fetchone()[0] > split
+        assert split_below > 0  # the second level is used
         _answers_as_a_scan(ix, fps, centre, rng)
         assert ix.purge(1000.0) == 1000  # the first 1000 go, with their plain and split rows
         kept = [fp for i, fp in enumerate(fps) if i >= 1000]
@@ -129,29 +146,100 @@ def test_clustered_fingerprints_are_all_found_and_only_those(
         assert ix.forget(f"u{kept[0]}") == 1
         kept = kept[1:]
         _answers_as_a_scan(ix, kept, centre, rng)
+        remaining = {fp for (fp,) in conn.execute("SELECT fp FROM band2 WHERE fp != x''")}
+        assert remaining <= {to_signed64(fp) for fp in kept}  # nothing of a removed entry is left below
     reband(path, body_bands=5)
-    with SqliteIndex.open(path) as ix:  # reopened: the sampled entries' rows are checked, split or not
-        _answers_as_a_scan(ix, kept, centre, rng)
+    with SqliteIndex.open(path) as ix, SqliteIndex.open(path, namespace="other") as other:
+        _answers_as_a_scan(ix, kept, centre, rng)  # reopened: the sampled entries' rows are checked, split or not
+        other.add([(None, fp, f"o{fp}", None, 1.0) for fp in kept[:500]])
+        assert ix.reset() == len(kept)  # its rows go, split or not; the other namespace's stay and answer
+        below = 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS
+        assert ix._conn is not None and {key >> below for (key,) in ix._conn.execute("SELECT key FROM band2")} == {
+            other._ns_id}
+        _answers_as_a_scan(other, kept[:500], centre, rng)
+        assert ix.lookup(None, kept[0], title_k=0, body_k=3) == []
 
 
 def test_no_plain_bucket_reaches_the_split_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Buckets split as they fill, one check-and-add at a time and in bulk: no bucket left plain
-    holds SPLIT_AT fingerprints (what keeps a check's candidates bounded under skew)."""
-    monkeypatch.setattr(sqlite_dense, "SPLIT_AT", 8)
+    that can split holds its threshold, in ``band`` or in the first level of ``band2`` (what keeps a
+    check's candidates bounded under skew)."""
+    _split_everything_at(monkeypatch, 8)
     rng = random.Random(11)
     centre = rng.getrandbits(64)
     fps = sorted({flips(rng, centre, 64, rng.randint(1, 4)) for _ in range(600)})
+    codes = {c for split in sqlite_dense.plan(bands_for(IndexParams())["body"]).values() if split.depth == 1
+             for c in split.codes}  # band2 buckets that split again
     with SqliteIndex.open(tmp_path / "d.sqlite3") as ix:
         conn = ix._conn
         assert conn is not None
         worst = ("SELECT max(n) FROM (SELECT count(*) AS n FROM band WHERE key NOT IN"
                  " (SELECT key FROM band WHERE fp = x'') GROUP BY key)")
+
+        def worst_below() -> int:
+            sizes = conn.execute("SELECT key, count(*) FROM band2 WHERE key NOT IN"
+                                 " (SELECT key FROM band2 WHERE fp = x'') GROUP BY key").fetchall()
+            return max([n for key, n in sizes if (key >> sqlite_dense.HASH_BITS) & 0xFF in codes
+                        and key >> (sqlite_dense.HASH_BITS + sqlite_dense.PATH_BITS) & 1], default=0)
+
         for i, fp in enumerate(fps[:300]):
             ix.check_and_add(Query(title_fp=fp, body_fp=fp, title_k=0, body_k=0, url=f"u{fp}", seen_at=float(i)))
             assert conn.execute(worst).fetchone()[0] < 8
+        assert worst_below() < 8
         ix.add([(fp, fp, f"u{fp}", None, 1e3 + i) for i, fp in enumerate(fps[300:])])
-        assert conn.execute(worst).fetchone()[0] < 8
-        assert conn.execute("SELECT count(*) FROM band WHERE fp = x''").fetchone()[0] > 0
+        assert conn.execute(worst).fetchone()[0] < 8 and worst_below() < 8
+        assert min(_markers(conn)) > 0
+
+
+def test_shipped_thresholds() -> None:
+    """Title (k=2) buckets split at 4 fingerprints (a neighbour's split bucket costs 2 sub-probes),
+    body (k=3) at 17 in ``band`` (34 sub-probes), 4 in ``band2``; two levels at most."""
+    tiers = bands_for(IndexParams())
+    for tier, first in (("title", 4), ("body", 17)):
+        steps = sqlite_dense.plan(tiers[tier])
+        assert {path: sqlite_dense.split_at(tiers[tier], s) for path, s in steps.items()} == {
+            (0,): first, (1,): first, (0, 0): 4, (0, 1): 4, (1, 0): 4, (1, 1): 4}
+
+
+@pytest.fixture(scope="class")
+def crowd(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """An index of 3000 fingerprints within 4 bits of one centre (both tiers), split at 2, and the centre;
+    the thresholds stay patched while the class's tests run."""
+    with pytest.MonkeyPatch.context() as mp:
+        _split_everything_at(mp, 2)
+        rng = random.Random(5)
+        centre = rng.getrandbits(64)
+        ix = SqliteIndex.open(tmp_path_factory.mktemp("deep") / "i.sqlite3")
+        ix.add([(flips(rng, centre, 64, rng.randint(1, 4)), flips(rng, centre, 64, rng.randint(1, 4)),
+                 f"crowd{i}", None, 1.0) for i in range(3000)])
+        assert ix._conn is not None and min(_markers(ix._conn)) > 100
+        yield ix, centre
+        ix.close()
+
+
+class TestDeeperSplit:
+    """Exactness through both split levels: a crowd around one centre, every bucket split at 2
+    fingerprints, so a query near the centre reaches its candidates through ``band2`` buckets two
+    levels down; every flip pattern up to k is found there, k+1 never."""
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(seed=st.integers(0, 2**32), k=st.integers(0, 3),
+           positions=st.lists(st.integers(0, 63), max_size=4, unique=True), title=st.booleans())
+    def test_every_flip_pattern_up_to_k_is_found_and_k_plus_1_never(
+        self, crowd: Any, seed: int, k: int, positions: list[int], title: bool
+    ) -> None:
+        ix, centre = crowd
+        k = min(k, 2) if title else k  # the default index answers title k <= 2, body k <= 3
+        query = flips(random.Random(seed), centre, 64, random.Random(seed).randint(0, 3))
+        entry = query
+        for bit in positions:
+            entry ^= 1 << bit
+        url = f"u{next(_EXAMPLES)}"
+        ix.add([(entry, None, url, None, 2.0)] if title else [(None, entry, url, None, 2.0)])
+        found = ix.lookup(query if title else None, None if title else query,
+                          title_k=k if title else 0, body_k=0 if title else k, limit=10_000)
+        assert any(m.entry.url == url for m in found) == (len(positions) <= k)
+        assert all(m.distance <= k for m in found)
 
 
 # -- re-banding ------------------------------------------------------------------------------------
@@ -273,3 +361,101 @@ def test_sigkill_during_reband_leaves_every_entry(tmp_path: Path) -> None:
     reband(path, body_bands=6)  # and it can be re-banded afterwards
     with open_index(path, params=IndexParams(body_bands=6)) as ix:
         assert ix.count() == 60_000
+
+
+#: How schemas 4 to 6 wrote the table of split buckets (sqlite_tables.py at schema 6, verbatim), and split them.
+SCHEMA_6_BAND2 = ("CREATE TABLE band2 (\n    key INTEGER NOT NULL,\n    sub INTEGER NOT NULL,\n    fp NOT NULL,\n"
+                  "    PRIMARY KEY (key, sub, fp)\n) WITHOUT ROWID")
+SCHEMA_6_SPLIT_AT = 64
+
+
+def _one_split_level(path: Path, version: int = 6) -> None:
+    """Rewrite a file's band rows as schemas 4 to 6 wrote them: one split level, a bucket of 64
+    fingerprints split into ``band2(key, sub, fp)`` under ``sub = part << 56 | value`` of the
+    multi-index layout of its other bits; schema ``version``."""
+    conn = sqlite3.connect(path)
+    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
+    tiers = bands_for(IndexParams(**meta["params"]))
+    enc, dec = codec(64)
+    buckets: dict[int, dict[Any, tuple[str, int]]] = {}
+    for ns, tfp, bfp in conn.execute("SELECT ns, title_fp, body_fp FROM entry"):
+        rows = Rows(ns, "", tiers, meta["band_key"]["value_bits"], enc, dec)
+        for tier, raw in (("title", tfp), ("body", bfp)):
+            if raw is not None:
+                for part, key in enumerate(rows.keys(tier, dec(raw))):
+                    buckets.setdefault(key, {})[raw] = (tier, part)
+    conn.execute("DELETE FROM band")
+    conn.execute("DROP TABLE band2")
+    conn.execute(SCHEMA_6_BAND2)
+    for key, held in buckets.items():
+        if len(held) < SCHEMA_6_SPLIT_AT:
+            conn.executemany("INSERT INTO band VALUES (?, ?)", [(key, raw) for raw in held])
+            continue
+        conn.execute("INSERT INTO band VALUES (?, x'')", (key,))
+        for raw, (tier, part) in held.items():
+            top = tiers[tier]
+            width = top.parts[part][1]
+            old = tier_bands(64 - width, min(top.distance, 63 - width))
+            conn.executemany("INSERT INTO band2 VALUES (?, ?, ?)", [
+                (key, j << 56 | value, raw) for j, value in old.store(top.rest(dec(raw), part))])
+    conn.execute("UPDATE simhash_meta SET value = ? WHERE key = 'schema_version'", (json.dumps(version),))
+    conn.commit()
+    conn.close()
+
+
+def _crowded(path: Path, n_random: int, seed: int = 4) -> tuple[int, list[int]]:
+    """A file of ``n_random`` random entries and 2000 bodies within 6 bits of one centre; the centre
+    and the crowd's bodies."""
+    filled(path, n_random, seed=seed)
+    rng = random.Random(seed)
+    centre = rng.getrandbits(64)
+    crowd = sorted({flips(rng, centre, 64, rng.randint(1, 6)) for _ in range(2000)})
+    with open_index(path) as ix:
+        ix.add([(None, fp, f"c{fp}", None, 1e6) for fp in crowd])
+    return centre, crowd
+
+
+@pytest.mark.parametrize("version", [5, 6])
+def test_a_file_of_one_split_level_is_refused_then_rebanded_into_two(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "old.sqlite3"
+    centre, crowd = _crowded(path, 500)
+    _one_split_level(path, version)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM band2").fetchone()[0] > 0  # the old split buckets are there
+    conn.close()
+    refused = f"schema version {version}.*convert it with `scrapy-simhash reband {path}`"
+    with pytest.raises(IndexOpenError, match=refused):
+        open_index(path)
+    proc = ok(run("reband", path))
+    assert f"{500 + len(crowd):,} entries" in proc.stdout
+    with SqliteIndex.open(path) as ix:
+        assert ix.count() == 500 + len(crowd)
+        assert ix._conn is not None and min(_markers(ix._conn)) > 0  # split again, two levels deep
+        _answers_as_a_scan(ix, crowd, centre, random.Random(8))
+
+
+def test_sigkill_during_the_schema_6_conversion_leaves_the_old_file(tmp_path: Path) -> None:
+    path = tmp_path / "six.sqlite3"
+    centre, crowd = _crowded(path, 60_000)
+    _one_split_level(path)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", _REBANDER.replace("body_bands=6", "body_bands=None"), str(path)],
+                            stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # band rows are being computed: the transaction is open
+    assert line.strip().isdigit(), line
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    conn = sqlite3.connect(path)  # as it was: schema 6, its band2, every entry
+    assert json.loads(conn.execute("SELECT value FROM simhash_meta WHERE key = 'schema_version'").fetchone()[0]) == 6
+    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'band2'").fetchone()[0] == SCHEMA_6_BAND2
+    assert conn.execute("SELECT count(*) FROM entry").fetchone()[0] == 60_000 + len(crowd)
+    conn.close()
+    with pytest.raises(IndexOpenError, match="schema version 6"):
+        open_index(path)
+    reband(path)  # and it converts afterwards
+    with SqliteIndex.open(path) as ix:
+        assert ix.count() == 60_000 + len(crowd)
+        _answers_as_a_scan(ix, crowd, centre, random.Random(9))

@@ -54,7 +54,7 @@ def test_schema_6_entry_layout(tmp_path: Path) -> None:
         conn = ix._conn
         assert conn is not None
         meta = dict(conn.execute("SELECT key, value FROM simhash_meta").fetchall())
-        assert json.loads(meta["schema_version"]) == SCHEMA_VERSION == 6
+        assert json.loads(meta["schema_version"]) == SCHEMA_VERSION == 7  # schema 6's entry layout, kept by 7
         for tier in ("title", "body"):  # keyed on the fp XOR the namespace mask, then the time: no ns column
             columns = [(r[1], r[2]) for r in conn.execute(f"PRAGMA index_xinfo(entry_{tier})") if r[5]]
             assert columns == [(-2, None), (4, "first_seen")], columns

@@ -14,8 +14,11 @@ bands of 16 bits read ~4·n/2¹⁶, 6,100 at 100M) and fewer rows are stored per
 4). ``benchmarks/band_schemes.py`` compares the alternatives.
 
 Fingerprints crowded around one centre still share part values; a backend splits a bucket that grows
-dense by the other bits of its entries (:attr:`TierBands.splits`, :meth:`~TierBands.store_split`,
-:meth:`~TierBands.probe_split`: the same scheme one level down), as :mod:`.sqlite_dense` does.
+dense by the other bits of its entries (:attr:`TierBands.splits`, :meth:`TierBands.rest`: the same
+scheme one level down, and again below), as :mod:`.sqlite_dense` does. A bucket reached through a
+probe that flipped bits holds fingerprints already that many bits away, so its sub-buckets are probed
+for the bits that remain (:meth:`TierBands.probe_within`): with k=2, a neighbour's split bucket is
+read through 2 exact sub-probes, not 34.
 
 A :class:`TierBands` is recorded in the index's meta (:meth:`TierBands.record`) and rebuilt from the
 record at open, so a file always answers with the layout its rows were written with.
@@ -24,7 +27,7 @@ record at open, so a file always answers with the layout its rows were written w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import combinations
 from math import comb
 from typing import Any
@@ -34,7 +37,19 @@ from .base import IndexParams, Tier
 
 #: Probes per tier and query at most, when choosing the number of parts.
 MAX_PROBES = 200
+#: The same for the layout that splits a dense bucket (:attr:`TierBands.splits`): its rows are only
+#: the crowded fingerprints', and it is probed once per split bucket a check meets.
+MAX_SPLIT_PROBES = 40
 SCHEME = "mih"
+
+
+@cache
+def _masks(width: int, radius: int) -> tuple[int, ...]:
+    """The XOR masks of every value within ``radius`` bits of a ``width``-bit value (0 first)."""
+    masks = [0]
+    for r in range(1, radius + 1):
+        masks += [sum(1 << i for i in bits) for bits in combinations(range(width), r)]
+    return tuple(masks)
 
 
 @dataclass(frozen=True)
@@ -49,13 +64,7 @@ class TierBands:
     @cached_property
     def flips(self) -> tuple[tuple[int, ...], ...]:
         """Per part, the XOR masks of every value within ``radius`` of a value (0 first)."""
-        out = []
-        for _, width in self.parts:
-            masks = [0]
-            for r in range(1, self.radius + 1):
-                masks += [sum(1 << i for i in bits) for bits in combinations(range(width), r)]
-            out.append(tuple(masks))
-        return tuple(out)
+        return tuple(_masks(width, self.radius) for _, width in self.parts)
 
     def store(self, fp: int) -> list[tuple[int, int]]:
         """``(part number, value)`` of each row an entry with fingerprint ``fp`` stores."""
@@ -77,7 +86,7 @@ class TierBands:
         """Per part, the layout of the other bits (the rest) that splits a dense bucket of that part
         (None: the part is the whole fingerprint, nothing is left to split by)."""
         return tuple(None if width == self.bits else
-                     tier_bands(self.bits - width, min(self.distance, self.bits - width - 1))
+                     tier_bands(self.bits - width, min(self.distance, self.bits - width - 1), MAX_SPLIT_PROBES)
                      for _, width in self.parts)
 
     def rest(self, fp: int, part: int) -> int:
@@ -85,16 +94,24 @@ class TierBands:
         shift, width = self.parts[part]
         return (fp & ((1 << shift) - 1)) | ((fp >> (shift + width)) << shift)
 
-    def store_split(self, fp: int, part: int) -> list[tuple[int, int]]:
-        """``(sub-part, value)`` rows an entry stores in a dense bucket of ``part``."""
-        split = self.splits[part]
-        return [] if split is None else split.store(self.rest(fp, part))
+    def probes_within(self, remaining: int) -> int:
+        """Probes of :meth:`probe_within` for ``remaining`` bits."""
+        if remaining < len(self.parts):
+            return remaining + 1
+        radius = remaining // len(self.parts)
+        return sum(sum(comb(width, r) for r in range(radius + 1)) for _, width in self.parts)
 
-    def probe_split(self, fp: int, part: int) -> list[tuple[int, int]]:
-        """``(sub-part, value)`` rows a query reads in a dense bucket of ``part``: an entry there agrees
-        with the query's probed value of ``part``, so its rest is within ``distance`` of the query's."""
-        split = self.splits[part]
-        return [] if split is None else split.probe(self.rest(fp, part))
+    def probe_within(self, fp: int, remaining: int) -> list[tuple[int, int, int]]:
+        """``(part, value, bits spent)`` of the rows to read for every fingerprint within ``remaining``
+        bits of ``fp``: each part within ``remaining // parts`` bits, or, when fewer
+        bits remain than there are parts, the first ``remaining + 1`` parts exactly (the differing
+        bits miss one of them). What a split bucket reached with some bits spent needs."""
+        if remaining < len(self.parts):
+            return [(n, value, 0) for n, value in self.store(fp)[: remaining + 1]]
+        radius = remaining // len(self.parts)
+        flips = self.flips if radius == self.radius else tuple(_masks(width, radius) for _, width in self.parts)
+        return [(n, value ^ mask, mask.bit_count()) for (n, value), masks in zip(self.store(fp), flips, strict=True)
+                for mask in masks]
 
     def record(self) -> dict[str, Any]:
         """What the meta records (JSON)."""
@@ -108,11 +125,11 @@ def probes_needed(bits: int, distance: int, parts: int) -> int:
     return sum(sum(comb(width, r) for r in range(radius + 1)) for _, width in band_layout(bits, parts - 1))
 
 
-def tier_bands(bits: int, distance: int) -> TierBands:
-    """The layout answering distances up to ``distance``: the fewest parts within :data:`MAX_PROBES`."""
+def tier_bands(bits: int, distance: int, max_probes: int = MAX_PROBES) -> TierBands:
+    """The layout answering distances up to ``distance``: the fewest parts within ``max_probes``."""
     if not 0 <= distance < bits:
         raise ValueError(f"cannot answer distance {distance} on {bits}-bit fingerprints")
-    parts = next(m for m in range(1, distance + 2) if probes_needed(bits, distance, m) <= MAX_PROBES
+    parts = next(m for m in range(1, distance + 2) if probes_needed(bits, distance, m) <= max_probes
                  or m == distance + 1)
     return TierBands(bits, distance, band_layout(bits, parts - 1), distance // parts)
 

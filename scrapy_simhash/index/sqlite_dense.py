@@ -2,138 +2,328 @@
 
 Fingerprints crowded around one centre (boilerplate-heavy sites: distinct texts sharing most of
 their bits) share part values, so a bucket of the ``band`` table can hold thousands of them, every
-one a candidate of a check that probes it. Once a bucket holds :data:`SPLIT_AT` fingerprints it is
-*split*: its rows move to ``band2``, keyed by ``(bucket key, sub-key)`` where the sub-keys are those
-of the fingerprint's other bits (:meth:`.bands.TierBands.store_split`), and the bucket keeps one
-marker row (``fp`` = an empty BLOB, a value no fingerprint has). A check that meets the marker reads
-the bucket's ``band2`` rows under the sub-keys of its own other bits
-(:meth:`~.bands.TierBands.probe_split`): an entry in the bucket agrees with the query's probed
-value of that part, so its other bits are within the threshold of the query's, and the sub-layout
-answers that exactly. A split bucket stays split (its rows are maintained in ``band2``) even if
-entries go. One level only: at 10M clustered entries the sub-buckets hold ~100.
+one a candidate of a check that probes it, and the buckets next to it (one bit away, what the
+probes also read) hold many more. A bucket that reaches its threshold (:func:`split_at`) is *split*:
+it keeps one marker row (``fp`` = an empty BLOB, a value no fingerprint has) and its fingerprints
+move to ``band2``, into the buckets of the multi-index layout of their other bits
+(:attr:`.bands.TierBands.splits`, :meth:`~.bands.TierBands.rest`). A ``band2`` bucket that grows
+dense is split the same way once more, into ``band2`` buckets of the bits left (two levels,
+:data:`MAX_DEPTH`). A split bucket stays split (its rows are maintained below) even if entries go.
+
+A check that meets a marker reads the sub-buckets of its own other bits within the bits it has left:
+a bucket reached through a probe that flipped ``s`` bits holds fingerprints ``s`` bits away in that
+part, so the rest must be within ``k - s`` (:meth:`~.bands.TierBands.probe_within`); every fingerprint
+within ``k`` is still found, and the sub-probes of a neighbour's bucket are few (k=2: 2 exact
+sub-probes instead of 34). Each level is one statement.
+
+``band2`` keys: ``(namespace id, tier, path, hash)`` packed in 63 bits, where the path numbers the
+parts taken from the top (its level and, per level, which part: exact) and the hash is 34 bits of
+the parent bucket's key, mixed, XOR the sub-part's value. Two buckets whose keys meet by chance share
+the namespace, tier and path, so their fingerprints are split by the same bits and found by the
+same probes: a check reads the other bucket's rows as extra candidates, verified like every other
+(never a missed one), and a fingerprint's rows stay its namespace's.
+
+Thresholds: a sub-probe in a batched statement costs about half the CPU of a row read (~0.27 µs
+against ~0.5 µs with its decode and distance, on the clustered data of ``benchmarks/index_scaling.py``:
+``benchmarks/README.md``), so a bucket is
+split once reading it costs more than the sub-probes of a visit through a neighbour (one bit spent at
+each level above): title k=2 at 4 fingerprints, body k=3 at 17 in ``band``, 4 in ``band2``.
 """
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
-#: A bucket is split when it holds this many fingerprints (reading 64 rows costs about what the
-#: ~34 sub-probes of a split bucket cost).
-SPLIT_AT = 64
-#: ``band.fp`` of a split bucket's marker row.
+from .bands import TierBands
+
+#: ``band.fp`` / ``band2.fp`` of a split bucket's marker row.
 MARKER = b""
-SUB_VALUE_BITS = 56
+#: Levels of ``band2`` buckets below a ``band`` bucket.
+MAX_DEPTH = 2
+#: A bucket of fewer fingerprints is never split (a marker and a row per sub-part each cost more).
+MIN_SPLIT = 4
+#: What one sub-probe costs, in row reads (measured: ~0.27 µs a probe, ~0.5 µs a row).
+PROBE_ROWS = 0.5
+PATH_BITS = 8
+HASH_BITS = 34  # 63 - namespace bits (20) - tier (1) - PATH_BITS
+_HASH_MASK = (1 << HASH_BITS) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
 _CHUNK = 400
+_PADDED = (8, 32, 128, _CHUNK)  # IN-list sizes of the band2 statement (cached, not prepared each time)
+_NONE = ((), 0, -1)
+
+#: A band row on its way into a bucket: ``(bucket key, stored fp, tier, path, rest)``; the path is the
+#: part numbers taken so far (the first is the ``band`` part), the rest the bits not yet taken (None:
+#: not computed yet, a ``band`` row's).
+Item = tuple[int, Any, str, tuple[int, ...], "int | None"]
 
 
-def sub_keys(values: Iterable[tuple[int, int]]) -> list[int]:
-    """``band2.sub`` of ``(sub-part, value)`` pairs (a value wider than 56 bits is folded: more candidates only)."""
-    mask = (1 << SUB_VALUE_BITS) - 1
-    out = []
-    for j, value in values:
-        while value >> SUB_VALUE_BITS:
-            value = (value & mask) ^ (value >> SUB_VALUE_BITS)
-        out.append(j << SUB_VALUE_BITS | value)
+@dataclass(frozen=True)
+class Split:
+    """How the buckets of one path split: the layout of their fingerprints' other bits, the path
+    code of each sub-part, and the depth of the sub-buckets (1: ``band2`` below ``band``)."""
+
+    layout: TierBands
+    codes: tuple[int, ...]
+    depth: int
+
+
+def plan(top: TierBands) -> dict[tuple[int, ...], Split]:
+    """Per path of a splittable bucket, its :class:`Split` (a path without one is never split)."""
+    known = _PLANS.get(id(top))  # by identity: hashing the layout costs more than the rest of a lookup
+    if known is None or known[0] is not top:
+        known = _PLANS[id(top)] = (top, _plan(top))
+    return known[1]
+
+
+_PLANS: dict[int, tuple[TierBands, dict[tuple[int, ...], Split]]] = {}
+
+
+@cache
+def _plan(top: TierBands) -> dict[tuple[int, ...], Split]:
+    out: dict[tuple[int, ...], Split] = {}
+    code = 0
+
+    def walk(path: tuple[int, ...], layout: TierBands, depth: int) -> None:
+        nonlocal code
+        sub = layout.splits[path[-1]]
+        if sub is None or depth > MAX_DEPTH or code + len(sub.parts) > 1 << PATH_BITS:
+            return
+        out[path] = Split(sub, tuple(range(code, code + len(sub.parts))), depth)
+        code += len(sub.parts)
+        for j in range(len(sub.parts)):
+            walk((*path, j), sub, depth + 1)
+
+    for n in range(len(top.parts)):
+        walk((n,), top, 1)
     return out
+
+
+def split_at(top: TierBands, split: Split) -> int:
+    """Fingerprints at which a bucket splits: where reading it costs more than the sub-probes of a
+    visit through a neighbour (one bit spent at each level above)."""
+    remaining = max(top.distance - split.depth, 0)
+    return max(MIN_SPLIT, math.ceil(PROBE_ROWS * split.layout.probes_within(remaining)))
+
+
+def child(parent: int, prefix: int, code: int, value: int) -> int:
+    """The ``band2`` key of sub-part ``code`` (its value ``value``) of the bucket ``parent``;
+    ``prefix`` is the namespace id and tier bit (:meth:`.sqlite_tables.Rows.prefix`)."""
+    while value >> HASH_BITS:  # a sub-part wider than the hash (few parts of wide fingerprints): folded
+        value = (value & _HASH_MASK) ^ (value >> HASH_BITS)
+    mixed = ((parent * _GOLDEN) & _MASK64) >> (64 - HASH_BITS)
+    return ((prefix << PATH_BITS | code) << HASH_BITS) | (mixed ^ value)
 
 
 def is_marker(raw: Any) -> bool:
     return type(raw) is bytes and not raw
 
 
-def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, Any, int, int]]) -> None:
-    """Store band rows ``(key, stored fp, tier, part, fp)``: in ``band``, or in ``band2`` for split
-    buckets; then split the buckets these rows made dense.
+def _rest(top: TierBands, path: tuple[int, ...], fp: int) -> int:
+    """The bits of ``fp`` a bucket of ``path`` splits by."""
+    rest, layout = top.rest(fp, path[0]), top
+    for i in range(1, len(path)):
+        layout = plan(top)[path[:i]].layout
+        rest = layout.rest(rest, path[i])
+    return rest
 
-    One statement reads, per bucket, its size and whether it is split, before the rows go in: a
-    bucket can only have become dense if its size before plus the rows placed under it reach
-    :data:`SPLIT_AT`, and only such buckets (rare) are counted again after the insert."""
+
+def _below(rows: Any, item: Item, depth: int) -> list[Item]:
+    """The items of ``item``'s fingerprint in the sub-buckets of its (split) bucket."""
+    key, raw, tier, path, rest = item
+    split = plan(rows.tiers[tier])[path]
+    if rest is None:
+        rest = rows.tiers[tier].rest(rows.dec(raw), path[0])
+    prefix = rows.prefix(key, depth)
+    return [(child(key, prefix, split.codes[j], value), raw, tier, (*path, j), split.layout.rest(rest, j))
+            for j, value in split.layout.store(rest)]
+
+
+def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, str, int, int]]) -> None:
+    """Store band rows ``(key, stored fp, tier, part, fp)``: in ``band``, or below for split buckets;
+    then split the buckets these rows made dense."""
+    _descend(conn, rows, [(key, raw, tier, (part,), None) for key, raw, tier, part, _ in placed], 0)
+
+
+def split_dense(conn: sqlite3.Connection, rows: Any, sizes: Iterable[tuple[int, int]]) -> None:
+    """Split the ``band`` buckets of these ``(key, fingerprints)`` that hold their threshold, and
+    below them (re-banding, after the bulk insert)."""
+    items: list[Item] = []
+    for key, size in sizes:
+        tier, part = rows.part_of(key)
+        split = plan(rows.tiers[tier]).get((part,))
+        if split is not None and size >= split_at(rows.tiers[tier], split):
+            items += _split(conn, rows, "band", key, tier, (part,), 0)
+    _descend(conn, rows, items, 1)
+
+
+def _descend(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int) -> None:
+    """Place ``items`` at ``depth``, then the rows of the buckets split meanwhile one level down, …"""
+    while items:
+        items = _place(conn, rows, items, depth)
+        depth += 1
+
+
+def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int) -> list[Item]:
+    """Insert ``items`` into their buckets at ``depth`` (0: ``band``); returns those of split buckets,
+    for the level below. One statement reads, per bucket, its size and whether it is split, before the
+    rows go in: only buckets whose size before plus the rows placed reach their threshold (rare) are
+    counted again after the insert."""
+    table = "band" if depth == 0 else "band2"
     placed_under: dict[int, int] = {}
-    for key, *_ in placed:
-        placed_under[key] = placed_under.get(key, 0) + 1
+    for item in items:
+        placed_under[item[0]] = placed_under.get(item[0], 0) + 1
     split: set[int] = set()
     size: dict[int, int] = {}
     keys = list(placed_under)
     for i in range(0, len(keys), _CHUNK):
         chunk = keys[i : i + _CHUNK]
         for key, count, marked in conn.execute(
-                f"SELECT key, count(*), max(fp = ?) FROM band WHERE key IN ({','.join('?' * len(chunk))})"
+                f"SELECT key, count(*), max(fp = ?) FROM {table} WHERE key IN ({','.join('?' * len(chunk))})"
                 " GROUP BY key", (MARKER, *chunk)):
             if marked:
                 split.add(key)
             size[key] = count
-    plain = [(key, raw) for key, raw, *_ in placed if key not in split]
+    below: list[Item] = []
+    plain = []
+    for item in items:
+        if item[0] in split and item[3] in plan(rows.tiers[item[2]]):
+            below += _below(rows, item, depth)
+        else:
+            plain.append(item)
     if plain:
-        conn.executemany("INSERT OR IGNORE INTO band(key, fp) VALUES (?, ?)", plain)
-    subs = [(key, sub, raw) for key, raw, tier, part, fp in placed if key in split
-            for sub in sub_keys(rows.tiers[tier].store_split(fp, part))]
-    if subs:
-        conn.executemany("INSERT OR IGNORE INTO band2(key, sub, fp) VALUES (?, ?, ?)", subs)
-    fresh = sorted({(key, tier, part) for key, _, tier, part, _ in placed
-                    if key not in split and rows.tiers[tier].splits[part] is not None
-                    and size.get(key, 0) + placed_under[key] >= SPLIT_AT})
-    for i in range(0, len(fresh), _CHUNK):
-        chunk = fresh[i : i + _CHUNK]
-        where = {key: (tier, part) for key, tier, part in chunk}
-        dense = conn.execute(
-            f"SELECT key FROM band WHERE key IN ({','.join('?' * len(chunk))}) GROUP BY key HAVING count(*) >= ?",
-            (*where, SPLIT_AT)).fetchall()
-        for (key,) in dense:
-            split_bucket(conn, rows, key, *where[key])
+        conn.executemany(f"INSERT OR IGNORE INTO {table}(key, fp) VALUES (?, ?)", [item[:2] for item in plain])
+    fresh: dict[int, tuple[str, tuple[int, ...], int]] = {}
+    thresholds: dict[tuple[str, tuple[int, ...]], int | None] = {}
+    for key, _, tier, path, _ in plain:
+        if key in fresh or size.get(key, 0) + placed_under[key] < MIN_SPLIT:
+            continue
+        if (tier, path) not in thresholds:
+            how = plan(rows.tiers[tier]).get(path)
+            thresholds[tier, path] = None if how is None else split_at(rows.tiers[tier], how)
+        threshold = thresholds[tier, path]
+        if threshold is not None and size.get(key, 0) + placed_under[key] >= threshold:
+            fresh[key] = (tier, path, threshold)
+    for key, (tier, path, threshold) in fresh.items():
+        if conn.execute(f"SELECT count(*) FROM {table} WHERE key = ?", (key,)).fetchone()[0] >= threshold:
+            below += _split(conn, rows, table, key, tier, path, depth)
+    return below
 
 
-def split_bucket(conn: sqlite3.Connection, rows: Any, key: int, tier: str, part: int) -> None:
-    """Move a bucket's rows to ``band2`` and leave its marker."""
-    raws = [raw for (raw,) in conn.execute("SELECT fp FROM band WHERE key = ?", (key,)) if not is_marker(raw)]
-    layout = rows.tiers[tier]
-    conn.executemany("INSERT OR IGNORE INTO band2(key, sub, fp) VALUES (?, ?, ?)",
-                     [(key, sub, raw) for raw in raws for sub in sub_keys(layout.store_split(rows.dec(raw), part))])
-    conn.execute("DELETE FROM band WHERE key = ?", (key,))
-    conn.execute("INSERT INTO band(key, fp) VALUES (?, ?)", (key, MARKER))
+def _split(conn: sqlite3.Connection, rows: Any, table: str, key: int, tier: str, path: tuple[int, ...],
+           depth: int) -> list[Item]:
+    """Leave a bucket's marker; returns its fingerprints' items for the level below."""
+    raws = [raw for (raw,) in conn.execute(f"SELECT fp FROM {table} WHERE key = ?", (key,)) if not is_marker(raw)]
+    conn.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
+    conn.execute(f"INSERT INTO {table}(key, fp) VALUES (?, ?)", (key, MARKER))
+    top, dec = rows.tiers[tier], rows.dec
+    return [item for raw in raws for item in _below(rows, (key, raw, tier, path, _rest(top, path, dec(raw))), depth)]
+
+
+def _read_below(conn: sqlite3.Connection, keys: list[int]) -> list[tuple[int, Any]]:
+    """The ``band2`` rows under these keys (one statement a 400, of a few IN-list sizes: cached)."""
+    out = []
+    for i in range(0, len(keys), _CHUNK):
+        chunk = keys[i : i + _CHUNK]
+        size = next(n for n in _PADDED if n >= len(chunk))
+        chunk += chunk[-1:] * (size - len(chunk))  # a repeated key reads its rows once
+        out += conn.execute(f"SELECT key, fp FROM band2 WHERE key IN ({','.join('?' * size)})", chunk).fetchall()
+    return out
+
+
+@cache
+def _spent(top: TierBands) -> tuple[tuple[int, int], ...]:
+    """Per probe of :meth:`.bands.TierBands.probe` (in its order), its part and the bits it flipped."""
+    return tuple((n, mask.bit_count()) for n, masks in enumerate(top.flips) for mask in masks)
 
 
 def candidates(conn: sqlite3.Connection, rows: Any, tier: str, fp: int) -> list[int]:
     """Stored fingerprints sharing a probed row with ``fp``: plain buckets, and split buckets' sub-rows."""
-    layout, dec = rows.tiers[tier], rows.dec
+    top, dec = rows.tiers[tier], rows.dec
     keys = rows.probe_keys(tier, fp)
-    found, split = [], []
+    found, marked = [], set()
     for key, raw in conn.execute(rows.sql_band[tier], keys):
         if is_marker(raw):
-            split.append(key)
+            marked.add(key)
         else:
             found.append(dec(raw))
-    if split:
-        parts = dict(zip(keys, (n for n, _ in layout.probe(fp)), strict=True))
-        for key in split:
-            subs = sub_keys(layout.probe_split(fp, parts[key]))
-            found += [dec(raw) for (raw,) in conn.execute(
-                f"SELECT fp FROM band2 WHERE key = ? AND sub IN ({','.join('?' * len(subs))})", (key, *subs))]
+    if not marked:
+        return found
+    # bucket key -> (path, rest, bits remaining); a key two probes share (folded values) keeps the most
+    frontier: dict[int, tuple[tuple[int, ...], int, int]] = {}
+    for key, (part, spent) in zip(keys, _spent(top), strict=True):
+        if key in marked and (key not in frontier or frontier[key][2] < top.distance - spent):
+            frontier[key] = ((part,), top.rest(fp, part), top.distance - spent)
+    steps = plan(top)
+    depth = 0
+    while frontier:
+        probes: dict[int, tuple[tuple[int, ...], int, int]] = {}
+        for key, (path, rest, remaining) in frontier.items():
+            split = steps.get(path)
+            if split is None:  # a marker the layout does not split by: not ours (check_rows refuses most)
+                continue
+            high = rows.prefix(key, depth) << PATH_BITS
+            mixed = ((key * _GOLDEN) & _MASK64) >> (64 - HASH_BITS)
+            for j, value, spent in split.layout.probe_within(rest, remaining):
+                sub = ((high | split.codes[j]) << HASH_BITS) | (mixed ^ value) if value <= _HASH_MASK else \
+                    child(key, high >> PATH_BITS, split.codes[j], value)
+                left = remaining - spent
+                if left > probes.get(sub, _NONE)[2]:
+                    probes[sub] = ((*path, j), rest, left)
+        frontier = {}
+        for key, raw in _read_below(conn, list(probes)):
+            if is_marker(raw):
+                path, rest, remaining = probes[key]
+                frontier[key] = (path, steps[path[:-1]].layout.rest(rest, path[-1]), remaining)
+            else:
+                found.append(dec(raw))
+        depth += 1
     return found
+
+
+def _chain(rows: Any, tier: str, fp: int, part: int, key: int) -> list[tuple[int, tuple[int, ...]]]:
+    """Every ``band2`` key (with its path) where ``fp``'s rows of ``part`` may be, top down."""
+    top = rows.tiers[tier]
+    out = []
+    stack: list[Item] = [(key, None, tier, (part,), top.rest(fp, part))]
+    while stack:
+        item = stack.pop()
+        if item[3] in plan(top):
+            for sub in _below(rows, item, len(item[3]) - 1):
+                out.append((sub[0], sub[3]))
+                stack.append(sub)
+    return out
 
 
 def drop(conn: sqlite3.Connection, rows: Any, tier: str, raw: Any) -> None:
     """Delete every band row of one stored fingerprint of ``tier`` (plain and split buckets)."""
-    fp, layout = rows.dec(raw), rows.tiers[tier]
+    fp = rows.dec(raw)
     keys = rows.keys(tier, fp)
     conn.executemany("DELETE FROM band WHERE key = ? AND fp = ?", [(key, raw) for key in keys])
-    conn.executemany("DELETE FROM band2 WHERE key = ? AND sub = ? AND fp = ?",
-                     [(key, sub, raw) for part, key in enumerate(keys)
-                      for sub in sub_keys(layout.store_split(fp, part))])
+    conn.executemany("DELETE FROM band2 WHERE key = ? AND fp = ?",
+                     [(sub, raw) for part, key in enumerate(keys) for sub, _ in _chain(rows, tier, fp, part, key)])
 
 
 def held(conn: sqlite3.Connection, rows: Any, tier: str, raw: Any) -> int:
-    """How many of its parts' rows one stored fingerprint has (plain or in a split bucket)."""
-    fp, layout = rows.dec(raw), rows.tiers[tier]
+    """How many of its parts' rows one stored fingerprint has (plain or in a split bucket: followed
+    through the markers by its first sub-part)."""
+    fp, top = rows.dec(raw), rows.tiers[tier]
     present = 0
     for part, key in enumerate(rows.keys(tier, fp)):
-        if conn.execute("SELECT 1 FROM band WHERE key = ? AND fp = ?", (key, raw)).fetchone() is not None:
-            present += 1
-            continue
-        subs = sub_keys(layout.store_split(fp, part))
-        if subs and conn.execute("SELECT 1 FROM band WHERE key = ? AND fp = ?", (key, MARKER)).fetchone() and \
-                conn.execute("SELECT 1 FROM band2 WHERE key = ? AND sub = ? AND fp = ?",
-                             (key, subs[0], raw)).fetchone() is not None:
-            present += 1
+        item: Item = (key, raw, tier, (part,), top.rest(fp, part))
+        table, depth = "band", 0
+        while True:
+            if conn.execute(f"SELECT 1 FROM {table} WHERE key = ? AND fp = ?", (item[0], raw)).fetchone():
+                present += 1
+                break
+            if item[3] not in plan(top) or not conn.execute(
+                    f"SELECT 1 FROM {table} WHERE key = ? AND fp = ?", (item[0], MARKER)).fetchone():
+                break
+            item, table, depth = _below(rows, item, depth)[0], "band2", depth + 1
     return present

@@ -35,8 +35,9 @@ from .sqlite_wal import check_wal
 #: URL index on a digest (entry.url_key): 654 -> 575 bytes an entry. 6: ``entry.first_seen`` in whole
 #: seconds, a 32-bit ``url_key``, the fingerprint indexes keyed without an ``ns`` column
 #: (:func:`.sqlite_tables.fp_key_sql`): 606 -> 575 bytes an entry with a crawl's sub-second times.
-#: ``scrapy-simhash reband`` converts a version 3, 4 or 5 file.
-SCHEMA_VERSION = 6
+#: 7: split buckets two levels deep, ``band2`` keyed by one integer (:mod:`.sqlite_dense`).
+#: ``scrapy-simhash reband`` converts a version 3, 4, 5 or 6 file.
+SCHEMA_VERSION = 7
 META_TABLE = "simhash_meta"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The table sqlitedict creates for the meta record (``SqliteDict(tablename=META_TABLE)``).

@@ -90,7 +90,7 @@ class Maintenance:
             n = conn.execute("DELETE FROM entry WHERE ns = ?", (self._ns_id,)).rowcount
             conn.execute("DELETE FROM decision WHERE ns = ?", (self._ns_id,))
             conn.execute("DELETE FROM band WHERE key >= ? AND key < ?", (lo, hi))
-            conn.execute("DELETE FROM band2 WHERE key >= ? AND key < ?", (lo, hi))
+            conn.execute("DELETE FROM band2 WHERE key >= ? AND key < ?", self._rows.key_range_below)
         return n
 
     def count(self) -> int:

@@ -5,9 +5,10 @@ layout of a newer schema version, :mod:`.bands`) can be rebuilt from them withou
 one ``BEGIN IMMEDIATE`` transaction: the band rows are deleted, rebuilt in key order (an
 ``INSERT … SELECT … ORDER BY``: the B-tree is appended to, not written at random) and the meta
 record updated, then committed. A file of an older schema version is converted in the same
-transaction (:func:`_convert_tables`: schema 3 lacks ``band2``, schemas 3 and 4 keep a namespace
-column in ``sentence`` and whole hashes in ``entry.sentences``, schemas 3 to 5 sub-second times, a
-64-bit URL digest and ``ns`` in the fingerprint indexes). A process killed at any point
+transaction (:func:`_convert_band_tables`: schema 3 lacks ``band2``, schemas 4 to 6 key it by
+``(key, sub)``; :func:`_convert_tables`: schemas 3 and 4 keep a namespace column in ``sentence`` and
+whole hashes in ``entry.sentences``, schemas 3 to 5 sub-second times, a 64-bit URL digest and ``ns``
+in the fingerprint indexes). A process killed at any point
 leaves the file as it was (WAL: an uncommitted transaction is never seen); crawls sharing the file
 wait for the lock meanwhile (their ``busy_timeout``), then go on with the new layout.
 """
@@ -41,7 +42,7 @@ from .sqlite_file import (
 from .sqlite_tables import SCHEMA, Rows, codec, storage_meta, url_key, value_bits, whole_seconds
 
 #: Schema versions re-banding reads: their tables are this version's or converted to it.
-REBANDED = (3, 4, 5, SCHEMA_VERSION)
+REBANDED = (3, 4, 5, 6, SCHEMA_VERSION)
 #: The entry table and its indexes, as :data:`SCHEMA` names them (the table first).
 ENTRY_OBJECTS = (("TABLE", "entry"), *(("INDEX", f"entry_{name}") for name in ("title", "body", "seen", "url")))
 #: The columns of this version's ``entry`` table (a converted file's rows are copied into them).
@@ -95,6 +96,7 @@ def _reband(
                 f"index {file} has schema version {meta.get('schema_version')!r}; re-banding reads versions "
                 f"{', '.join(map(str, REBANDED))} only"
             )
+        _convert_band_tables(conn)
         _convert_tables(conn)
         check_schema(conn, file)
         try:
@@ -129,13 +131,26 @@ def _schema_statement(start: str) -> str:
     return SCHEMA[at : SCHEMA.index(";\n", at)]
 
 
+def _convert_band_tables(conn: sqlite3.Connection) -> None:
+    """Give a schema 3 to 6 file this version's ``band2`` (inside the caller's transaction): schema 3
+    has none, schemas 4 to 6 key it by ``(key, sub)`` (one split level). Its rows are all rebuilt
+    (:func:`_rebuild`), so the old table is dropped, not converted. Read from the table itself, not the
+    recorded version, so a file converted already is left as it is."""
+    want = _schema_statement("CREATE TABLE band2")
+    found = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'band2'").fetchone()
+    if found is not None and found[0] == want:
+        return
+    if found is not None:
+        conn.execute("DROP TABLE band2")
+    conn.execute(want)
+
+
 def _convert_tables(conn: sqlite3.Connection) -> None:
-    """Bring the tables of a schema 3, 4 or 5 file to this version's (inside the caller's
-    transaction): the ``band2`` table schema 4 added; the ``sentence`` rows of schemas 3 and 4
-    re-keyed without their namespace column (:func:`.sqlite_sentences.key`); ``entry`` and its
-    indexes rebuilt as schema 6 has them (:func:`_convert_entry_to_6`). Read from the tables
-    themselves, not the recorded version, so a file converted already is left as it is."""
-    conn.execute(_schema_statement("CREATE TABLE band2").replace("TABLE", "TABLE IF NOT EXISTS", 1))
+    """Bring the entry and sentence tables of a schema 3, 4 or 5 file to this version's (inside the
+    caller's transaction): the ``sentence`` rows of schemas 3 and 4 re-keyed without their namespace
+    column (:func:`.sqlite_sentences.key`); ``entry`` and its indexes rebuilt as schema 6 has them
+    (:func:`_convert_entry_to_6`). Read from the tables themselves, not the recorded version, so a
+    file converted already is left as it is."""
     (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'sentence'").fetchone()
     old_sentences = sql == OLD_SENTENCE_SQL
     if old_sentences:
@@ -207,13 +222,10 @@ def _rebuild(conn: sqlite3.Connection, params: IndexParams, progress: Progress |
             conn.execute(
                 f"INSERT OR IGNORE INTO band(key, fp) SELECT simhash_band_key(ns, ?, ?, {tier}_fp) AS k, {tier}_fp"
                 f" FROM entry WHERE {tier}_fp IS NOT NULL ORDER BY k, {tier}_fp", (tier, number))
-    any_ns = Rows(0, "", tiers, vbits, enc, dec)  # what splitting needs: the layout, the codec
-    for (dense,) in conn.execute("SELECT key FROM band GROUP BY key HAVING count(*) >= ?",
-                                 (sqlite_dense.SPLIT_AT,)).fetchall():
-        tier, part = any_ns.part_of(dense)
-        if tiers[tier].splits[part] is not None:
-            sqlite_dense.split_bucket(conn, any_ns, dense, tier, part)
+    any_ns = Rows(0, "", tiers, vbits, enc, dec)  # what splitting needs: the layout, the codec, key packing
+    sqlite_dense.split_dense(conn, any_ns, conn.execute(
+        "SELECT key, count(*) FROM band GROUP BY key HAVING count(*) >= ?", (sqlite_dense.MIN_SPLIT,)).fetchall())
     if progress is not None:
         progress(total, total)
-    (band_rows,) = conn.execute("SELECT count(*) FROM band").fetchone()
+    band_rows = sum(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("band", "band2"))
     return entries, band_rows

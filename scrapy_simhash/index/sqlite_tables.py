@@ -49,10 +49,13 @@ What is stored where, and why
     empty bodies do not grow buckets:
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
-``band2`` (``WITHOUT ROWID``, primary key ``(key, sub, fp)``)
-    The rows of split buckets (:mod:`.sqlite_dense`): a ``band`` bucket that reached
-    :data:`~.sqlite_dense.SPLIT_AT` fingerprints keeps one marker row (``fp`` an empty BLOB) and its
-    fingerprints are stored here under the sub-keys of their other bits.
+``band2`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
+    The rows of split buckets (:mod:`.sqlite_dense`): a ``band`` bucket that reached its threshold
+    (:func:`~.sqlite_dense.split_at`) keeps one marker row (``fp`` an empty BLOB) and its fingerprints
+    are stored here, in the buckets of their other bits; a ``band2`` bucket that grows dense is split
+    once more the same way (a marker, then buckets of the bits left). ``key`` packs the namespace id,
+    the tier, the path of parts taken and a 34-bit hash of the parent bucket XOR the sub-part's value
+    (schemas 4 to 6: ``(key, sub, fp)``, one level).
 ``sentence`` (``WITHOUT ROWID``, primary key ``(key, entry)``)
     The sentence tier's lookup table: one row per stored sentence hash of an entry (its
     :data:`~.rule.SENTENCES_STORED` smallest), ``key`` the hash XORed with a mask of the entry's
@@ -78,8 +81,9 @@ exact Hamming distance, so exactness is unaffected.
 
 Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
 sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), and
-for fingerprints crowded around one centre what the split buckets hold (``benchmarks/index_scaling.py``,
-``benchmarks/band_schemes.py``). A file is re-banded in place by :mod:`.sqlite_reband`.
+for fingerprints crowded around one centre the sub-buckets of the split buckets probed
+(:mod:`.sqlite_dense`; ``benchmarks/index_scaling.py``, ``benchmarks/band_schemes.py``). A file is
+re-banded in place by :mod:`.sqlite_reband`.
 """
 
 from __future__ import annotations
@@ -141,10 +145,9 @@ CREATE TABLE band (
     PRIMARY KEY (key, fp)
 ) WITHOUT ROWID;
 CREATE TABLE band2 (
-    key INTEGER NOT NULL,
-    sub INTEGER NOT NULL,
+    key INTEGER NOT NULL,  -- a split bucket's sub-bucket: (namespace id, tier, path, hash) (sqlite_dense)
     fp NOT NULL,
-    PRIMARY KEY (key, sub, fp)
+    PRIMARY KEY (key, fp)
 ) WITHOUT ROWID;
 CREATE TABLE decision (
     ns INTEGER NOT NULL,
@@ -177,6 +180,7 @@ MAX_VALUE_BITS = 36
 #: Bits reserved for the namespace id in a band key (about a million namespaces per file).
 NAMESPACE_BITS = 20
 BAND_NUMBER_BITS = 6  # up to 64 bands per tier
+assert NAMESPACE_BITS + 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS == 63  # band2 keys
 _KIND = {"title": 0, "body": 1}
 
 ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers, sentences, short"
@@ -360,6 +364,8 @@ class Rows:
         }
         self._fold = any(width > vbits for tier in TIERS for _, width in tiers[tier].parts)
         self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
+        below = 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS
+        self.key_range_below = (ns << below, (ns + 1) << below)  # its band2 keys
         self.sql_band = {
             tier: f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
         }
@@ -406,6 +412,12 @@ class Rows:
                 raw = self.enc(fp)
                 rows.extend((key, raw, tier, part, fp) for part, key in enumerate(self.keys(tier, fp)))
         return rows
+
+    def prefix(self, key: int, depth: int) -> int:
+        """The namespace id and tier bit of a bucket key (``depth`` 0: of ``band``, else of ``band2``)."""
+        if depth == 0:
+            return key >> (self._vbits + BAND_NUMBER_BITS)
+        return key >> (sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS)
 
     def part_of(self, key: int) -> tuple[Tier, int]:
         """The tier and part number a band key belongs to."""
