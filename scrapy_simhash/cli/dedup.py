@@ -237,11 +237,18 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             raise CliError(describe(exc)) from exc
         keep = output_name is not None
         pool = None
+        chunksize = 16
+        reader = Reader(source, window=chunksize * args.jobs * 8 if args.jobs > 1 else None,
+                        max_bytes=args.max_line_bytes)
         if args.jobs > 1:
-            # The pool starts before the index is opened: workers never inherit its connection.
+            # The pool starts before the index is opened: workers never inherit its connection. They
+            # read and fingerprint the first lines while this process opens the index.
             pool = multiprocessing.Pool(args.jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
             stack.callback(pool.join)
             stack.callback(pool.terminate)
+            results: Iterator[LineResult] = pool.imap(_work, reader, chunksize=chunksize)
+        else:
+            results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
         # With outputs, an entry stays pending until its lines are written out and synced: a run killed
         # in between leaves entries that the next run releases (recover), so it writes those items again.
         owner = new_owner() if output_name or decisions_name else None
@@ -255,14 +262,6 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         dec = stack.enter_context(closing_output(open_output(decisions_name))) if decisions_name else None
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         progress = _Progress(source, bool(show))
-        chunksize = 16
-        reader = Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None,
-                         max_bytes=args.max_line_bytes)
-        if pool is not None:
-            results: Iterator[LineResult] = pool.imap(_work, reader, chunksize=chunksize)
-        else:
-            worker = LineWorker(fingerprinter, *fields, keep_json=keep)
-            results = map(worker, reader)
         write_error: str | None = None
         interrupted = False
         try:
