@@ -65,12 +65,12 @@ logger = logging.getLogger(__name__)
 #: fingerprints the rest of the crawl in the crawl process.
 MAX_RESTARTS = 3
 #: Most items in one call to a worker.
-MAX_BATCH = 32
+MAX_BATCH = 16
 #: Calls out per worker at a time; items submitted meanwhile queue up for the next call.
 IN_FLIGHT = 2
 #: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
 #: sooner): the latency an item pays so that the items of a moment share one call and one commit.
-LINGER = 0.05
+LINGER = 0.02
 _FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
 #: An item waiting for its fingerprints: its future, title, body, and how many executors broke under it.
