@@ -340,7 +340,7 @@ class FingerprintPool:
     def shutdown(self) -> None:
         """Finish the items submitted, then stop the workers (joined) and the threads."""
         with self._due:
-            self._stopped, self._due_at = True, 0.0
+            self._stopped = True  # from now on every queued item is due
             self._due.notify()
         if self._timer.is_alive():
             self._timer.join()
