@@ -32,10 +32,11 @@ default the cores there are minus one), so the crawl process keeps its core for 
 and the reactor (``SIMHASH_WORKERS = 0``: on a thread of the crawl process). The check-and-add
 stays in the crawl process on one thread, in the order fingerprints complete (each goes from the
 worker's answer to that thread's queue directly, not through the reactor), so two copies of one
-story in flight at once are checked one after the other and cannot both pass. The items that
-queue up for that thread while it commits go in the next transaction together (up to
-:data:`INDEX_BATCH`; one fsync for all, :mod:`.groupcommit`), and each is passed on only once its
-transaction is committed.
+story in flight at once are checked one after the other and cannot both pass. Items that arrive
+within :data:`~scrapy_simhash.workers.LINGER` of each other go to a worker in one call and come back
+together; those and the items that queue up for the index thread while it commits go in the next
+transaction together (up to :data:`INDEX_BATCH`; one fsync for all, :mod:`.groupcommit`), and each is
+passed on only once its transaction is committed.
 
 When the index fails
 --------------------

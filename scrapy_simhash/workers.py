@@ -5,10 +5,13 @@ process it shares one GIL with the reactor and the index thread, and the crawl s
 :class:`FingerprintPool` runs it on ``SIMHASH_WORKERS`` processes instead (a
 :class:`~concurrent.futures.ProcessPoolExecutor`); the check-and-add stays in the crawl process, on
 the index thread, in the order fingerprints complete, exactly as before. Items go to the workers in
-calls of up to :data:`MAX_BATCH`: those that queued up while :data:`IN_FLIGHT` calls per worker were
-out (one being fingerprinted, one waiting for it), so that when items come faster than a worker
-fingerprints them the crawl process pays the executor's plumbing (its two threads, pipes, pickles and
-futures) per call rather than per item. Only plain data crosses the process boundary: an item's
+calls of up to :data:`MAX_BATCH`: those that queued up within :data:`LINGER` of the first one, or
+while :data:`IN_FLIGHT` calls per worker were out (one being fingerprinted, one waiting for it), so
+that the crawl process pays the executor's plumbing (its two threads, pipes, pickles and futures)
+per call rather than per item, and the items of one call reach the index together, for one
+transaction (one fsync). A crawl's items arrive a few milliseconds apart, faster than one fsynced
+commit each allows but slower than a worker fingerprints them: without the wait, each would go
+alone. Only plain data crosses the process boundary: an item's
 title and body (``str``, ``bytes``, ``None`` or a list of them) go out, the
 :class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
 booleans) come back. Any other value is fingerprinted in the crawl process, as with 0 workers.
@@ -65,6 +68,9 @@ MAX_RESTARTS = 3
 MAX_BATCH = 16
 #: Calls out per worker at a time; items submitted meanwhile queue up for the next call.
 IN_FLIGHT = 2
+#: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
+#: sooner): the latency an item pays so that the items of a moment share one call and one commit.
+LINGER = 0.02
 _FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
 #: An item waiting for its fingerprints: its future, title, body, and how many executors broke under it.
@@ -199,8 +205,14 @@ class FingerprintPool:
         self._lock = threading.Lock()  # replacing the executor
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # items waiting for a call
+        self._due_at = 0.0  # when the queued items go, full or not (time.monotonic)
         self._in_flight = 0  # calls out
+        self._stopped = False
+        self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
         self._executor: ProcessPoolExecutor | None = self._start() if workers else None
+        self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
+        if workers:
+            self._timer.start()
 
     def _start(self) -> ProcessPoolExecutor:
         """A new executor whose workers are spawned and warmed now (they start in parallel)."""
@@ -237,16 +249,38 @@ class FingerprintPool:
         future: Future[Fingerprints] = Future()
         with self._queue_lock:
             self._queue.append((future, title, body, 0))
-        self._send()
+            if len(self._queue) == 1:
+                self._due_at = time.monotonic() + LINGER
+                self._due.notify()
+            due = len(self._queue) >= MAX_BATCH or self._stopped
+        if due:
+            self._send()
         return future
+
+    def _send_when_due(self) -> None:
+        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown)."""
+        while True:
+            with self._due:
+                while True:
+                    if self._stopped:
+                        return
+                    waiting = bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
+                    delay = self._due_at - time.monotonic()
+                    if waiting and delay <= 0:
+                        break
+                    self._due.wait(delay if waiting else None)  # else a submit or a returned call wakes it
+            self._send()
 
     def _send(self) -> None:
         """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
-        calls per worker are out (any thread: the submitter, or a call's answer)."""
+        calls per worker are out and the items are due (:data:`LINGER`) or a call's worth (any
+        thread: the submitter, the timer, or a call's answer)."""
         while True:
             with self._queue_lock:
                 executor = self._executor
-                if not self._queue or (executor is not None and self._in_flight >= IN_FLIGHT * self.workers):
+                if not self._queue or (executor is not None and (
+                        self._in_flight >= IN_FLIGHT * self.workers
+                        or (len(self._queue) < MAX_BATCH and not self._stopped and time.monotonic() < self._due_at))):
                     return
                 count = MAX_BATCH if executor is not None else len(self._queue)
                 batch, self._queue[:count] = self._queue[:count], []
@@ -261,6 +295,7 @@ class FingerprintPool:
                 with self._queue_lock:
                     self._in_flight -= 1
                     self._queue[:0] = batch  # not these items' attempt: they never reached a worker
+                    self._due_at = 0.0
                 self._replace(executor)
                 continue
             sent.add_done_callback(partial(self._returned, batch, executor))
@@ -270,12 +305,14 @@ class FingerprintPool:
         """A worker's answer (on the executor's thread): each item's fingerprints, or why there are none."""
         with self._queue_lock:
             self._in_flight -= 1
+            self._due.notify()  # items held back by the calls out may be due now
         exc = sent.exception()
         if isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
             self._replace(executor)
             retry = [(future, title, body, attempt + 1) for future, title, body, attempt in batch if attempt < 1]
             with self._queue_lock:
                 self._queue[:0] = retry  # once more, to a fresh executor
+                self._due_at = 0.0
             batch = [job for job in batch if job[3] >= 1]  # twice broken: in the crawl process
         self._send()  # the next call first: the worker is idle
         results = sent.result() if exc is None else [None] * len(batch)
@@ -301,7 +338,13 @@ class FingerprintPool:
         broken.shutdown(wait=False)
 
     def shutdown(self) -> None:
-        """Finish the items submitted, then stop the workers (joined) and the thread."""
+        """Finish the items submitted, then stop the workers (joined) and the threads."""
+        with self._due:
+            self._stopped = True  # from now on every queued item is due
+            self._due.notify()
+        if self._timer.is_alive():
+            self._timer.join()
+        self._send()  # what waited for the timer
         with self._lock:
             executor, self._executor = self._executor, None
         if executor is not None:

@@ -473,6 +473,37 @@ def test_every_subcommand_has_help_with_examples(capsys: pytest.CaptureFixture[s
     assert "--index" in ok(run("stats", "--help")).stdout
 
 
+def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_transaction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """With --jobs, the parent's commits are the serial part of a run: the lines the workers
+    fingerprinted while one waited for its fsync (here a slow first commit) join the next
+    transaction, beyond DECIDE_BATCH, in input order, each decided once."""
+    from scrapy_simhash.cli import dedup as cli_dedup
+
+    src = tmp_path / "in.jsonl"
+    n = 300
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题 {k * 7919}",
+                                  "body": f"{STORY_ZH['body']} 编号{k * 104729}。"}) + "\n" for k in range(n)),
+                   "utf-8")
+    sizes: list[int] = []
+    decide_many = Deduplicator.decide_many
+
+    def slow_first_commit(self: Deduplicator, items: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(items))
+        if len(sizes) == 1:
+            time.sleep(3)  # a busy disk's fsync: the workers finish the rest meanwhile
+        return decide_many(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(Deduplicator, "decide_many", slow_first_commit)
+    code = cli.main(["dedup", str(src), "--index", str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q",
+                     "--no-progress", "--decisions", str(tmp_path / "d.jsonl")])
+    capsys.readouterr()
+    assert code == 0
+    assert min(sizes[:-1]) >= cli_dedup.DECIDE_BATCH and max(sizes) == cli_dedup.DECIDE_BATCH_READY, sizes
+    assert sum(sizes) == n
+    assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["dedup", "x.jsonl"], ["nonsense"], ["check", "--index", "i.sqlite3"],
                  ["purge", "--index", "i.sqlite3", "--older-than", "-3"]):

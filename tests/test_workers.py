@@ -26,6 +26,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.settings import Settings
 
-from scrapy_simhash import Deduplicator, Fingerprinter
+from scrapy_simhash import Deduplicator, Fingerprinter, workers
 from scrapy_simhash.settings import effective_settings, engine_options
 from scrapy_simhash.workers import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
@@ -252,6 +253,44 @@ def test_items_that_queue_up_go_to_a_worker_together() -> None:
     assert all(len(pairs) <= MAX_BATCH for pairs, in calls)
 
 
+def test_items_a_moment_apart_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items that arrive a few milliseconds apart, as a crawl's do, while the worker is idle, wait
+    for each other (LINGER) and go in one call, so they come back together and share one index
+    transaction; each still gets its own fingerprints."""
+    monkeypatch.setattr(workers, "LINGER", 0.5)  # longer than this loop takes on a busy machine
+    here = Fingerprinter()
+    pool = FingerprintPool(1, {}, here.fingerprint)
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 2
+    try:
+        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up and idle
+        executor: Any = pool._executor
+        calls: list[tuple[Any, ...]] = []
+        submit = executor.submit
+        executor.submit = lambda fn, *args: calls.append(args) or submit(fn, *args)
+        futures = []
+        for s in stories:
+            futures.append(pool.submit(s["title"], s["body"]))
+            time.sleep(0.003)
+        got = [f.result(timeout=120) for f in futures]
+    finally:
+        pool.shutdown()
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert [len(pairs) for pairs, in calls] == [len(stories)]
+
+
+def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items waiting for others when the pool shuts down are fingerprinted then, not after LINGER."""
+    monkeypatch.setattr(workers, "LINGER", 60.0)
+    here = Fingerprinter()
+    pool = FingerprintPool(1, {}, here.fingerprint)
+    stories = [STORY_ZH, STORY_EN]
+    futures = [pool.submit(s["title"], s["body"]) for s in stories]
+    started = time.monotonic()
+    pool.shutdown()
+    assert time.monotonic() - started < 30
+    assert [f.result(timeout=0) for f in futures] == [here.fingerprint(s["title"], s["body"]) for s in stories]
+
+
 def test_workers_that_cannot_start_leave_the_items_to_the_crawl_process(tmp_path: Path) -> None:
     """Each worker dies in its initializer (its user dictionary is gone): every item is retried once
     in a fresh worker, then fingerprinted in this process; after MAX_RESTARTS fresh executors the
@@ -413,6 +452,29 @@ def test_a_signal_mid_crawl_finishes_the_items_and_leaves_no_process(
     assert not faults.pending_urls(paths["index.sqlite3"])
     assert "worker died" not in log and "Traceback" not in log, log[-3000:]
     wait_for(lambda: not any(running(p) for p in below), 10, "the crawl's processes to end")
+
+
+def test_sigkill_between_shared_commits_loses_no_item_passed_on(tmp_path: Path) -> None:
+    """Items share index transactions (several entries committed with one time); a crawl SIGKILLed
+    mid-crawl has every item it passed on in an intact index: none left before its commit."""
+    from scrapy_simhash.index import open_index
+
+    proc, paths = start_crawl(tmp_path, script=True)
+    try:
+        wait_for(lambda: len(lines(paths["kept"])) >= 30, 120, "30 items passed on")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    kept = lines(paths["kept"])
+    assert 30 <= len(kept) < 200, "the kill did not land mid-crawl"
+    assert faults.integrity(paths["index.sqlite3"]) == "ok"
+    with open_index(paths["index.sqlite3"], create=False) as ix:
+        entries = list(ix.entries())
+    assert set(kept) <= {e.url for e in entries}, "an item was passed on before its commit"
+    per_commit = list(Counter(e.first_seen for e in entries).values())
+    assert max(per_commit) > 1, per_commit
 
 
 def test_sigkill_of_the_crawl_leaves_no_orphan(tmp_path: Path) -> None:

@@ -1,9 +1,10 @@
 """``scrapy-simhash dedup`` and ``import``: a JSON-lines file through the engine, in order.
 
 Lines are read (plain, gzip or stdin), parsed and fingerprinted (on ``--jobs`` worker processes
-when asked), then decided in input order, :data:`DECIDE_BATCH` lines per index transaction; the
-kept lines and the decisions of a batch are written only once it is committed. Bad lines are
-reported with their number, counted and skipped.
+when asked), then decided in input order, :data:`DECIDE_BATCH` lines per index transaction (with
+``--jobs``, more when the workers are ahead: :data:`DECIDE_BATCH_READY`); the kept lines and the
+decisions of a batch are written only once it is committed. Bad lines are reported with their
+number, counted and skipped.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from .common import (
 from .input import Input, Reader
 
 if TYPE_CHECKING:
+    from multiprocessing.pool import IMapIterator
+
     from ..dedup import Deduplicator, Verdict
     from ..fingerprint import Fingerprinter, Fingerprints
 
@@ -44,6 +47,10 @@ if TYPE_CHECKING:
 MAX_REPORTED_BAD_LINES = 20
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
+#: With ``--jobs``: the lines the workers finished meanwhile join the transaction, up to this many.
+#: The parent's commits are the run's serial part; while one waits for its fsync (milliseconds, far
+#: more on a busy disk) the workers get ahead, and the next transaction takes what they made.
+DECIDE_BATCH_READY = 128
 #: The tiers a match can come from, counted in the summary.
 TIERS = ("title", "body", "sentence")
 
@@ -132,9 +139,9 @@ def _init_worker(fp_options: dict[str, Any], fields: tuple[list[str], list[str],
     _worker = LineWorker(make_fingerprinter(fp_options), *fields, keep_json=keep)
 
 
-def _work(numbered: tuple[int, bytes | str]) -> LineResult:
+def _work(chunk: list[tuple[int, bytes | str]]) -> list[LineResult]:
     assert _worker is not None
-    return _worker(numbered)
+    return [_worker(numbered) for numbered in chunk]
 
 
 @dataclass
@@ -237,11 +244,19 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             raise CliError(describe(exc)) from exc
         keep = output_name is not None
         pool = None
+        chunksize = 16
+        reader = Reader(source, window=chunksize * args.jobs * 8 if args.jobs > 1 else None,
+                        max_bytes=args.max_line_bytes)
         if args.jobs > 1:
-            # The pool starts before the index is opened: workers never inherit its connection.
+            # The pool starts before the index is opened: workers never inherit its connection. They
+            # read and fingerprint the first lines while this process opens the index.
             pool = multiprocessing.Pool(args.jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
             stack.callback(pool.join)
             stack.callback(pool.terminate)
+            batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize)))
+        else:
+            results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
+            batches = iter(lambda: list(itertools.islice(results, DECIDE_BATCH)), [])
         # With outputs, an entry stays pending until its lines are written out and synced: a run killed
         # in between leaves entries that the next run releases (recover), so it writes those items again.
         owner = new_owner() if output_name or decisions_name else None
@@ -255,18 +270,10 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         dec = stack.enter_context(closing_output(open_output(decisions_name))) if decisions_name else None
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         progress = _Progress(source, bool(show))
-        chunksize = 16
-        reader = Reader(source, window=chunksize * args.jobs * 8 if pool is not None else None,
-                         max_bytes=args.max_line_bytes)
-        if pool is not None:
-            results: Iterator[LineResult] = pool.imap(_work, reader, chunksize=chunksize)
-        else:
-            worker = LineWorker(fingerprinter, *fields, keep_json=keep)
-            results = map(worker, reader)
         write_error: str | None = None
         interrupted = False
         try:
-            while batch := list(itertools.islice(results, DECIDE_BATCH)):
+            for batch in batches:
                 for _ in batch:
                     reader.consumed()
                 usable = [r for r in batch if r.fps is not None]
@@ -313,6 +320,32 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         print(f"error: {write_error or reader.error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _chunks(reader: Reader, size: int) -> Iterator[list[tuple[int, bytes | str]]]:
+    """The reader's lines in lists of ``size``: one task of the pool each."""
+    lines = iter(reader)
+    while chunk := list(itertools.islice(lines, size)):
+        yield chunk
+
+
+def _ready_batches(chunks: IMapIterator) -> Iterator[list[LineResult]]:
+    """The lines of each transaction, from the pool's answers in input order: :data:`DECIDE_BATCH`,
+    and the chunks already answered after them, up to :data:`DECIDE_BATCH_READY`."""
+    batch: list[LineResult] = []
+    for chunk in chunks:
+        batch += chunk
+        if len(batch) < DECIDE_BATCH:
+            continue
+        while len(batch) < DECIDE_BATCH_READY:
+            try:
+                batch += chunks.next(timeout=0)
+            except (multiprocessing.TimeoutError, StopIteration):
+                break
+        yield batch
+        batch = []
+    if batch:
+        yield batch
 
 
 def _count(stats: RunStats, record: Mapping[str, Any]) -> None:
