@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scrapy_simhash
-from scrapy_simhash import Fingerprinter, normalize
+from scrapy_simhash import Fingerprinter, dates, normalize
 from scrapy_simhash.features import FeatureExtractor, get_tokenizer
 from scrapy_simhash.normalize import (
     html_to_text,
@@ -115,24 +115,24 @@ CASES = [
     Case(("normalize._ADVERSARIAL_RE",), normalize_text, lambda n: "中" + "*" * (4 * n) + "文"),
     Case(("normalize._ADVERSARIAL_RE",), normalize_text, lambda n: "中 * " * n + "文"),
     # dates: each followed by a long run of line breaks (where the time would start) and no time
-    Case(("normalize._DATE_RES[0]", "normalize._YEAR_HINT_RE"), normalize_text,
+    Case(("dates._DATE_RES[0]", "dates._YEAR_HINT_RE"), normalize_text,
          lambda n: "2023年1月1日" + NL * (4 * n) + "x", n=100),
-    Case(("normalize._DATE_RES[0]",), normalize_text, lambda n: "2023" + " 年" * (2 * n)),
-    Case(("normalize._DATE_RES[1]",), normalize_text, lambda n: "2023-01-01" + NL * (4 * n) + "x", n=100),
-    Case(("normalize._DATE_RES[2]",), normalize_text, lambda n: "1/2/2023" + NL * (4 * n) + "x", n=100),
-    Case(("normalize._DATE_RES[3]",), normalize_text, lambda n: "1 Jan 2023" + NL * (4 * n) + "x", n=100),
-    Case(("normalize._DATE_RES[4]",), normalize_text, lambda n: "Jan 1, 2023" + NL * (4 * n) + "at", n=100),
-    Case(("normalize._DATE_RES[4]",), normalize_text, lambda n: "jan 2019 " * n),
-    Case(("normalize._DATE_HINT_RES[0]",), normalize_text, lambda n: "2023 年 1 月 1" * n + " " * (4 * n) + "x"),
-    Case(("normalize._DATE_HINT_RES[1]",), normalize_text, lambda n: "2023-1-" * n + "-" * (4 * n) + "1"),
-    Case(("normalize._DATE_HINT_RES[2]",), normalize_text, lambda n: "2023 1/1" * n + "/" * (4 * n) + "1"),
-    Case(("normalize._DATE_HINT_RES[3]",), normalize_text, lambda n: "2023 may 1st" * n + " " * (4 * n) + "ma"),
-    Case(("normalize._DATE_HINT_RES[4]",), normalize_text, lambda n: "2023 may 1st," * n + " " * (4 * n) + "20"),
-    Case(("normalize._CN_TIME_HINT_RE",), normalize_text, lambda n: "2023:" + "下午 1" * n + " " * (4 * n) + "1"),
-    Case(("normalize._LONE_TIME_RE",), normalize_text, lambda n: "8:30" + NL * (4 * n) + "P", n=250),
-    Case(("normalize._LONE_TIME_RE",), normalize_text, lambda n: "下午" + NL * (4 * n) + "8", n=250),
-    Case(("normalize._YEAR_HINT_RE", "normalize._LONE_TIME_RE"), normalize_text, lambda n: "2023:" * n),
-    Case(("normalize._AP_HINT_RE",), normalize_text, lambda n: "8:30" + " 1" * (2 * n) + " a"),
+    Case(("dates._DATE_RES[0]",), normalize_text, lambda n: "2023" + " 年" * (2 * n)),
+    Case(("dates._DATE_RES[1]",), normalize_text, lambda n: "2023-01-01" + NL * (4 * n) + "x", n=100),
+    Case(("dates._DATE_RES[2]",), normalize_text, lambda n: "1/2/2023" + NL * (4 * n) + "x", n=100),
+    Case(("dates._DATE_RES[3]",), normalize_text, lambda n: "1 Jan 2023" + NL * (4 * n) + "x", n=100),
+    Case(("dates._DATE_RES[4]",), normalize_text, lambda n: "Jan 1, 2023" + NL * (4 * n) + "at", n=100),
+    Case(("dates._DATE_RES[4]",), normalize_text, lambda n: "jan 2019 " * n),
+    Case(("dates._DATE_HINT_RES[0]",), normalize_text, lambda n: "2023 年 1 月 1" * n + " " * (4 * n) + "x"),
+    Case(("dates._DATE_HINT_RES[1]",), normalize_text, lambda n: "2023-1-" * n + "-" * (4 * n) + "1"),
+    Case(("dates._DATE_HINT_RES[2]",), normalize_text, lambda n: "2023 1/1" * n + "/" * (4 * n) + "1"),
+    Case(("dates._DATE_HINT_RES[3]",), normalize_text, lambda n: "2023 may 1st" * n + " " * (4 * n) + "ma"),
+    Case(("dates._DATE_HINT_RES[4]",), normalize_text, lambda n: "2023 may 1st," * n + " " * (4 * n) + "20"),
+    Case(("dates._CN_TIME_HINT_RE",), normalize_text, lambda n: "2023:" + "下午 1" * n + " " * (4 * n) + "1"),
+    Case(("dates._LONE_TIME_RE",), normalize_text, lambda n: "8:30" + NL * (4 * n) + "P", n=250),
+    Case(("dates._LONE_TIME_RE",), normalize_text, lambda n: "下午" + NL * (4 * n) + "8", n=250),
+    Case(("dates._YEAR_HINT_RE", "dates._LONE_TIME_RE"), normalize_text, lambda n: "2023:" * n),
+    Case(("dates._AP_HINT_RE",), normalize_text, lambda n: "8:30" + " 1" * (2 * n) + " a"),
     Case(("normalize._ADVERSARIAL_HINT_RE",), normalize_text, lambda n: "中" + " " * (4 * n) + "*"),
     Case(("normalize._CHAR_CHANGE_RE",), normalize_text, lambda n: "，“" * (2 * n)),
     # titles: runs of colons before a hyphen; runs of spaces left by removed tags
@@ -268,9 +268,9 @@ def test_title_rewrites_match_as_before(text: str) -> None:
 @settings(max_examples=2000, deadline=None)
 @given(date_bits)
 def test_date_rewrite_matches_as_before(text: str) -> None:
-    assert NEW_TIME_RE in normalize._TIME_RE
-    old_time = normalize._TIME_RE.replace(NEW_TIME_RE, OLD_TIME_RE)
-    for pattern, new in zip(normalize._DATE_PATTERNS, normalize._DATE_RES, strict=True):
+    assert NEW_TIME_RE in dates._TIME_RE
+    old_time = dates._TIME_RE.replace(NEW_TIME_RE, OLD_TIME_RE)
+    for pattern, new in zip(dates._DATE_PATTERNS, dates._DATE_RES, strict=True):
         old = re.compile(rf"{pattern}(?P<time>{old_time})?", re.IGNORECASE)
         assert _spans(new, text) == _spans(old, text)
 
@@ -296,7 +296,7 @@ def test_scan_rewrites_match_as_before(text: str) -> None:
     assert bool(normalize._ADVERSARIAL_HINT_RE.search(text)) == bool(OLD_ADVERSARIAL_HINT_RE.search(text))
 
 
-N = normalize
+N = dates
 OLD_YEAR_FIRST = [  # the first two date patterns as they were, their lookbehind first
     rf"(?<!\d){N._YEAR}\s*年\s*{N._M}\s*月\s*{N._D}\s*[日号]",
     rf"(?<![\d.]){N._YEAR}(?P<sep>[-/.]){N._M}(?P=sep){N._D}(?!\d|\.\d)",

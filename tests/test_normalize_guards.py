@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash import normalize
+from scrapy_simhash import dates, normalize
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 _OLD_SPACE_RUN_RE = re.compile(r"[^\S\n]+")
@@ -30,11 +30,11 @@ def unguarded_chars(text: str) -> str:
     text = normalize._DASH_RUN_RE.sub("-", text)
     text = normalize._ELLIPSIS_RE.sub("…", text)
     text = _OLD_SPACE_RUN_RE.sub(" ", text)
-    if normalize._YEAR_HINT_RE.search(text):
+    if dates._YEAR_HINT_RE.search(text):
         months = _OLD_MONTH_HINT_RE.search(text)
-        for rx in normalize._DATE_RES if months else normalize._DATE_RES[:3]:
-            text = rx.sub(normalize._date_sub, text)
-    text = normalize._LONE_TIME_RE.sub(normalize._lone_time_sub, text)
+        for rx in dates._DATE_RES if months else dates._DATE_RES[:3]:
+            text = rx.sub(dates._date_sub, text)
+    text = dates._LONE_TIME_RE.sub(dates._lone_time_sub, text)
     return normalize._SPACE_NL_RE.sub("\n", text).strip()
 
 
