@@ -70,12 +70,10 @@ from .sqlite_tables import (
     Tables,
     check_rows,
     check_storage_meta,
-    codec,
     storage_meta,
-    url_key,
     value_bits,
-    whole_seconds,
 )
+from .sqlite_values import codec, url_key, whole_seconds
 
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
 

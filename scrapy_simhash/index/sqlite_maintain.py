@@ -19,7 +19,8 @@ from typing import Any
 from . import sqlite_sentences
 from .base import Entry
 from .meta import stats_dict
-from .sqlite_tables import ENTRY_COLS, Rows, Tables, url_key
+from .sqlite_tables import ENTRY_COLS, Rows, Tables
+from .sqlite_values import url_key
 
 
 class Maintenance:

@@ -24,7 +24,7 @@ What is stored where, and why
 ``entry``
     One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
-    that text was too short), ``first_seen`` (POSIX seconds, whole: :func:`whole_seconds`; a
+    that text was too short), ``first_seen`` (POSIX seconds, whole: :func:`~.sqlite_values.whole_seconds`; a
     4-byte integer on disk, read back as a float), ``url``, ``title`` (first 300
     characters), ``numbers`` (the body's number signature, see :func:`~.rule.numbers_agree`, as a
     BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (the first
@@ -36,7 +36,7 @@ What is stored where, and why
     is the fingerprint XOR a mask of the namespace (:func:`fp_key_sql`, schema 5:
     ``(ns, title_fp, first_seen)``). ``(ns, first_seen)`` serves purge/stats/export and
     ``(url_key)`` serves ``forget(url)``: ``url_key`` is a 32-bit digest of the namespace and the
-    URL (:func:`url_key`), 4 bytes in the index where the URL took its length (schema 4:
+    URL (:func:`~.sqlite_values.url_key`), 4 bytes in the index where the URL took its length (schema 4:
     ``(ns, url)``); the row's ``ns`` and ``url`` are compared too, so a digest shared by chance
     never forgets another entry. Every time order is the stored times' own, never the id order:
     an entry added with an earlier time than the newest (another writer's clock behind, an
@@ -74,7 +74,7 @@ What is stored where, and why
 
 Fingerprints: ``bits`` ≤ 64 are stored as SQLite's signed 64-bit integers through
 :func:`~scrapy_simhash.simhash.to_signed64` / :func:`~scrapy_simhash.simhash.from_signed64` (the only
-place the mapping happens is :func:`codec`); 128-bit fingerprints as 16-byte
+place the mapping happens is :func:`~.sqlite_values.codec`); 128-bit fingerprints as 16-byte
 big-endian BLOBs. A band value of more than 36 bits (only with 128 bits or very few bands) is folded
 (XOR) into 36 bits inside the key: that can only add candidates, and every candidate is verified by
 exact Hamming distance, so exactness is unaffected.
@@ -89,17 +89,15 @@ re-banded in place by :mod:`.sqlite_reband`.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
-from hashlib import blake2b
 from typing import Any
 
-from ..simhash import from_signed64, to_signed64
 from . import rule, sqlite_dense, sqlite_sentences
 from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
 from .meta import TITLE_CHARS
+from .sqlite_values import codec, hash_hex, hash_int, pack_numbers, unpack_numbers, url_key, whole_seconds
 
 #: Odd, below 2**43: ``ns * FP_MIX`` never overflows a signed 64-bit integer (namespace ids < 2**20)
 #: and spreads a namespace id over many bits (two namespaces' keys meet only far from near copies).
@@ -127,9 +125,9 @@ CREATE TABLE entry (
     ns INTEGER NOT NULL,
     title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
     body_fp,
-    first_seen REAL NOT NULL,  -- whole POSIX seconds (whole_seconds()): a 4-byte integer on disk
+    first_seen REAL NOT NULL,  -- whole POSIX seconds (sqlite_values.whole_seconds()): a 4-byte integer on disk
     url TEXT,
-    url_key INTEGER,  -- 32-bit digest of (namespace, url): what entry_url indexes (url_key())
+    url_key INTEGER,  -- 32-bit digest of (namespace, url): what entry_url indexes (sqlite_values.url_key())
     title TEXT,
     numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
     sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
@@ -287,63 +285,6 @@ def _fold(value: int, bits: int) -> int:
     while value >> bits:
         value = (value & mask) ^ (value >> bits)
     return value
-
-
-def codec(bits: int) -> tuple[Callable[[int], Any], Callable[[Any], int]]:
-    """How a fingerprint is stored: the one place the signed 64-bit mapping is applied."""
-    if bits <= 64:
-        return to_signed64, from_signed64
-    nbytes = bits // 8
-
-    def enc(fp: int) -> bytes:
-        return fp.to_bytes(nbytes, "big")
-
-    def dec(raw: Any) -> int:
-        return int.from_bytes(raw, "big")
-
-    return enc, dec
-
-
-_M32 = (1 << 32) - 1
-
-
-def url_key(ns: int, url: str | None) -> int | None:
-    """``entry.url_key``: BLAKE2b of the URL (4 bytes) XOR the low 32 bits of the namespace's mask,
-    signed (None: no URL). Only ``forget(url)`` looks it up, and it compares the row's ``ns`` and
-    ``url`` too: a digest shared by chance (~n/2³² rows a lookup) costs a row read, never a removal."""
-    if url is None:
-        return None
-    digest = int.from_bytes(blake2b(url.encode("utf-8", "surrogatepass"), digest_size=4).digest(), "big")
-    return ((digest ^ sqlite_sentences.ns_mask(ns)) & _M32) - (1 << 31)
-
-
-def whole_seconds(t: float) -> float:
-    """``entry.first_seen`` for a time: its whole second (floor), which SQLite stores as a 4-byte
-    integer in the row and in the fingerprint and time indexes where ``time.time()`` took 8 (read
-    back as a float). Entries first seen in one second are told apart by id (commit order)."""
-    return float(math.floor(t)) if math.isfinite(t) else t
-
-
-def hash_int(digest: str) -> int:
-    """A 16-hex-digit hash (a short body's digest) as the signed 64-bit integer stored."""
-    return to_signed64(int(digest, 16))
-
-
-def hash_hex(value: int) -> str:
-    return f"{from_signed64(value):016x}"
-
-
-def unpack_hashes(blob: bytes | None, size: int) -> tuple[str, ...]:
-    return () if not blob else tuple(blob[i : i + size].hex() for i in range(0, len(blob), size))
-
-
-def pack_numbers(signature: str | None) -> bytes | None:
-    """A number signature (8-hex-digit hashes, space-separated) as a BLOB of 4-byte hashes."""
-    return None if signature is None else b"".join(bytes.fromhex(h) for h in signature.split())
-
-
-def unpack_numbers(blob: bytes | None) -> str | None:
-    return None if blob is None else " ".join(unpack_hashes(blob, 4))
 
 
 class Rows:
