@@ -129,19 +129,29 @@ cdef inline uint64_t _seen_bit(uint64_t key) noexcept:
     return (key * 0xC2B2AE3D27D4EB4FULL) >> (64 - _SEEN_BITS)
 
 
+#: The layout of :meth:`Router.tables` (the slot table, its hash, the seen bits): a cached copy of
+#: another layout is not read.
+ROUTE_LAYOUT = "1"
+
+
 cdef class Router:
     """The route through one prefix dictionary (``Segmenter._cut_block``), for one ``total``.
     ``ValueError`` when the dictionary holds a frequency below 0, infinite or that is not a number
-    (the pure-Python route handles those as jieba does)."""
+    (the pure-Python route handles those as jieba does).
+
+    With ``tables`` (what :meth:`tables` gave for the same dictionary and ``logtotal``), the compact
+    tables are copied from them instead of built, and ``freq`` need only hold the words they cannot
+    (:meth:`unpacked`): the start-up without jieba's 500,000-word dict (:func:`.tables.load_route`).
+    ``ValueError`` when they are not tables of this layout."""
 
     cdef double *one    # per BMP code point: NAN absent, INFINITY prefix only, else the log term
     cdef Table words    # the words of 2 to 4 characters (packed), the same values
     cdef uint64_t *seen  # a bit per _seen_bit(key), set for each key of `words`: most absent keys are told
                          # by this 1 MB (mostly cached) instead of a probe of the 16 MB table
     cdef dict freq
-    cdef double logtotal
+    cdef readonly double logtotal
 
-    def __cinit__(self, dict freq, double logtotal):
+    def __cinit__(self, dict freq, double logtotal, tuple tables=None):
         cdef Py_ssize_t i, pos = 0
         cdef double f, lp
         cdef PyObject *key
@@ -151,14 +161,15 @@ cdef class Router:
         self.freq = freq
         self.logtotal = logtotal
         self.one = <double *> malloc(65536 * sizeof(double))
-        if self.one == NULL:
+        self.seen = <uint64_t *> calloc(1 << (_SEEN_BITS - 6), sizeof(uint64_t))
+        if self.one == NULL or self.seen == NULL:
             raise MemoryError()
+        if tables is not None:
+            self._copy(tables)
+            return
         for i in range(65536):
             self.one[i] = NAN
         _table_init(&self.words, len(freq))  # at least the words of 2 to 4 characters: one pass, not two
-        self.seen = <uint64_t *> calloc(1 << (_SEEN_BITS - 6), sizeof(uint64_t))
-        if self.seen == NULL:
-            raise MemoryError()
         while PyDict_Next(freq, &pos, &key, &value):
             if type(<object> key) is not str:
                 continue
@@ -179,6 +190,56 @@ cdef class Router:
             else:
                 _table_put(&self.words, packed, lp)
                 self.seen[_seen_bit(packed) >> 6] |= (<uint64_t> 1) << (_seen_bit(packed) & 63)
+
+    cdef int _copy(self, tuple tables) except -1:
+        cdef const unsigned char[:] one, slots, seen
+        cdef Py_ssize_t n, i, used = 0
+        cdef int bits = 0
+        if len(tables) != 3:
+            raise ValueError("not the tables of a Router")
+        one, slots, seen = tables
+        n = slots.shape[0] // sizeof(Slot)
+        while (<Py_ssize_t> 1) << bits < n:
+            bits += 1
+        if (one.shape[0] != 65536 * sizeof(double) or seen.shape[0] != (1 << (_SEEN_BITS - 6)) * sizeof(uint64_t)
+                or n < 1024 or (<Py_ssize_t> 1) << bits != n or slots.shape[0] != n * <Py_ssize_t> sizeof(Slot)):
+            raise ValueError("not the tables of a Router")
+        self.words.slots = <Slot *> malloc(n * sizeof(Slot))
+        if self.words.slots == NULL:
+            raise MemoryError()
+        memcpy(self.one, &one[0], one.shape[0])
+        memcpy(self.words.slots, &slots[0], slots.shape[0])
+        memcpy(self.seen, &seen[0], seen.shape[0])
+        self.words.mask = n - 1
+        self.words.shift = 64 - bits
+        for i in range(n):
+            if self.words.slots[i].key:
+                used += 1
+        if 2 * used > n:  # more than half full: not written by _table_put (and a probe might not end)
+            raise ValueError("not the tables of a Router")
+        self.words.used = used
+        return 0
+
+    def tables(self):
+        """The compact tables as bytes (for ``Router(unpacked, logtotal, tables)``)."""
+        return (PyBytes_FromStringAndSize(<char *> self.one, 65536 * sizeof(double)),
+                PyBytes_FromStringAndSize(<char *> self.words.slots, (self.words.mask + 1) * sizeof(Slot)),
+                PyBytes_FromStringAndSize(<char *> self.seen, (1 << (_SEEN_BITS - 6)) * sizeof(uint64_t)))
+
+    def unpacked(self):
+        """The words of the dictionary the compact tables do not hold (longer than 4 characters, or
+        with a character outside the BMP or NUL), with their frequencies: what the route looks up in
+        the dict."""
+        cdef Py_ssize_t pos = 0, k
+        cdef PyObject *key
+        cdef PyObject *value
+        cdef dict out = {}
+        while PyDict_Next(self.freq, &pos, &key, &value):
+            if type(<object> key) is str:
+                k = len(<str> key)
+                if k > 4 or (k >= 1 and _pack(<str> key, 0, k) == 0):
+                    out[<object> key] = <object> value
+        return out
 
     def __dealloc__(self):
         free(self.one)
@@ -295,12 +356,10 @@ cdef class Router:
                      Py_ssize_t cache_max) except *:
         """``Segmenter._flush``: one character as is, a known word's characters one by one, an
         unknown run through the HMM."""
-        cdef PyObject *value
         if len(buf) == 1:
             out.append(buf)
             return
-        value = PyDict_GetItem(self.freq, buf)
-        if value != NULL and <object> value:
+        if self._is_word(buf, 0, len(buf)):
             out.extend(buf)
             return
         out.extend(_hmm_words(buf, unknown, hmm, force_split, cache_max))

@@ -25,6 +25,7 @@ from math import log
 
 from ._compiled import _segment_c  # the optional compiled route and Viterbi
 from ._jieba import finalseg, jieba
+from .tables import load_route
 
 _BLOCK = jieba.re_han_default  # runs jieba cuts with its dictionary (Han, Latin, digits, + # & . _ % -)
 _SKIP = jieba.re_skip_default  # whitespace inside the other runs
@@ -41,22 +42,29 @@ if _segment_c is not None and (_BLOCK.pattern, _SKIP.pattern, finalseg.re_han.pa
 COMPILED = _segment_c is not None
 
 
-_routers: weakref.WeakKeyDictionary[jieba.Tokenizer, tuple[tuple[int, int, int, int], object]] = (
+_routers: weakref.WeakKeyDictionary[jieba.Tokenizer, tuple[tuple[int, int, int, int, bool], object]] = (
     weakref.WeakKeyDictionary()
 )
 _routers_lock = threading.Lock()
 
 
-def _router(tokenizer: jieba.Tokenizer, state: tuple[int, int, int, int], logtotal: float) -> _segment_c.Router | None:
-    """The compiled route of this tokenizer's dictionary in this state, built once (~0.05 s) and
-    shared by every segmenter; None when a frequency is one it cannot hold (the Python route then
-    handles it as jieba does)."""
+def _router(tokenizer: jieba.Tokenizer, state: tuple[int, int, int, int, bool]) -> _segment_c.Router | None:
+    """The compiled route of this tokenizer's dictionary in this state, built once and shared by
+    every segmenter; None when a frequency is one it cannot hold (the Python route then handles it as
+    jieba does). A tokenizer not initialized yet gets the route of its dictionary file from the
+    table cache (:func:`.tables.load_route`, a few ms) and stays so: its ``FREQ`` is built only for
+    what needs it (the Python route, a user dictionary, jieba's own API). An initialized one gets
+    the route of its ``FREQ`` (~0.07 s)."""
     with _routers_lock:
         known = _routers.get(tokenizer)
         if known is not None and known[0] == state:
             return known[1]  # type: ignore[return-value]
         try:
-            router = _segment_c.Router(tokenizer.FREQ, logtotal)
+            if tokenizer.initialized:
+                router = _segment_c.Router(tokenizer.FREQ, log(tokenizer.total))
+            else:
+                router = load_route(tokenizer, _segment_c.ROUTE_LAYOUT,
+                                    lambda freq, total, tables: _segment_c.Router(freq, log(total), tables))
         except (ValueError, OverflowError):
             router = None
         _routers[tokenizer] = (state, router)
@@ -71,26 +79,30 @@ class Segmenter:
     """
 
     def __init__(self, tokenizer: jieba.Tokenizer, compiled: bool | None = None) -> None:
-        tokenizer.check_initialized()
         if compiled and _segment_c is None:
             raise RuntimeError("the compiled segmenter (scrapy_simhash._segment_c) is not built here")
         self.compiled = COMPILED if compiled is None else compiled
         self.tokenizer = tokenizer
-        self._state: tuple[int, int, int, int] | None = None
+        self._state: tuple[int, int, int, int, bool] | None = None
         self._blocks: dict[str, tuple[str, ...]] = {}
         self._unknown: dict[str, tuple[str, ...]] = {}
         self._logtotal = 0.0
         self._router: _segment_c.Router | None = None
 
     def _sync(self) -> None:
-        """Forget remembered results when the dictionary changed since they were made."""
+        """Forget remembered results when the dictionary changed since they were made; the route of
+        the dictionary as it is now (see :func:`_router`)."""
         t = self.tokenizer
-        state = (id(t.FREQ), t.total, len(t.FREQ), len(finalseg.Force_Split_Words))
+        state = (id(t.FREQ), t.total, len(t.FREQ), len(finalseg.Force_Split_Words), t.initialized)
         if state != self._state:
             self._blocks.clear()
             self._unknown.clear()
-            self._logtotal = log(t.total)
-            self._router = _router(t, state, self._logtotal) if self.compiled else None
+            router = _router(t, state) if self.compiled else None
+            if router is None and not t.initialized:
+                t.check_initialized()  # the Python route reads FREQ
+                return self._sync()
+            self._logtotal = router.logtotal if router is not None else log(t.total)
+            self._router = router
             self._state = state
 
     def cut(self, text: str) -> list[str]:

@@ -146,3 +146,24 @@ def test_words_outside_the_compact_tables_cut_as_jieba_cuts_them() -> None:
     segmenter = Segmenter(tokenizer, compiled=True)
     for text in ("𠀀𠀁中国很长很长的一个新词", "𠀀𠀁𠀀", "中\x00国人", "㐀𠀀很长很长的一个"):
         assert segmenter.cut(text) == jieba_words(tokenizer, text)
+
+
+@NOT_BUILT
+def test_the_route_from_the_table_cache_cuts_as_jieba_without_building_the_prefix_dictionary(
+        tokenizer: jieba.Tokenizer) -> None:
+    """A tokenizer not initialized gets its compiled route from the table cache (no ``FREQ``), and
+    cuts word for word as jieba with its whole dictionary."""
+    lazy = jieba.Tokenizer()
+    segmenter = Segmenter(lazy, compiled=True)
+    texts = [s[k] for s in (STORY_ZH, STORY_ZH_2, STORY_EN) for k in ("title", "body")]
+    for corpus in ("zh/inews-bdci2019.jsonl.gz", "zh/newsspider-2016.jsonl.gz", "en/reuters21578.jsonl.gz"):
+        texts += [record.get("body") or "" for record in itertools.islice(read_jsonl(corpus), 100)]
+    rnd = random.Random(18)
+    texts += ["".join(rnd.choice(ALPHABET) for _ in range(rnd.randint(1, 60))) for _ in range(2000)]
+    texts += ["八一双鹿更名为八一南昌，中华人民共和国中央人民政府今日成立", "𠀀𠀁中国", "中\x00国人"]
+    for text in texts:
+        assert segmenter.cut(text) == jieba_words(tokenizer, text)
+    assert not lazy.initialized and lazy.FREQ == {}
+    lazy.add_word("龘犇鑫淼", 1000)  # jieba builds its dictionary: the route follows it
+    assert lazy.initialized
+    assert "龘犇鑫淼" in segmenter.cut("龘犇鑫淼是一家公司") == jieba_words(lazy, "龘犇鑫淼是一家公司")

@@ -37,3 +37,33 @@ def test_jieba_is_imported_without_pkg_resources_which_still_imports_later() -> 
                          check=True, cwd=str(REPO))
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result == {"seen": False, "later": True, "words": ["他", "来到", "了", "网易", "杭研", "大厦"]}
+
+
+LAZY = """
+import json, os, sys
+from scrapy_simhash import Deduplicator
+import jieba
+d = Deduplicator.open(sys.argv[1])
+fp = d.fingerprint("北京今日发布暴雨蓝色预警", "北京市气象台今天下午发布暴雨蓝色预警信号，预计夜间有大到暴雨。")
+built = jieba.dt.initialized
+jieba.dt.tmp_dir = sys.argv[2]  # where jieba's own cache would be read or written
+words = list(jieba.cut("他来到了网易杭研大厦"))
+print(json.dumps({"built": built, "fp": fp.body is not None, "words": words, "initialized": jieba.dt.initialized,
+                  "jieba_cache": os.listdir(sys.argv[2])}))
+"""
+
+
+def test_the_first_fingerprint_builds_no_prefix_dictionary_and_jieba_still_loads_from_our_cache(
+        tmp_path: Path) -> None:
+    """Start-up: the compiled route comes from the table cache, jieba's 500,000-word ``FREQ`` is not
+    built; jieba's API, called afterwards, gets it from the table cache, not from its own."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    jieba_tmp = tmp_path / "jieba-tmp"
+    jieba_tmp.mkdir()
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", LAZY, f"sqlite:///{tmp_path / 'i.sqlite3'}",
+                          str(jieba_tmp)], capture_output=True, text=True, env=env, check=True, cwd=str(tmp_path))
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    from scrapy_simhash.segment import COMPILED
+
+    assert result == {"built": not COMPILED, "fp": True, "words": ["他", "来到", "了", "网易", "杭研", "大厦"],
+                      "initialized": True, "jieba_cache": []}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import time
 from pathlib import Path
@@ -10,6 +12,7 @@ import jieba
 import pytest
 
 from scrapy_simhash import tables
+from scrapy_simhash.segment import _hmm
 
 IDF_TXT = Path(jieba.__file__).parent / "analyse" / "idf.txt"
 
@@ -115,3 +118,68 @@ def test_one_table_per_dictionary_content_and_stale_ones_go(cache: Path, tmp_pat
     names = sorted(p.name for p in cache.iterdir())
     assert shared.name in names and legacy.name not in names and unused.name not in names
     assert len(names) == 2
+
+
+@pytest.fixture
+def router_type() -> type:
+    from scrapy_simhash._compiled import _segment_c
+
+    if _segment_c is None:
+        pytest.skip("the compiled segmenter is not built (setup.py build_ext --inplace)")
+    return _segment_c.Router
+
+
+def _route(router_type: type, tokenizer: jieba.Tokenizer) -> tuple[object, list[str]]:
+    made = []
+
+    def make(freq, total, tables_):  # type: ignore[no-untyped-def]
+        try:
+            router = router_type(dict(freq), math.log(total), tables_)
+        except ValueError:
+            made.append("refused")
+            raise
+        made.append("copied" if tables_ is not None else "built")
+        return router
+
+    return tables.load_route(tokenizer, "test", make), made
+
+
+ROUTE_TEXTS = ["他来到了网易杭研大厦", "中华人民共和国中央人民政府今日成立，八一双鹿更名为八一南昌",
+               "工信处女干事每月经过下属科室都要亲口交代24口交换机等技术性器件的安装工作"]
+
+
+def test_the_compiled_route_is_cached_and_cuts_as_jieba(cache: Path, router_type: type) -> None:
+    jieba.setLogLevel(60)
+    reference = fresh_tokenizer()
+    reference.initialize()
+    expected = [tuple(reference.cut(text)) for text in ROUTE_TEXTS]
+    for made_as in ("built", "copied"):
+        tokenizer = fresh_tokenizer()
+        router, made = _route(router_type, tokenizer)
+        assert made == [made_as]
+        assert not tokenizer.initialized
+        hmm = _hmm()
+        assert [router.cut_block(text, {}, hmm, set(), 1000) for text in ROUTE_TEXTS] == expected
+    assert sorted(p.name.split(".")[0] for p in cache.iterdir()) == ["prefix-dict", "route"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "layout", "full"])
+def test_a_damaged_route_table_is_rebuilt(cache: Path, router_type: type, damage: str) -> None:
+    jieba.setLogLevel(60)
+    _route(router_type, fresh_tokenizer())
+    [path] = cache.glob("route.*.table")
+    data = path.read_bytes()
+    head_end = data.index(b"\n")
+    header = json.loads(data[:head_end])
+    if damage == "truncate":
+        path.write_bytes(data[:-100])
+    elif damage == "layout":
+        path.write_bytes(json.dumps({**header, "layout": "other"}).encode() + data[head_end:])
+    else:  # a slot table with no empty slot: a probe for an absent word would never end
+        one, slots, seen = header["blobs"]
+        start = len(data) - one - slots - seen + one
+        path.write_bytes(data[:start] + b"\x01" * slots + data[start + slots:])
+    router, made = _route(router_type, fresh_tokenizer())
+    assert made == (["refused", "built"] if damage == "full" else ["built"])
+    assert router.cut_block(ROUTE_TEXTS[0], {}, _hmm(), set(), 1000) == ("他", "来到", "了", "网易", "杭研", "大厦")
+    assert path.read_bytes() == data  # written again
