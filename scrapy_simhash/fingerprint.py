@@ -101,6 +101,11 @@ class Fingerprinter:
         self.main_content = main_content
         self.sentences = sentences  # sentence signatures: the sentence tier, and the title tier's body check
 
+    def prepare(self) -> None:
+        """Load now what the first fingerprint would (the segmenter's route): before worker
+        processes are forked, so that they share it."""
+        self.features.segmenter.prepare()
+
     @property
     def features_version(self) -> str:
         """What an index records as its ``features_version``: :data:`~.index.base.FEATURES_VERSION`,

@@ -105,6 +105,10 @@ class Segmenter:
             self._router = router
             self._state = state
 
+    def prepare(self) -> None:
+        """Load the route now rather than at the first cut."""
+        self._sync()
+
     def cut(self, text: str) -> list[str]:
         """The words of ``text``, as jieba's ``Tokenizer.cut(text)`` yields them."""
         self._sync()

@@ -4,6 +4,7 @@ SQLite index, and ``scrapy simhash`` inside a temporary Scrapy project."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
@@ -684,3 +685,54 @@ def test_scrapy_simhash_outside_a_project_creates_no_directory(tmp_path: Path) -
     proc = run("simhash", "stats", cwd=outside, cmd=SCRAPY)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert list(outside.iterdir()) == [], "a read-only command created files or directories"
+
+
+def _children(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        out.update(int(c) for c in (task / "children").read_text().split())
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize(("sig", "group"), [("SIGTERM", False), ("SIGINT", True)], ids=["sigterm", "ctrl-c"])
+def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: str, group: bool) -> None:
+    """``SIGTERM`` to the command, or Ctrl-C (``SIGINT`` to its whole process group), while its
+    workers fingerprint: the command and every worker are gone soon after."""
+    import signal
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(20000)), "utf-8")
+    # SIGINT is ignored in a process started in the background of a shell: restore its default
+    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.argv[1], sys.argv[1:])")
+    proc = subprocess.Popen([sys.executable, "-c", restore, str(SCRIPT), "dedup", str(src), "--index",
+                             str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q", "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 2 and proc.poll() is None
+        time.sleep(1)  # working
+        if group:
+            os.killpg(proc.pid, getattr(signal, sig))
+        else:
+            proc.send_signal(getattr(signal, sig))
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [w for w in workers if _alive(w)]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
