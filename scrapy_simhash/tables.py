@@ -12,6 +12,9 @@ dictionary never reads a stale table, and every virtualenv with the same jieba s
 one removes the tables of the same kind unused for :data:`STALE_DAYS` days, and those named by
 the older path-keyed scheme. Where no cache directory is writable, the tables are built from the
 sources every time (correct, just slower).
+
+The compiled segmenter's route is kept the same way (:func:`load_route`: its compact tables as bytes
+after the words they cannot hold), so that a process cuts without building jieba's prefix dict.
 """
 
 from __future__ import annotations
