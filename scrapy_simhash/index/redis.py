@@ -73,7 +73,7 @@ from .redis_maintain import Maintenance
 
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
 #: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).

@@ -99,6 +99,8 @@ CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 _HEX = frozenset("0123456789abcdef")
 _HEADER = struct.Struct(">dHBB")
 F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
+#: The URL scheme a record leaves out, by its code (byte 12, bits 5–6).
+SCHEMES = ("", "https://", "http://")
 
 
 def _hex16(text: object) -> bool:
@@ -116,7 +118,8 @@ def as_score(value: float) -> str:
 
 def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
     """An entry's record (layout: the module docstring) as its fields; ValueError when not ours."""
-    seen, total, flags, nsent = _HEADER.unpack_from(record)
+    seen, total, flags, more = _HEADER.unpack_from(record)
+    nsent, scheme = more % 32, SCHEMES[more >> 5 & 3]
     if total != len(record):
         raise ValueError(f"record of {len(record)} bytes says {total}")
     pos = _HEADER.size
@@ -139,11 +142,15 @@ def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
     if flags & F_H:
         out["short_body"] = record[pos : pos + 8].hex()
         pos += 8
-    for flag, name in ((F_U, "url"), (F_N, "title")):
-        if flags & flag:
-            (n,) = struct.unpack_from(">H", record, pos)
-            out[name] = record[pos + 2 : pos + 2 + n].decode()
-            pos += 2 + n
+    if flags & F_U:
+        n = record[pos]
+        if n >= 128:
+            n, pos = (n - 128) << 8 | record[pos + 1], pos + 1
+        out["url"] = scheme + record[pos + 1 : pos + 1 + n].decode()
+        pos += 1 + n
+    if flags & F_N:  # the last field: up to the end
+        out["title"] = record[pos:total].decode("utf-16-be" if more & 128 else "utf-8")
+        pos = total
     if pos != total:
         raise ValueError(f"record of {total} bytes ends at {pos}")
     return out

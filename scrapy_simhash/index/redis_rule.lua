@@ -149,16 +149,23 @@ end
 -- which the sorted set's existence tells from a real all-zero fingerprint (ids start at 1).
 
 -- Tables looked up by a longer key (a fingerprint, a sentence hash, a URL digest: 'keyed') file its
--- ids under the key's 4-byte mix (taghash) instead of the key: a record repeats nothing the entry
--- holds. Ids found there are verified against their entries (holds), so answers stay exact; a key
--- whose ids spilled has its own sorted set (named by the whole key) and one mark record.
-local TAG = {tb = 4, bb = 4, th = 4, bh = 4, sh = 4, u = 4}
+-- ids under 2 bytes of the key's mix instead of the key: a record repeats nothing the entry holds.
+-- The mix is 64 bits, h (taghash: the bucket, from its low bits) and h2 (a mix of h: the page, its
+-- top 4 bits). A record's 2-byte tag holds the up to 15 bits of the mix just above its bucket's
+-- address bits, and a sentinel bit above them (quotienting): a split sends a record by the lowest
+-- of them and keeps the rest, one bit fewer; a record whose bits ran out (its bucket split 15
+-- times since it was written) is sent by its entry's key, read from the entry. Ids found under a
+-- tag are verified against their entries (holds), so answers stay exact. A key whose ids spilled
+-- has its own sorted set (named by the whole key) and a mark of two records: tag and the zero id,
+-- then h and two zero bytes (its whole mix: a mark is found exactly and never runs out of bits).
+local TAG = {tb = 4, bb = 4, th = 2, bh = 2, sh = 2, u = 2}
 local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {tb = 32, bb = 32, th = 4, bh = 4, sh = 4, u = 4}
 local PAGES, PAGE = 16, 64
 local LH = {}
 local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
+local keys_of  -- keys_of(t, id): the keys entry id files in keyed table t (see the entries)
 
 local function state(t)
   -- a table's linear-hashing state; every table's is read at the first use (one HGETALL of lh)
@@ -204,6 +211,55 @@ local function address(t, h)
 end
 
 local function page_of(h) return math.floor(h / 16777216) % PAGES end
+
+-- keyed tables: the second half of a key's mix, its page, the quotient bits above a bucket's address
+
+local function width(t, h)  -- the number of address bits of h's bucket
+  local s = state(t)
+  if h % 2 ^ s.L < s.p then return s.L + 1 end
+  return s.L
+end
+
+local function mix2(h) return fmix(bit.bxor(h, 0x9e3779b9) % 4294967296) end
+
+local QB = L.tag_bits or 15  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
+local QTOP = 2 ^ QB
+
+local function quotient(h, h2, a)
+  -- the QB bits of the 64-bit mix h2 * 2^32 + h from bit a up, as a record's tag: sentinel bit QB set
+  local q
+  if a + QB <= 32 then q = math.floor(h / 2 ^ a) % QTOP
+  elseif a >= 32 then q = math.floor(h2 / 2 ^ (a - 32)) % QTOP
+  else q = math.floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
+  return q + QTOP
+end
+
+local function tag_matches(s, q)
+  -- does stored tag s (its known bits below its highest set bit) agree with the full tag q?
+  if s >= QTOP then return s == q end
+  local _, e = math.frexp(s)
+  local top = 2 ^ (e - 1)  -- s's sentinel bit: s holds e - 1 known bits
+  return s - top == q % top
+end
+
+local function p16(n) return string.char(math.floor(n / 256), n % 256) end
+
+local ZERO4 = '\0\0\0\0'
+
+local function scan_keyed(recs, each)
+  -- each(position, tag, payload, mark h or nil) for the records of a keyed chain (a mark: two)
+  local i = 1
+  while i + 5 <= #recs do
+    local s, pay = string.byte(recs, i) * 256 + string.byte(recs, i + 1), string.sub(recs, i + 2, i + 5)
+    if pay == ZERO4 then
+      each(i, s, pay, u32(recs, i + 6))
+      i = i + 12
+    else
+      each(i, s, pay, nil)
+      i = i + 6
+    end
+  end
+end
 
 local PAGED = {}  -- this call's chains read or written: PAGED[key][page] = {records, fields}
 
@@ -252,20 +308,66 @@ local function write_chain(key, page, recs, R, had)
   paged(key, page, recs, #values)
 end
 
+local function split_keyed(t, s, flat, sides, old, new)
+  -- a keyed bucket's records to the two sides of a split (see the tables): by their tags' lowest
+  -- known bit, marks by their mix, records whose bits ran out by their entries' keys
+  local m, chains = 2 ^ s.L, {}
+  for i = 1, #flat, 2 do
+    local f = tonumber(flat[i])
+    local pg = f % PAGES
+    chains[pg] = chains[pg] or {}
+    chains[pg][math.floor(f / PAGES) + 1] = flat[i + 1]
+  end
+  local function put(side, pg, rec)
+    side[pg] = side[pg] or {}
+    side[pg][#side[pg] + 1] = rec
+  end
+  local function fresh(h, pay, pg, ext)
+    -- the record of a key of mix h in the half it goes to, its tag at the width after the split
+    local side = sides[(h % (2 * m) == s.p) and old or new]
+    put(side, pg, p16(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
+  end
+  local used = {}  -- keys of an entry already given to a record whose bits ran out
+  for pg, parts in pairs(chains) do
+    scan_keyed(table.concat(parts), function(_, tag, pay, mark)
+      if mark then
+        fresh(mark, pay, pg, p32(mark) .. '\0\0')
+      elseif tag >= 2 then
+        put(sides[(tag % 2 == 0) and old or new], pg, p16(math.floor(tag / 2)) .. pay)
+      else
+        local id = u32(pay, 1)
+        for _, k in ipairs(keys_of(t, id)) do
+          local h = taghash(k)
+          local u = id .. ':' .. k
+          if not used[u] and h % m == s.p % m and math.floor(mix2(h) / 268435456) == pg then
+            used[u] = true
+            fresh(h, pay, pg)
+            break
+          end
+        end  -- an id whose entry holds no such key is not kept: it could never be verified
+      end
+    end)
+  end
+end
+
 local function split_bucket(t, s)
   local m, R = 2 ^ s.L, TAG[t] + PAY[t]
   local old, new = B .. t .. ':' .. s.p, B .. t .. ':' .. (s.p + m)
   local flat = redis.call('HGETALL', old)
   local sides = {[old] = {}, [new] = {}}
-  for i = 2, #flat, 2 do
-    local v = flat[i]
-    for j = 1, #v, R do
-      local rec = string.sub(v, j, j + R - 1)
-      local h = taghash(string.sub(rec, 1, TAG[t]))
-      local side = sides[(h % (2 * m) == s.p) and old or new]
-      local pg = page_of(h)
-      side[pg] = side[pg] or {}
-      side[pg][#side[pg] + 1] = rec
+  if KEYED[t] then
+    split_keyed(t, s, flat, sides, old, new)
+  else
+    for i = 2, #flat, 2 do
+      local v = flat[i]
+      for j = 1, #v, R do
+        local rec = string.sub(v, j, j + R - 1)
+        local h = taghash(string.sub(rec, 1, TAG[t]))
+        local side = sides[(h % (2 * m) == s.p) and old or new]
+        local pg = page_of(h)
+        side[pg] = side[pg] or {}
+        side[pg][#side[pg] + 1] = rec
+      end
     end
   end
   redis.call('DEL', old)
@@ -313,9 +415,20 @@ local function locate(t, k)
   -- the bucket key, page, its chain {records, fields}, the payloads filed under k's tag there and
   -- their positions, and the tag (k itself, or in a keyed table its 4-byte mix)
   local h = taghash(k)
-  local tag = KEYED[t] and p32(h) or k
-  local key, page = B .. t .. ':' .. address(t, h), page_of(h)
   local R, found, at = TAG[t] + PAY[t], {}, {}
+  if KEYED[t] then
+    local a, h2 = width(t, h), mix2(h)
+    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
+    local recs, had = chain(key, page, R)
+    scan_keyed(recs, function(i, tag, pay, mark)
+      if (mark and mark == h) or (not mark and tag_matches(tag, q)) then
+        found[#found + 1] = pay; at[#at + 1] = i
+      end
+    end)
+    return key, page, recs, had, found, at, p16(q), h
+  end
+  local tag = k
+  local key, page = B .. t .. ':' .. address(t, h), page_of(h)
   local recs, had = chain(key, page, R)
   local init = 1
   while true do
@@ -369,7 +482,7 @@ end
 local function list_add(t, k, rec, score, scores)
   -- file payload rec under k (once); scores(recs) gives the scores of inline payloads when they
   -- spill. Returns whether k had no payloads before, and whether rec was added
-  local key, page, recs, had, found, at, tag = locate(t, k)
+  local key, page, recs, had, found, at, tag, h = locate(t, k)
   if spilled(t, k, found) then return false, redis.call('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
   local mine = inline(t, k, found)
   for _, i in ipairs(mine) do if found[i] == rec then return false, false end end
@@ -385,7 +498,8 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
     end
-    write_chain(key, page, recs .. tag .. string.rep('\0', PAY[t]), R, had)
+    local mark = tag .. string.rep('\0', PAY[t]) .. (KEYED[t] and p32(h) .. '\0\0' or '')
+    write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
   end
@@ -415,7 +529,8 @@ local function list_remove(t, k, rec)
   end
   for i, f in ipairs(found) do
     if f == rec then
-      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R), R, had)
+      local len = (KEYED[t] and f == zero) and 2 * R or R  -- a keyed table's mark is two records
+      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + len), R, had)
       grew(t, -1)
       local empty = #found == 1
       if KEYED[t] then empty = rec == zero or #inline(t, k, found, i) == 0 end
@@ -437,6 +552,8 @@ end
 
 local CHUNK, SLOTS = 64, 16
 local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32, 64, 128
+-- the URL's scheme a record leaves out (byte 12, bits 5-6; bit 7: the title in UTF-16-BE)
+local SCHEMES = {[0] = '', 'https://', 'http://'}
 
 local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
 
@@ -478,7 +595,7 @@ local function decode(id, r)
   local ok, err = pcall(function()
     local seen, total, flags, nsent, pos = struct.unpack('>dHBB', r)
     if total ~= #r then error('length') end
-    e.seen, e.len, e.flags, e.nsent = seen, total, flags, nsent
+    e.seen, e.len, e.flags = seen, total, flags
     if flag(flags, F_T) then e.t = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_B) then e.b = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_NUM) then
@@ -490,12 +607,16 @@ local function decode(id, r)
       local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
       e.m = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
     end
+    local more = nsent
+    nsent = more % 32
+    e.nsent = nsent
     e.x = {}
     for i = 1, nsent do e.x[i] = string.sub(r, pos, pos + 7); pos = pos + 8 end
     if flag(flags, F_H) then e.h = string.sub(r, pos, pos + 7); pos = pos + 8 end
     if flag(flags, F_U) then
-      local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
-      e.u = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
+      local n = string.byte(r, pos)
+      if n >= 128 then n = (n - 128) * 256 + string.byte(r, pos + 1); pos = pos + 1 end
+      e.u = SCHEMES[math.floor(more / 32) % 4] .. string.sub(r, pos + 1, pos + n); pos = pos + 1 + n
     end
     if pos - 1 > #r then error('truncated') end
   end)
@@ -553,6 +674,15 @@ holds = function(t, id, k)
   if t == 'u' then return e.u ~= nil and url_tag(e.u) == k end
   for _, h in ipairs(e.x) do if h == k then return true end end
   return false
+end
+
+keys_of = function(t, id)
+  -- the keys entry id files in keyed table t (none when it is gone)
+  local e = fields(id)
+  if not e then return {} end
+  if t == 'th' then return {e.t} elseif t == 'bh' then return {e.b} end
+  if t == 'u' then return {e.u and url_tag(e.u)} end
+  return e.x
 end
 
 local function hour_of(seen)
@@ -633,6 +763,26 @@ local function sentence_holders(hashes, nb)
   return out
 end
 
+local function utf16(s)
+  -- UTF-8 text (as JSON decodes it) in UTF-16-BE: two bytes a CJK character instead of three
+  local out, i = {}, 1
+  while i <= #s do
+    local c, a, b, d = string.byte(s, i, i + 3)
+    local cp
+    if c < 128 then cp, i = c, i + 1
+    elseif c < 224 then cp, i = (c % 32) * 64 + a % 64, i + 2
+    elseif c < 240 then cp, i = ((c % 16) * 64 + a % 64) * 64 + b % 64, i + 3
+    else cp, i = (((c % 8) * 64 + a % 64) * 64 + b % 64) * 64 + d % 64, i + 4 end
+    if cp >= 65536 then
+      cp = cp - 65536
+      out[#out + 1] = struct.pack('>HH', 55296 + math.floor(cp / 1024), 56320 + cp % 1024)
+    else
+      out[#out + 1] = struct.pack('>H', cp)
+    end
+  end
+  return table.concat(out)
+end
+
 local function encode(e, seen_at, stored, pending)
   -- the record of a new entry (layout: redis_keys.py)
   local flags, parts = 0, {}
@@ -653,13 +803,30 @@ local function encode(e, seen_at, stored, pending)
   end
   for _, h in ipairs(stored) do parts[#parts + 1] = h end
   if e.short_body then flags = flags + F_H; parts[#parts + 1] = e.short_body end
-  if e.url then flags = flags + F_U; parts[#parts + 1] = struct.pack('>H', #e.url) .. e.url end
-  if e.title then flags = flags + F_N; parts[#parts + 1] = struct.pack('>H', #e.title) .. e.title end
+  local more = #stored  -- byte 12: the sentence hashes stored (< 32), the URL's scheme, the title's encoding
+  if more >= 32 then error(redis.error_reply('scrapy-simhash: at most 31 sentence hashes an entry')) end
+  if e.url then
+    local url = e.url
+    for code = 1, 2 do
+      if string.sub(url, 1, #SCHEMES[code]) == SCHEMES[code] then
+        url, more = string.sub(url, #SCHEMES[code] + 1), more + 32 * code
+        break
+      end
+    end
+    if #url >= 32768 then error(redis.error_reply('scrapy-simhash: a URL of ' .. #url .. ' bytes is too long')) end
+    flags = flags + F_U
+    parts[#parts + 1] = (#url < 128 and string.char(#url) or struct.pack('>H', 32768 + #url)) .. url
+  end
+  if e.title then  -- the record's last field: its length is the record's
+    local wide = utf16(e.title)
+    flags = flags + F_N
+    if #wide < #e.title then parts[#parts + 1], more = wide, more + 128 else parts[#parts + 1] = e.title end
+  end
   if pending then flags = flags + F_PENDING end
   local body = table.concat(parts)
   local total = 12 + #body
   if total > 65535 then error(redis.error_reply('scrapy-simhash: an entry of ' .. total .. ' bytes is too long')) end
-  return struct.pack('>dHBB', num(seen_at), total, flags, #stored) .. body
+  return struct.pack('>dHBB', num(seen_at), total, flags, more) .. body
 end
 
 local function tags(set)
