@@ -124,9 +124,9 @@ def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
 
 
 
-def band_tag(ix: Any, title_fp: int) -> bytes:
-    """The tag the first title band of ``title_fp`` is filed under (redis_keys.Keys.tags)."""
-    return bytes.fromhex(ix._k.tags(ix._k.store_keys("title", title_fp))[0])
+def band_key(ix: Any, title_fp: int) -> bytes:
+    """The key the first title band of ``title_fp`` is filed under (the fingerprint masked to it)."""
+    return ix._k.band_keys("title", title_fp)[0][1].to_bytes(8, "big")
 
 
 def fmix(h: int) -> int:
@@ -153,6 +153,11 @@ def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> No
     """Append a record to ``tag``'s page in ``table`` as redis_keys.py lays it out. The index is
     small: its tables have one bucket."""
     h = mix(tag)
+    if re.fullmatch(r"[tb]b\d+", table):  # a band table: the fingerprint alone, placed by its band's key
+        h = 0
+        for i in range(0, len(tag), 4):
+            h = fmix(h ^ int.from_bytes(tag[i:i + 4], "big"))
+        tag = b""
     page = (h >> 24) % 16
     if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel; a mark: its mix too
         tag, page = (h % 32768 + 32768).to_bytes(2, "big"), fmix(h ^ 0x9E3779B9) >> 28
@@ -166,7 +171,7 @@ def poison_band(raw: Any, ix: Any, title_fp: int) -> None:
     """Make ``title_fp`` a candidate of itself whose holders are unreadable: its holders marked as
     spilled to a key that holds a string, not a sorted set."""
     fp = title_fp.to_bytes(8, "big")
-    file_record(raw, ix, "tb", band_tag(ix, title_fp), fp)
+    file_record(raw, ix, "tb0", band_key(ix, title_fp), fp)
     file_record(raw, ix, "th", fp, b"\0\0\0\0")
     raw.set(f"{ix._base}Zth:{fp.hex()}", b"not a sorted set")
 
@@ -304,7 +309,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 12, "bb": 12, "th": 6, "bh": 6, "sh": 6, "u": 6}  # records: tag + payload
+    sizes = {"tb": 8, "bb": 8, "th": 6, "bh": 6, "sh": 6, "u": 6}  # records: [tag +] payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()
@@ -408,9 +413,9 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
         raw = raw_redis(server, decode=False)
-        file_record(raw, ix, "tb", band_tag(ix, 0x99), b"abc")  # a foreign band member of another length:
+        file_record(raw, ix, "tb0", band_key(ix, 0x99), b"abc")  # a foreign band member of another length:
         assert ix.lookup(0x99, None, title_k=2, body_k=0) == []  # never a candidate
-        raw.delete(f"{base}tb:0")  # (the foreign record leaves the page unaligned: start afresh)
+        raw.delete(f"{base}tb0:0")  # (the foreign record leaves the page unaligned: start afresh)
         poison_band(raw, ix, 0x99)  # a key of ours holding another type: the script fails
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
@@ -827,14 +832,17 @@ def test_keys_sharing_a_tag_are_told_apart_by_their_entries(url: str, tmp_path: 
 def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: str, tmp_path: Path) -> None:
     """A keyed record's tag keeps fewer bits at each split of its bucket, then none: its entry's key
     places it. Forced here with 1-bit tags and buckets that split every 2 records a bucket (tags
-    agree half the time; records run out at their second split): verdicts, lookups, entries,
-    forgets and purges equal SQLite's, and records that ran out were there to be placed."""
+    agree half the time; records run out at their second split; band tables split as often, their
+    records placed by their own bands, one band's spilled to a sorted set): verdicts, lookups,
+    entries, forgets and purges equal SQLite's, and records that ran out were there to be placed."""
     rng = random.Random(4)
     titles = [rng.getrandbits(64) for _ in range(40)]
     sentences = [f"{rng.getrandbits(64):016x}" for _ in range(1000)]
     queries = []
     for i in range(500):  # recurring titles and sentences: some keys' ids spill to sorted sets
         title = rng.choice(titles) ^ (1 << rng.randrange(64) if rng.random() < 0.3 else 0)
+        if i % 5 == 0:  # titles sharing their first band: its fingerprints spill to a sorted set
+            title = rng.getrandbits(42) << 22 | 0x2A_AAAA
         mine = rng.sample(sentences[:3], 1) + rng.sample(sentences, rng.choice([3, 6]))
         queries.append(q(title if rng.random() < 0.5 else None, rng.getrandbits(64), url=f"https://k/{i % 450}",
                          title=f"标题{i}", seen_at=1000.0 + i, sentences=tuple(sorted(set(mine))),
@@ -854,6 +862,7 @@ def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: s
         ran_out = sum(value[i:i + 2] == b"\0\1" for key in raw.scan_iter(match=f"{red._base}sh:*".encode())
                       for value in raw.hvals(key) for i in range(0, len(value), 6))
         assert ran_out > 20, ran_out
+        assert raw.zcard(f"{red._base}Ztb0:{0x2A_AAAA:016x}") > 32
         raw.close()
         assert list(lite.entries()) == list(red.entries())
         for i in range(0, 450, 7):
@@ -900,13 +909,14 @@ def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:
         assert ix.check_and_add(q(5, 6)).match is None
 
 
-def test_the_script_files_under_the_store_keys_and_reads_the_probe_keys(url: str) -> None:
-    """A band layout computed in Python plugs in without touching the script: here each title
-    fingerprint is filed under one key (itself) and a query probes itself and its one-bit
-    neighbours, so exactly the fingerprints within one bit are candidates."""
+def test_the_script_files_under_the_layouts_bands_and_reads_the_probe_keys(url: str) -> None:
+    """A band layout and its probes, given from Python, plug in without touching the script: here
+    the title layout is one band of all 64 bits (each fingerprint filed under itself) and a query
+    probes itself and its one-bit neighbours, so exactly the fingerprints within one bit are
+    candidates."""
     with open_index(url) as ix:
-        ix._k.store_keys = lambda tier, fp: [f"{tier}:{fp:x}"]  # type: ignore[method-assign]
-        ix._k.probe_keys = lambda tier, fp: [f"{tier}:{fp ^ m:x}" for m in [0] + [1 << i for i in range(64)]]  # type: ignore[method-assign]
+        ix._limits["bands"] = {**ix._limits["bands"], "t": [[0, 64]]}
+        ix._k.probe_keys = lambda tier, fp: [(0, fp ^ m) for m in [0] + [1 << i for i in range(64)]]  # type: ignore[method-assign]
         fp = 0x0123_4567_89AB_CDEF
         first = ix.check_and_add(q(fp, None, url="a")).entry_id
         m = ix.check_and_add(q(fp ^ (1 << 40), None, url="b")).match

@@ -197,7 +197,7 @@ class RedisIndex(Maintenance, QueryChecks):
         self._meta = meta
         self._bits = stored.bits
         self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored))
-        self._limits = {**_LIMITS, "fp_bytes": self._k.fp_bytes}
+        self._limits = {**_LIMITS, **self._k.limits()}
         if not self._readonly:
             forgetful = self._server.forgetful()
             if forgetful and self._unsafe == "refuse":
@@ -292,7 +292,7 @@ class RedisIndex(Maintenance, QueryChecks):
             body_fp=None if body_fp is None else self._k.hex(body_fp),
             title_k=title_k, body_k=body_k, limit=int(limit),
             not_before=None if not_before is None else as_score(not_before),
-            probe=self._k.bands(title_fp, body_fp, "probe"),
+            probe=self._k.probes(title_fp, body_fp),
         )
         reply = self._script("lookup", args, write=False)
         return [Match(CHAR_TIER[tc.decode()], int(d), self._k.entry(i, record)) for tc, d, i, record in reply]
@@ -312,7 +312,6 @@ class RedisIndex(Maintenance, QueryChecks):
                 "url": url,
                 "title": None if title is None else title[:TITLE_CHARS],
                 "seen_at": as_score(first_seen),
-                "store": self._k.bands(tfp, bfp, "store"),
             }
             rows.append({k: v for k, v in row.items() if v is not None})
         total = 0
@@ -322,20 +321,14 @@ class RedisIndex(Maintenance, QueryChecks):
         return total
 
     def _remove(self, doing: str, how: str, value: str | int, batch: int = ADD_BATCH) -> tuple[int, bool]:
-        """Remove entries, then the band members of fingerprints no entry holds any more:
+        """Remove entries and the band members of fingerprints no entry holds any more (one call):
         (how many went, whether a purge has more to do)."""
         return self._removing(doing, self._args("remove", how=how, value=value, batch=batch))
 
     def _removing(self, doing: str, args: str) -> tuple[int, bool]:
-        """A removing script call (``remove``, ``release``), then the band members of the fingerprints
-        it left without entries: (how many entries went, whether there is more to do)."""
-        n, emptied, more = self._script(doing, args)
-        if emptied:
-            fps = []
-            for i in range(0, len(emptied), 2):
-                tc, fp = emptied[i].decode(), emptied[i + 1].decode()
-                fps.append([tc, fp, self._k.tags(self._k.store_keys(CHAR_TIER[tc], int(fp, 16)))])
-            self._script(doing, self._args("dropbands", fps=fps))
+        """A removing script call (``remove``, ``release``; the band members of fingerprints it left
+        without entries go in the same call): (how many entries went, whether there is more to do)."""
+        n, more = self._script(doing, args)
         return int(n), bool(more)
 
     # -- delivery -----------------------------------------------------------------------------------

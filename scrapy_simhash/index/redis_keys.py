@@ -83,10 +83,8 @@ from __future__ import annotations
 import math
 import struct
 import time
-from hashlib import blake2b
 from typing import Any
 
-from ..simhash import split_bands
 from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
@@ -166,30 +164,25 @@ class Keys:
     def hex(self, fp: int) -> str:
         return format(fp, f"0{self._width}x")
 
-    def band_keys(self, tier: Tier, fp: int) -> list[str]:
-        """The band keys of ``fp`` in ``tier`` (band number and value)."""
-        c = TIER_CHAR[tier]
-        return [f"{c}b:{n}:{v:x}" for n, v in enumerate(split_bands(fp, self._tiers[tier]))]
+    def band_keys(self, tier: Tier, fp: int) -> list[tuple[int, int]]:
+        """``(band number, fp masked to the band's bits)`` for each band of ``tier``: the keys the
+        script files ``fp`` under (it masks the fingerprint itself)."""
+        return [(n, (fp >> shift & (1 << width) - 1) << shift) for n, (shift, width) in enumerate(self._tiers[tier])]
 
-    def store_keys(self, tier: Tier, fp: int) -> list[str]:
-        """The band keys a new entry's fingerprint is filed under."""
-        return self.band_keys(tier, fp)
-
-    def probe_keys(self, tier: Tier, fp: int) -> list[str]:
+    def probe_keys(self, tier: Tier, fp: int) -> list[tuple[int, int]]:
         """The band keys a query's fingerprint reads its candidates from (a layout that probes
-        neighbours may return more than :meth:`store_keys`; the pigeonhole bands probe their own)."""
+        neighbours may return more than :meth:`band_keys`; the pigeonhole bands probe their own)."""
         return self.band_keys(tier, fp)
 
-    @staticmethod
-    def tags(keys: list[str]) -> list[str]:
-        """Band keys as the 4-byte tags (hex) the script files fingerprints under."""
-        return [blake2b(key.encode(), digest_size=4).hexdigest() for key in keys]
+    def probes(self, tfp: int | None, bfp: int | None) -> dict[str, list[list[Any]]]:
+        """The probe keys of a query's fingerprints per tier character, as the script reads them."""
+        return {c: [] if fp is None else [[n, self.hex(key)] for n, key in self.probe_keys(tier, fp)]
+                for c, tier, fp in (("t", "title", tfp), ("b", "body", bfp))}
 
-    def bands(self, tfp: int | None, bfp: int | None, which: str) -> dict[str, list[str]]:
-        """The band tags of an entry's fingerprints per tier character: ``which`` "store" or "probe"."""
-        keys = self.store_keys if which == "store" else self.probe_keys
-        return {c: [] if fp is None else self.tags(keys(tier, fp)) for c, tier, fp in (("t", "title", tfp),
-                                                                                     ("b", "body", bfp))}
+    def limits(self) -> dict[str, Any]:
+        """What the script needs of the layout: fingerprint bytes and each tier's bands."""
+        return {"fp_bytes": self.fp_bytes, "bands": {TIER_CHAR[t]: [list(b) for b in bands]
+                                                      for t, bands in self._tiers.items()}}
 
     def entry(self, entry_id: int | bytes | str, record: bytes | None) -> Entry:
         """An entry from its record; a record not written by us is an :class:`IndexError_` naming it."""
@@ -229,9 +222,6 @@ class Keys:
             "short_body": query.short_body,
             "figures": bool(query.figures),
             "owner": query.owner,
-            "probe": self.bands(tfp, bfp, "probe"),
+            "probe": self.probes(tfp, bfp),
         }
-        store = self.bands(tfp, bfp, "store")
-        if store != fields["probe"]:  # the script files under the probed tags when no store list comes
-            fields["store"] = store
         return {k: v for k, v in fields.items() if v is not None}

@@ -8,21 +8,23 @@ tokens, maintenance). Change rule.py first, then its port here.
 
 Called as EVALSHA <sha> 1 <prefix>:{<ns>}:seq <json>: KEYS[1] routes the call in a cluster (every
 key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded once:
-  op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'dropbands' | 'deliver' | 'release' |
+  op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'deliver' | 'release' |
           'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
   base    the namespace's key base, '<prefix>:{<ns>}:'
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
-          fp_bytes (bits / 8), load (fields per table bucket before it splits)
+          fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
+          ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (tests only: fewer
+          quotient bits in a keyed record's tag)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
           sentences_shared, short_body (absent when None), figures (boolean),
-          probe = {t = {band tags}, b = {band tags}}: the band tags to read candidates from, and
-          store = {t = ..., b = ...}: the band tags a new entry is filed under, absent when they are
-          the probe tags (both computed in Python, 8 hex digits each: either band layout plugs in
-          without touching this script)
+          probe = {t = {{band number, key}, ...}, b = ...}: the band keys to read candidates from
+          (fingerprints masked to a band, fixed-width hex, computed in Python: a layout that
+          probes neighbours sends more than the pigeonhole bands' own); a new entry is filed
+          under its fingerprints masked to each band, by the script
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
 Fingerprints never become Lua numbers: they are raw bytes, compared 32 bits at a time.
@@ -158,10 +160,30 @@ end
 -- tag are verified against their entries (holds), so answers stay exact. A key whose ids spilled
 -- has its own sorted set (named by the whole key) and a mark of two records: tag and the zero id,
 -- then h and two zero bytes (its whole mix: a mark is found exactly and never runs out of bits).
-local TAG = {tb = 4, bb = 4, th = 2, bh = 2, sh = 2, u = 2}
-local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
+-- Band tables, one a band ('tb0', 'tb1', ..., 'bb0', ...: tier, band number): the key is the
+-- fingerprint masked to the band's bits (limits.bands: {shift, width} a band, as Python's layout),
+-- and a record is the fingerprint alone: its key is the record masked, so the script files an
+-- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
+-- keeps the records whose band equals the key. A spilled band's mark is the key itself.
+local TAG = {th = 2, bh = 2, sh = 2, u = 2}
+local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
-local SPILL = {tb = 32, bb = 32, th = 4, bh = 4, sh = 4, u = 4}
+local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
+local BAND, BANDS = {}, {t = {}, b = {}}  -- BAND[table] = its mask words; BANDS[tier char] = table names
+for tc, layout in pairs(L.bands or {}) do
+  for n, band in ipairs(layout) do
+    local t, words = tc .. 'b' .. (n - 1), {}
+    for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up
+      local lo, v = 32 * (W / 4 - i), 0
+      for b = 0, 31 do
+        if lo + b >= band[1] and lo + b < band[1] + band[2] then v = v + 2 ^ b end
+      end
+      words[i] = v
+    end
+    BAND[t], TAG[t], PAY[t], SPILL[t] = words, 0, W, 32
+    BANDS[tc][n] = t
+  end
+end
 local PAGES, PAGE = 16, 64
 local LH = {}
 local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
@@ -193,6 +215,19 @@ local function fmix(h)  -- MurmurHash3's finalizer: every bit of h moves every b
   h = mul32(bit.bxor(h, bit.rshift(h, 16)) % 4294967296, 0x85ebca6b)
   h = mul32(bit.bxor(h, bit.rshift(h, 13)) % 4294967296, 0xc2b2ae35)
   return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+end
+
+local function masked(t, fp, i)
+  -- the band key of the fingerprint at position i (default 1) of fp in band table t
+  local out = {}
+  for j, m in ipairs(BAND[t]) do out[j] = p32(bit.band(u32(fp, (i or 1) + 4 * j - 4), m) % 4294967296) end
+  return table.concat(out)
+end
+
+local function bandhash(k)  -- 32 bits of a band key, every word of it mixed
+  local h = 0
+  for i = 1, #k, 4 do h = fmix(bit.bxor(h, u32(k, i)) % 4294967296) end
+  return h
 end
 
 local function taghash(tag)
@@ -362,7 +397,7 @@ local function split_bucket(t, s)
       local v = flat[i]
       for j = 1, #v, R do
         local rec = string.sub(v, j, j + R - 1)
-        local h = taghash(string.sub(rec, 1, TAG[t]))
+        local h = bandhash(masked(t, rec))
         local side = sides[(h % (2 * m) == s.p) and old or new]
         local pg = page_of(h)
         side[pg] = side[pg] or {}
@@ -427,26 +462,29 @@ local function locate(t, k)
     end)
     return key, page, recs, had, found, at, p16(q), h
   end
-  local tag = k
+  h = bandhash(k)  -- a band table: the records whose band is k
   local key, page = B .. t .. ':' .. address(t, h), page_of(h)
   local recs, had = chain(key, page, R)
-  local init = 1
-  while true do
-    local i = string.find(recs, tag, init, true)
-    if not i then break end
-    if (i - 1) % R == 0 then
-      found[#found + 1] = string.sub(recs, i + TAG[t], i + R - 1); at[#at + 1] = i
-      init = i + R
-    else
-      init = i + 1
-    end
+  local words = {}  -- {position in a record, mask, k's bits} of the words the band touches
+  for j, m in ipairs(BAND[t]) do
+    if m ~= 0 then words[#words + 1] = {4 * j - 4, m, bit.band(u32(k, 4 * j - 3), m)} end
   end
-  return key, page, recs, had, found, at, tag
+  local w1, w2 = words[1], words[2] or words[1]  -- a band touches one or two words (a 64-bit one: all)
+  for i = 1, #recs - R + 1, R do
+    local ok = bit.band(u32(recs, i + w1[1]), w1[2]) == w1[3] and bit.band(u32(recs, i + w2[1]), w2[2]) == w2[3]
+    for j = 3, #words do ok = ok and bit.band(u32(recs, i + words[j][1]), words[j][2]) == words[j][3] end
+    if ok then found[#found + 1] = string.sub(recs, i, i + R - 1); at[#at + 1] = i end
+  end
+  return key, page, recs, had, found, at, ''
+end
+
+local function mark_of(t, k)  -- the payload of k's mark: the zero id, or a band's key
+  return BAND[t] and k or ZERO4
 end
 
 local function spilled(t, k, found)
-  -- k's payloads are in its sorted set (a mark, the payload of zero bytes, is among found)
-  local zero = string.rep('\0', PAY[t])
+  -- k's payloads are in its sorted set (its mark is among found)
+  local zero = mark_of(t, k)
   for _, f in ipairs(found) do
     if f == zero then return redis.call('EXISTS', spill_key(t, k)) == 1 end
   end
@@ -498,7 +536,7 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
     end
-    local mark = tag .. string.rep('\0', PAY[t]) .. (KEYED[t] and p32(h) .. '\0\0' or '')
+    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0\0' or '')
     write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
@@ -519,7 +557,7 @@ end
 local function list_remove(t, k, rec)
   -- remove payload rec from k's list: whether k has no payloads now, whether rec was in it
   local key, page, recs, had, found, at = locate(t, k)
-  local R, zero = TAG[t] + PAY[t], string.rep('\0', PAY[t])
+  local R, zero = TAG[t] + PAY[t], mark_of(t, k)
   local removed = nil
   if spilled(t, k, found) then
     local z = spill_key(t, k)
@@ -691,11 +729,12 @@ end
 
 -- store: candidates, holders, sentence_holders, insert, record ----------------------------------
 
-local function candidates(tc, tags)
-  -- stored fingerprints sharing a band with the query's (each band tag once; members may repeat)
+local function candidates(tc, probes)
+  -- stored fingerprints sharing a band with the query's (each probe {band table, key} once;
+  -- members may repeat)
   local out = {}
-  for _, tag in ipairs(tags) do
-    local v, z = list(tc .. 'b', tag)
+  for _, probe in ipairs(probes) do
+    local v, z = list(probe[1], probe[2])
     if v then
       for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
     else
@@ -829,18 +868,22 @@ local function encode(e, seen_at, stored, pending)
   return struct.pack('>dHBB', num(seen_at), total, flags, more) .. body
 end
 
-local function tags(set)
-  -- band tags {t = {hex}, b = {hex}} as raw bytes
+local function probes(set)
+  -- probes {t = {{band number, hex key}, ...}, b = ...} as {band table, raw key}
   local out = {}
   for _, tc in ipairs({'t', 'b'}) do
     out[tc] = {}
-    for i, tag in ipairs((set or {})[tc] or {}) do out[tc][i] = unhex(tag) end
+    for i, p in ipairs((set or {})[tc] or {}) do
+      local t = BANDS[tc][p[1] + 1]
+      if not t then error(redis.error_reply('scrapy-simhash: no band ' .. tostring(p[1]) .. ' in tier ' .. tc)) end
+      out[tc][i] = {t, unhex(p[2])}
+    end
   end
   return out
 end
 
 local function insert(e, seen_at, nstore)
-  -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner, store}; returns its id
+  -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner}; returns its id
   local id = redis.call('INCR', B .. 'seq')
   if id >= 4294967296 then return error(redis.error_reply('scrapy-simhash: the namespace ran out of entry ids')) end
   local idb = p32(id)
@@ -869,12 +912,12 @@ local function insert(e, seen_at, nstore)
     redis.call('SADD', B .. 'owners', e.owner)
   end
   for _, h in ipairs(stored) do list_add('sh', h, idb, seen_at, seens) end
-  local new_bands, store = 0, e.store and tags(e.store) or e.probe
+  local new_bands = 0
   for _, tier in ipairs({{'t', e.title_fp}, {'b', e.body_fp}}) do
     local tc, fp = tier[1], tier[2]
     if fp and list_add(tc .. 'h', fp, idb, seen_at, seens) then
-      for _, tag in ipairs(store[tc]) do
-        local _, added = list_add(tc .. 'b', tag, fp, 0, zeros)
+      for _, t in ipairs(BANDS[tc]) do
+        local _, added = list_add(t, masked(t, fp), fp, 0, zeros)
         if added then new_bands = new_bands + 1 end
       end
     end
@@ -1085,9 +1128,9 @@ local function drop_from_hour(hour, idb)
   end
 end
 
-local function remove(id, emptied, whole_hour)
-  -- remove an entry from every list; its fingerprints left without entries go to emptied.
-  -- whole_hour: its time bucket is being dropped whole by the caller
+local function remove(id, whole_hour)
+  -- remove an entry from every list, and the band records of its fingerprints no entry holds any
+  -- more. whole_hour: its time bucket is being dropped whole by the caller
   local e = fields(id)
   if not e then return 0 end
   local idb, slot, f = p32(id), id % SLOTS, {}
@@ -1099,11 +1142,17 @@ local function remove(id, emptied, whole_hour)
     for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
   end
   for _, h in ipairs(e.x) do list_remove('sh', h, idb) end
+  local dropped = 0
   for _, tier in ipairs({{'t', e.t}, {'b', e.b}}) do
-    if tier[2] and (list_remove(tier[1] .. 'h', tier[2], idb)) then
-      emptied[#emptied + 1] = tier[1]; emptied[#emptied + 1] = tohex(tier[2])
+    local fp = tier[2]
+    if fp and (list_remove(tier[1] .. 'h', fp, idb)) then
+      for _, t in ipairs(BANDS[tier[1]]) do
+        local _, gone = list_remove(t, masked(t, fp), fp)
+        if gone then dropped = dropped + 1 end
+      end
     end
   end
+  if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
   if e.u then list_remove('u', url_tag(e.u), idb) end
   if not whole_hour then drop_from_hour(hour_of(e.seen), idb) end
   return 1
@@ -1125,7 +1174,7 @@ local function url_ids(url)
   return out
 end
 
-local function purge(older, batch, emptied)
+local function purge(older, batch)
   -- remove up to batch entries first seen before older: whole time buckets first (oldest first),
   -- then the entries of the bucket older falls in. Returns {removed, more}
   local n, last = 0, hour_of(older)
@@ -1134,7 +1183,7 @@ local function purge(older, batch, emptied)
     local v = redis.call('GET', key) or ''
     if hour ~= last then
       local take = math.min(#v / 4, batch - n)
-      for i = #v - 4 * take + 1, #v, 4 do n = n + remove(u32(v, i), emptied, true) end
+      for i = #v - 4 * take + 1, #v, 4 do n = n + remove(u32(v, i), true) end
       if take == #v / 4 then
         redis.call('DEL', key)
         redis.call('ZREM', B .. 'hours', hour)
@@ -1148,7 +1197,7 @@ local function purge(older, batch, emptied)
         local id = u32(v, i)
         local e = fields(id)
         if e and e.seen < num(older) and n < batch then
-          n = n + remove(id, emptied, true)
+          n = n + remove(id, true)
         elseif e then
           keep[#keep + 1] = string.sub(v, i, i + 3)
         end
@@ -1173,7 +1222,7 @@ local function query(q)
   local sentences = {}
   for i, h in ipairs(q.sentences or {}) do sentences[i] = unhex(h) end
   q.sentences = sentences
-  q.probe = tags(q.probe)
+  q.probe = probes(q.probe)
   return q
 end
 
@@ -1231,9 +1280,9 @@ elseif op == 'add' then
 elseif op == 'remove' then
   -- how 'older' (value: a score, batch), 'id' (value: an id) or 'url':
   -- {removed, {tier char, hex, ...} of fingerprints no entry holds any more, more to purge}
-  local emptied, n, more = {}, 0, 0
+  local n, more = 0, 0
   if A.how == 'older' then
-    local done = purge(A.value, A.batch, emptied)
+    local done = purge(A.value, A.batch)
     n, more = done[1], done[2]
     if more == 0 then
       for _, url in ipairs(redis.call('ZRANGEBYSCORE', B .. 'decided', '-inf', '(' .. A.value)) do
@@ -1241,12 +1290,12 @@ elseif op == 'remove' then
       end
     end
   elseif A.how == 'id' then
-    n = remove(A.value, emptied)
+    n = remove(A.value)
   else
-    for _, id in ipairs(url_ids(A.value)) do n = n + remove(id, emptied) end
+    for _, id in ipairs(url_ids(A.value)) do n = n + remove(id) end
     forget_decision(A.value)
   end
-  return flush({n, emptied, more})
+  return flush({n, more})
 elseif op == 'deliver' then
   -- ids: entries whose items reached storage; no longer pending
   local n, owners = 0, redis.call('SMEMBERS', B .. 'owners')
@@ -1257,38 +1306,23 @@ elseif op == 'deliver' then
 elseif op == 'release' then
   -- ids: pending entries whose items were dropped downstream; or owner: every pending entry of
   -- a dead owner. {removed, emptied fingerprints} as 'remove'
-  local emptied, n = {}, 0
+  local n = 0
   if A.owner then
-    for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id), emptied) end
+    for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id)) end
     redis.call('DEL', B .. 'pending:' .. A.owner)
     redis.call('SREM', B .. 'owners', A.owner)
   else
     local owners = redis.call('SMEMBERS', B .. 'owners')
     for _, id in ipairs(A.ids) do
       for _, owner in ipairs(owners) do
-        if redis.call('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id, emptied); break end
+        if redis.call('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id); break end
       end
     end
   end
-  return flush({n, emptied, 0})
+  return flush({n, 0})
 elseif op == 'heartbeat' then
   redis.call('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
   return 1
-elseif op == 'dropbands' then
-  -- fps {tier char, hex, band tags}: band members dropped only if no entry holds the fingerprint
-  local dropped = 0
-  for _, f in ipairs(A.fps) do
-    local fp = unhex(f[2])
-    local v, z = list(f[1] .. 'h', fp)
-    if v == '' and not z then
-      for _, tag in ipairs(f[3]) do
-        local _, removed = list_remove(f[1] .. 'b', unhex(tag), fp)
-        if removed then dropped = dropped + 1 end
-      end
-    end
-  end
-  if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
-  return flush(dropped)
 elseif op == 'records' then
   -- ids -> {id, record or false, ...}
   local out = {}
@@ -1320,7 +1354,7 @@ elseif op == 'span' then
   end
   return out
 elseif op == 'bands' then
-  -- how many band members the tier's tags hold (tests: one member per fingerprint, not per entry)
-  return #candidates(A.tc, query({probe = {[A.tc] = A.tags}}).probe[A.tc])
+  -- how many band members the tier's probes find (tests: one member per fingerprint, not per entry)
+  return #candidates(A.tc, query({probe = {[A.tc] = A.probes}}).probe[A.tc])
 end
 return redis.error_reply('scrapy-simhash: unknown operation ' .. tostring(op))
