@@ -343,6 +343,27 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     binary.close()
 
 
+def test_records_keep_every_title_and_url_as_given(url: str, tmp_path: Path) -> None:
+    """A record leaves out the URL's scheme (https://, http://), the title's length, and keeps a
+    title in UTF-16 when that is shorter (CJK): every title and URL comes back as given, as from
+    SQLite, whatever its script, length or scheme."""
+    titles = ["标题" * 10, "Ünïcödé title", "emoji 😀", "标题标题😀𠀀标题", "", "a" * 200, "混合 mixed 文字",
+              "한국어 제목"]
+    urls = ["https://a.example/1", "http://b.example/2", "ftp://c.example/3", "", "https://" + "x" * 200,
+            "HTTPS://upper.example/", "https:/" + "y" * 130, "https://", "新闻/路径"]
+    rng = random.Random(7)
+    with open_index(tmp_path / "texts.sqlite3") as lite, open_index(url) as red:
+        for n, (title, address) in enumerate(itertools.product(titles, urls)):
+            query = q(rng.getrandbits(64), rng.getrandbits(64), url=address, title=title, seen_at=100.0 + n,
+                      sentences=(f"{rng.getrandbits(64):016x}",))
+            assert lite.check_and_add(query) == red.check_and_add(query), n
+        assert list(lite.entries()) == list(red.entries())
+        assert [(e.title, e.url) for e in red.entries()] == list(itertools.product(titles, urls))
+        for address in urls:
+            assert lite.forget(address) == red.forget(address) == len(titles)
+        assert red.count() == 0
+
+
 class _Boom:
     def __init__(self, marker: str) -> None:
         self.marker = marker
@@ -351,19 +372,21 @@ class _Boom:
         return (open, (self.marker, "w"))
 
 
-def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str) -> None:
-    """Schema version 1 (a key per entry, fingerprint, band value and sentence) cannot be read by
-    this layout: refused at open, read-only too, with the way out; nothing is written."""
+@pytest.mark.parametrize("version", [1, 3])
+def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str, version: int) -> None:
+    """Schema version 1 (a key per entry, fingerprint, band value and sentence) or 3 (4-byte tags
+    before every table record, the band tables shared by a tier's bands) cannot be read by this
+    layout: refused at open, read-only too, with the way out; nothing is written."""
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     client = raw_redis(server)
-    old = {"backend": "redis", "format": FORMAT, "schema_version": 1, "params": IndexParams().as_dict(),
-           "fingerprint_storage": "hex"}
+    old = {"backend": "redis", "format": FORMAT, "schema_version": version, "params": IndexParams().as_dict(),
+           "fingerprint_storage": "hex" if version == 1 else "binary"}
     client.set(f"{prefix}:meta", json.dumps(old))
     client.hset(f"{prefix}:{{default}}:e:000000000000001", mapping={"s": "1.5", "t": "0" * 16})
     client.set(f"{prefix}:{{default}}:meta", "1")
     before = snapshot(server, prefix)
     for kwargs in ({}, {"readonly": True}):
-        with pytest.raises(IndexOpenError, match=rf"schema version 1; this scrapy-simhash reads version "
+        with pytest.raises(IndexOpenError, match=rf"schema version {version}; this scrapy-simhash reads version "
                            rf"{SCHEMA_VERSION}: it was made by an older scrapy-simhash.*delete it or use a new "
                            r"index.*\?prefix=.*redis-cli "
                            rf"--scan --pattern '{prefix}:\*' \| xargs redis-cli unlink"):
