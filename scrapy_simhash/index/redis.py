@@ -21,12 +21,13 @@ Exactness in Lua
 ----------------
 Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
 hex strings, are stored as raw bytes, and the script computes Hamming distances 32 bits at a time
-(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). Band keys are computed here
-in Python (:meth:`.redis_keys.Keys.probe_keys` / :meth:`~.redis_keys.Keys.store_keys`), so a band
-layout plugs in without touching the script. Every candidate is verified by its exact distance, as
-in SQLite. The tier rule in the
-script is a section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one
-verdict table, and ``tests/test_index_redis.py`` feeds both backends the same random stream.
+(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). The band layout comes from
+here (each band's shift and width, in the script's limits) and so do the keys a query probes
+(:meth:`.redis_keys.Keys.probe_keys`: a layout that probes neighbours plugs in without touching
+the script); the script files a new fingerprint under its bands by masking it. Every candidate
+is verified by its exact distance, as in SQLite. The tier rule in the script is a
+section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one verdict table,
+and ``tests/test_index_redis.py`` feeds both backends the same random stream.
 
 Expiry is ``not_before`` against each entry's first-seen time plus :meth:`RedisIndex.purge`, which
 drops whole hourly time buckets (no native key expiry: an entry must leave its lists together with
@@ -72,7 +73,9 @@ from .redis_keys import CHAR_TIER, LOAD, TIER_CHAR, Keys, as_score
 from .redis_maintain import Maintenance
 
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
-#: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix.
+#: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
+#: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
+#: without the URL's scheme and the title's length, CJK titles in UTF-16.
 SCHEMA_VERSION = 4
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply

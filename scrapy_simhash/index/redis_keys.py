@@ -1,8 +1,9 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 3: a compact layout, ~560 bytes an entry with 12 sentence hashes and ~330 without,
-request tokens included (``benchmarks/index_size.py``; version 2 took ~630 and ~375, version 1, a
-key per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends ~50–90 bytes on every
+Schema version 4: a compact layout, ~460 bytes an entry with 12 sentence hashes and ~245 without,
+request tokens included (``benchmarks/index_size.py``; version 3 took ~560 and ~360, version 2
+~630 and ~375, version 1, a key per entry, per fingerprint, per band value and per sentence, ~5 kB
+and ~2.8 kB). Redis spends ~50–90 bytes on every
 key before its data and ~40 on every field of a large hash, but 2–4 on an element of a small hash
 (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So nearly
 everything lives in small hashes, as binary values (``struct``-packed by the script; never
@@ -33,27 +34,32 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     chunks, fields ``slot + 16 × chunk`` (``slot = id % 16``): a record up to 512 bytes keeps its
     hash compact. Records never change after insert.
 ``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
-    The lists the rule searches, each a *table* of fixed-size records ``tag + payload`` packed
-    into 64-byte fields (a tag's *page*, 0–15 from its hash, continued in fields page + 16,
-    page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
+    The lists the rule searches, each a *table* of fixed-size records packed into 64-byte fields
+    (a key's *page*, 0–15 from its mix, continued in fields page + 16, page + 32, … when full) of
+    hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
     :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 2–3
     bytes a record beyond the record itself. A key with more than 4 ids (32 fingerprints: clustered
     fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>``
-    (scores: first seen, or 0) and keeps one record whose payload is zero bytes, the mark (the
-    sorted set's existence tells it from an all-zero fingerprint; ids start at 1). Tables (key →
-    payload, bytes):
+    (scores: first seen, or 0) and keeps a mark in their place (the sorted set's existence tells
+    it from a real record). Tables (key → payload, bytes):
 
-    ``tb`` / ``bb``: band tag (4: BLAKE2b of the band key, :meth:`Keys.tags`) → a title/body
-    fingerprint (8) filed under that band; a fingerprint is filed once however many entries share
-    it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint → the id (4)
-    of an entry holding it (a recurring headline: its sorted set by first seen, so the earliest
+    ``tb0``, ``tb1``, … / ``bb0``, …: one table a title/body band; the key is a fingerprint masked
+    to the band's bits (:meth:`Keys.band_keys`), a record the fingerprint (8) alone: its key is
+    itself masked, so the script files a new fingerprint under its bands, places records at a
+    split and drops them, and a lookup keeps the page's records whose band is the key. A
+    fingerprint is filed once however many entries share it, and leaves when its last entry goes.
+    A spilled band's mark is its key. ``th`` / ``bh``: title/body fingerprint → the id (4) of an
+    entry holding it (a recurring headline: its sorted set by first seen, so the earliest
     non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
-    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record's tag is
-    not the key but its 4-byte mix (the script's ``taghash``, which also places it), so a record
-    repeats nothing its entry holds; the ids found under a tag are verified against their entries'
-    records (a fingerprint, a sampled hash, the URL), which keeps every answer exact when two keys
-    share a mix. Each spilled key has its own sorted set and its own mark.
+    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 2-byte
+    tag and the id, the tag up to 15 bits of the key's 64-bit mix just above the bucket's address
+    bits and a sentinel bit over them (a split sends a record by the lowest and keeps the rest;
+    one whose bits ran out is sent by its entry's key), so a record repeats nothing its entry
+    holds; the ids found under a tag are verified against their entries' records (a fingerprint,
+    a sampled hash, the URL), which keeps every answer exact when keys share a tag. Each spilled
+    key has its own sorted set and a mark of two records: its tag and the zero id (ids start at
+    1), then its 4-byte mix and two zero bytes.
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
     Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
     3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
@@ -72,10 +78,12 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
 
 Entry record (big-endian): first seen (double), record length (2 bytes), flags (1: title
 fingerprint, 2: body fingerprint, 4: number signature packed, 8: number signature as text, 16:
-short-body digest, 32: URL, 64: title, 128: added pending), stored sentence hashes (1 byte); then
-the title and body fingerprints, the number signature (a count byte and 4 bytes a hash, or a
-2-byte length and text), the sentence hashes (8 bytes each), the digest (8 bytes), the URL and the
-title (2-byte length and UTF-8 each), each present when its flag is.
+short-body digest, 32: URL, 64: title, 128: added pending), one byte: stored sentence hashes (low 5
+bits), the URL's scheme left out (bits 5–6: :data:`SCHEMES`), the title in UTF-16-BE (bit 7: when
+shorter than UTF-8, as CJK text is); then the title and body fingerprints, the number signature (a
+count byte and 4 bytes a hash, or a 2-byte length and text), the sentence hashes (8 bytes each),
+the digest (8 bytes), the URL (its length in 1 byte under 128, else 2 with the top bit set; UTF-8)
+and the title (to the end of the record), each present when its flag is.
 """
 
 from __future__ import annotations
@@ -89,7 +97,7 @@ from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
 #: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
-#: twice that, 5 or 8 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
+#: twice that, 8 or 10 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
 LOAD = 96
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
@@ -155,7 +163,7 @@ def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
 
 
 class Keys:
-    """One namespace's fingerprints, band tags and entries in the form the keys and the script hold them."""
+    """One namespace's fingerprints, band keys and entries in the form the keys and the script hold them."""
 
     def __init__(self, location: str, namespace: str, bits: int, tiers: dict[Tier, Layout]) -> None:
         self.location, self.namespace, self._width, self._tiers = location, namespace, bits // 4, tiers

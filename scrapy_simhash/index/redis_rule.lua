@@ -111,6 +111,18 @@ local function distance_to(fp, limit)
   end
 end
 
+local function distance_at(fp, limit)
+  -- dist(the fingerprint at position i of s, fp, limit) as a function of s and i, in place
+  if #fp ~= 8 then return function(s, i) return dist(string.sub(s, i, i + #fp - 1), fp, limit) end end
+  local f1, f2 = struct.unpack('>I4I4', fp)
+  return function(s, i)
+    local o1, o2 = struct.unpack('>I4I4', s, i)
+    local d = bits_upto(bit.bxor(o1, f1), limit)
+    if d > limit then return d end
+    return d + bits_upto(bit.bxor(o2, f2), limit - d)
+  end
+end
+
 local function split(text)
   local words = {}
   for w in string.gmatch(text, '%S+') do words[#words + 1] = w end
@@ -139,16 +151,16 @@ local function find_aligned(s, rec, stride)
 end
 
 -- store: tables (linear hashing over small hashes of packed records) -----------------------------
--- A table maps a tag (raw bytes) to a list of fixed-size payloads (ids, fingerprints). It holds
--- records tag .. payload, packed into pages of at most 64 bytes: the fields of the hashes
--- '<base><t>:<a>' (a: the bucket). A tag's page is 0..15 (from its hash's top bits), continued
--- in fields page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table
--- averages L.load records a bucket, so that every bucket stays small enough for Redis's compact
--- listpack encoding whatever the index's size, and costs a byte or so a record beyond the record.
--- A tag with more than SPILL[t] payloads (a recurring headline, boilerplate, clustered
--- fingerprints sharing a band) keeps them in the sorted set '<base>Z<t>:<hex tag>' (members:
--- payloads; scores: first seen, or 0) and one record with the payload of zero bytes: the mark,
--- which the sorted set's existence tells from a real all-zero fingerprint (ids start at 1).
+-- A table maps a key (raw bytes) to a list of fixed-size payloads (ids, fingerprints). It holds
+-- fixed-size records packed into pages of at most 64 bytes: the fields of the hashes
+-- '<base><t>:<a>' (a: the bucket). A key's page is 0..15 (from its mix), continued in fields
+-- page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table averages
+-- L.load records a bucket, so that every bucket stays small enough for Redis's compact listpack
+-- encoding whatever the index's size, and costs a byte or so a record beyond the record. A key
+-- with more than SPILL[t] payloads (a recurring headline, boilerplate, clustered fingerprints
+-- sharing a band) keeps them in the sorted set '<base>Z<t>:<hex key>' (members: payloads;
+-- scores: first seen, or 0) and a mark in the page, which the sorted set's existence tells from
+-- a real record.
 
 -- Tables looked up by a longer key (a fingerprint, a sentence hash, a URL digest: 'keyed') file its
 -- ids under 2 bytes of the key's mix instead of the key: a record repeats nothing the entry holds.
@@ -231,8 +243,8 @@ local function bandhash(k)  -- 32 bits of a band key, every word of it mixed
 end
 
 local function taghash(tag)
-  -- 32 bits of a tag for its bucket (low bits) and page (high bits): 4-byte tags are hashes
-  -- already; longer ones may be fingerprints, whose bits cluster, so they are mixed
+  -- 32 bits of a keyed table's key for its bucket (low bits): longer than 4 bytes, it may be a
+  -- fingerprint, whose bits cluster, so it is mixed (a 32-bit fingerprint is taken as it is)
   if #tag < 8 then return u32(tag, 1) end
   return fmix(bit.bxor(u32(tag, 1), fmix(u32(tag, #tag - 3))) % 4294967296)
 end
@@ -446,6 +458,24 @@ end
 
 local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 
+local function band_page(t, k)
+  -- a band table's bucket key, page, chain and fields for key k, and banded(s, i): is the band of
+  -- the record at position i of s k?
+  local h = bandhash(k)
+  local key, page = B .. t .. ':' .. address(t, h), page_of(h)
+  local recs, had = chain(key, page, W)
+  local words = {}  -- {position in a record, mask, k's bits} of the words the band touches
+  for j, m in ipairs(BAND[t]) do
+    if m ~= 0 then words[#words + 1] = {4 * j - 4, m, bit.band(u32(k, 4 * j - 3), m)} end
+  end
+  local w1, w2 = words[1], words[2] or words[1]  -- a band touches one or two words (a 64-bit one: all)
+  return key, page, recs, had, function(s, i)
+    local ok = bit.band(u32(s, i + w1[1]), w1[2]) == w1[3] and bit.band(u32(s, i + w2[1]), w2[2]) == w2[3]
+    for j = 3, #words do ok = ok and bit.band(u32(s, i + words[j][1]), words[j][2]) == words[j][3] end
+    return ok
+  end
+end
+
 local function locate(t, k)
   -- the bucket key, page, its chain {records, fields}, the payloads filed under k's tag there and
   -- their positions, and the tag (k itself, or in a keyed table its 4-byte mix)
@@ -462,18 +492,9 @@ local function locate(t, k)
     end)
     return key, page, recs, had, found, at, p16(q), h
   end
-  h = bandhash(k)  -- a band table: the records whose band is k
-  local key, page = B .. t .. ':' .. address(t, h), page_of(h)
-  local recs, had = chain(key, page, R)
-  local words = {}  -- {position in a record, mask, k's bits} of the words the band touches
-  for j, m in ipairs(BAND[t]) do
-    if m ~= 0 then words[#words + 1] = {4 * j - 4, m, bit.band(u32(k, 4 * j - 3), m)} end
-  end
-  local w1, w2 = words[1], words[2] or words[1]  -- a band touches one or two words (a 64-bit one: all)
+  local key, page, recs, had, banded = band_page(t, k)
   for i = 1, #recs - R + 1, R do
-    local ok = bit.band(u32(recs, i + w1[1]), w1[2]) == w1[3] and bit.band(u32(recs, i + w2[1]), w2[2]) == w2[3]
-    for j = 3, #words do ok = ok and bit.band(u32(recs, i + words[j][1]), words[j][2]) == words[j][3] end
-    if ok then found[#found + 1] = string.sub(recs, i, i + R - 1); at[#at + 1] = i end
+    if banded(recs, i) then found[#found + 1] = string.sub(recs, i, i + R - 1); at[#at + 1] = i end
   end
   return key, page, recs, had, found, at, ''
 end
@@ -729,16 +750,22 @@ end
 
 -- store: candidates, holders, sentence_holders, insert, record ----------------------------------
 
-local function candidates(tc, probes)
+local function candidates(tc, probes, near, k)
   -- stored fingerprints sharing a band with the query's (each probe {band table, key} once;
-  -- members may repeat)
+  -- members may repeat); with near(s, i) (the distance of the fingerprint at position i of s),
+  -- only those within k: the page is read in place, a substring made for the near ones only
   local out = {}
   for _, probe in ipairs(probes) do
-    local v, z = list(probe[1], probe[2])
-    if v then
-      for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
+    local t, key = probe[1], probe[2]
+    local _, _, recs, _, banded = band_page(t, key)
+    if find_aligned(recs, key, W) and redis.call('EXISTS', spill_key(t, key)) == 1 then  -- its mark
+      for _, fp in ipairs(redis.call('ZRANGE', spill_key(t, key), 0, -1)) do
+        if not near or (#fp == W and near(fp, 1) <= k) then out[#out + 1] = fp end
+      end
     else
-      for _, fp in ipairs(redis.call('ZRANGE', z, 0, -1)) do out[#out + 1] = fp end
+      for i = 1, #recs - W + 1, W do
+        if banded(recs, i) and (not near or near(recs, i) <= k) then out[#out + 1] = string.sub(recs, i, i + W - 1) end
+      end
     end
   end
   return out
@@ -1006,7 +1033,7 @@ local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
   local distances, cands, d = {}, {}, distance_to(fp, k)
-  for _, other in ipairs(candidates(tc, keys)) do
+  for _, other in ipairs(candidates(tc, keys, distance_at(fp, k), k)) do
     if distances[other] == nil then
       distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
@@ -1215,7 +1242,7 @@ local function purge(older, batch)
 end
 
 local function query(q)
-  -- the query with its fingerprints, sentence hashes, digest and band tags as raw bytes
+  -- the query with its fingerprints, sentence hashes, digest and probe keys as raw bytes
   if q.title_fp then q.title_fp = unhex(q.title_fp) end
   if q.body_fp then q.body_fp = unhex(q.body_fp) end
   if q.short_body then q.short_body = unhex(q.short_body) end
