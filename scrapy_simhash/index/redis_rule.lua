@@ -229,10 +229,10 @@ local function fmix(h)  -- MurmurHash3's finalizer: every bit of h moves every b
   return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
 end
 
-local function masked(t, fp, i)
-  -- the band key of the fingerprint at position i (default 1) of fp in band table t
+local function masked(t, fp)
+  -- the key fingerprint fp is filed under in band table t: fp masked to the band's bits
   local out = {}
-  for j, m in ipairs(BAND[t]) do out[j] = p32(bit.band(u32(fp, (i or 1) + 4 * j - 4), m) % 4294967296) end
+  for j, m in ipairs(BAND[t]) do out[j] = p32(bit.band(u32(fp, 4 * j - 3), m) % 4294967296) end
   return table.concat(out)
 end
 
@@ -386,7 +386,7 @@ local function split_keyed(t, s, flat, sides, old, new)
         for _, k in ipairs(keys_of(t, id)) do
           local h = taghash(k)
           local u = id .. ':' .. k
-          if not used[u] and h % m == s.p % m and math.floor(mix2(h) / 268435456) == pg then
+          if not used[u] and h % m == s.p and math.floor(mix2(h) / 268435456) == pg then
             used[u] = true
             fresh(h, pay, pg)
             break
@@ -477,8 +477,8 @@ local function band_page(t, k)
 end
 
 local function locate(t, k)
-  -- the bucket key, page, its chain {records, fields}, the payloads filed under k's tag there and
-  -- their positions, and the tag (k itself, or in a keyed table its 4-byte mix)
+  -- the bucket key, page, its chain {records, fields}, the payloads filed under k there and their
+  -- positions, the tag a new record of k starts with ('' in a band table), and a keyed k's mix
   local h = taghash(k)
   local R, found, at = TAG[t] + PAY[t], {}, {}
   if KEYED[t] then
@@ -666,7 +666,7 @@ local function decode(id, r)
       local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
       e.m = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
     end
-    local more = nsent
+    local more = nsent  -- the byte also holds the URL's scheme and the title's encoding
     nsent = more % 32
     e.nsent = nsent
     e.x = {}
@@ -1306,7 +1306,7 @@ elseif op == 'add' then
   return flush(#A.entries)
 elseif op == 'remove' then
   -- how 'older' (value: a score, batch), 'id' (value: an id) or 'url':
-  -- {removed, {tier char, hex, ...} of fingerprints no entry holds any more, more to purge}
+  -- {removed, more to purge}
   local n, more = 0, 0
   if A.how == 'older' then
     local done = purge(A.value, A.batch)
@@ -1332,7 +1332,7 @@ elseif op == 'deliver' then
   return n
 elseif op == 'release' then
   -- ids: pending entries whose items were dropped downstream; or owner: every pending entry of
-  -- a dead owner. {removed, emptied fingerprints} as 'remove'
+  -- a dead owner. {removed, 0} as 'remove'
   local n = 0
   if A.owner then
     for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id)) end
