@@ -69,7 +69,7 @@ from .base import (
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, verify_meta
 from .owners import alive as owners_alive
 from .redis_client import Server, redacted
-from .redis_keys import CHAR_TIER, LOAD, TIER_CHAR, Keys, as_score
+from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score
 from .redis_maintain import Maintenance
 
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
@@ -97,6 +97,7 @@ _LIMITS = {
     "title_body_distance": rule.TITLE_BODY_DISTANCE,
     "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
     "load": LOAD,
+    "tag_bits": TAG_BITS,
 }
 
 #: The server-side half of the index: the tier rule ported from :mod:`.rule`, the store operations,

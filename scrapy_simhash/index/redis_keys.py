@@ -99,6 +99,8 @@ from .meta import TITLE_CHARS, Layout
 #: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
 #: twice that, 8 or 10 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
 LOAD = 96
+#: The quotient bits a keyed table's record tag holds when written (2 bytes with its sentinel bit).
+TAG_BITS = 15
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}

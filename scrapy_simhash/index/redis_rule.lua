@@ -14,8 +14,8 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
           fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
-          ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (tests only: fewer
-          quotient bits in a keyed record's tag)
+          ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
+          keyed record's tag holds: 15; tests force fewer)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
