@@ -155,8 +155,11 @@ def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> No
     h = mix(tag)
     if re.fullmatch(r"[tb]b\d+", table):  # a band table: the fingerprint alone, placed by its band's key
         h = 0
-        for i in range(0, len(tag), 4):
-            h = fmix(h ^ int.from_bytes(tag[i:i + 4], "big"))
+        for i in range(0, len(tag), 4):  # the words the band touches, folded (the key's others are zero)
+            x = int.from_bytes(tag[i:i + 4], "big")
+            h ^= x ^ x >> 15
+        h = h * 0x9E3779B1 % 2**32
+        h ^= h >> 16
         tag = b""
     page = (h >> 24) % 16
     if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel; a mark: its mix too

@@ -181,18 +181,21 @@ local TAG = {th = 2, bh = 2, sh = 2, u = 2}
 local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
-local BAND, BANDS = {}, {t = {}, b = {}}  -- BAND[table] = its mask words; BANDS[tier char] = table names
+-- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
+local BAND, BANDW, BANDS = {}, {}, {t = {}, b = {}}
 for tc, layout in pairs(L.bands or {}) do
   for n, band in ipairs(layout) do
     local t, words = tc .. 'b' .. (n - 1), {}
-    for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up
-      local lo, v = 32 * (W / 4 - i), 0
-      for b = 0, 31 do
-        if lo + b >= band[1] and lo + b < band[1] + band[2] then v = v + 2 ^ b end
-      end
-      words[i] = v
+    for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up: the band's bits among them
+      local lo = 32 * (W / 4 - i)
+      local from, to = math.max(lo, band[1]), math.min(lo + 32, band[1] + band[2])
+      words[i] = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
     end
-    BAND[t], TAG[t], PAY[t], SPILL[t] = words, 0, W, 32
+    local touched = {}  -- {position in a record, mask} of the words the band touches
+    for i, m in ipairs(words) do
+      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end
+    end
+    BAND[t], BANDW[t], TAG[t], PAY[t], SPILL[t] = words, touched, 0, W, 32
     BANDS[tc][n] = t
   end
 end
@@ -236,10 +239,17 @@ local function masked(t, fp)
   return table.concat(out)
 end
 
-local function bandhash(k)  -- 32 bits of a band key, every word of it mixed
+local function bandhash(t, s, i)
+  -- 32 bits of the band key of the record (or key) at position i of s in band table t: the words
+  -- the band touches, masked, folded and mixed by one multiplication (no string made: a split
+  -- hashes every record it moves)
   local h = 0
-  for i = 1, #k, 4 do h = fmix(bit.bxor(h, u32(k, i)) % 4294967296) end
-  return h
+  for _, w in ipairs(BANDW[t]) do
+    local x = bit.band(u32(s, i + w[1]), w[2])
+    h = bit.bxor(h, x, bit.rshift(x, 15)) % 4294967296
+  end
+  h = mul32(h, 0x9e3779b1)
+  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
 end
 
 local function taghash(tag)
@@ -409,7 +419,7 @@ local function split_bucket(t, s)
       local v = flat[i]
       for j = 1, #v, R do
         local rec = string.sub(v, j, j + R - 1)
-        local h = bandhash(masked(t, rec))
+        local h = bandhash(t, v, j)
         local side = sides[(h % (2 * m) == s.p) and old or new]
         local pg = page_of(h)
         side[pg] = side[pg] or {}
@@ -461,18 +471,20 @@ local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 local function band_page(t, k)
   -- a band table's bucket key, page, chain and fields for key k, and banded(s, i): is the band of
   -- the record at position i of s k?
-  local h = bandhash(k)
+  local h = bandhash(t, k, 1)
   local key, page = B .. t .. ':' .. address(t, h), page_of(h)
   local recs, had = chain(key, page, W)
-  local words = {}  -- {position in a record, mask, k's bits} of the words the band touches
-  for j, m in ipairs(BAND[t]) do
-    if m ~= 0 then words[#words + 1] = {4 * j - 4, m, bit.band(u32(k, 4 * j - 3), m)} end
-  end
-  local w1, w2 = words[1], words[2] or words[1]  -- a band touches one or two words (a 64-bit one: all)
+  local words = BANDW[t]
+  local o1, m1 = words[1][1], words[1][2]
+  local k1 = bit.band(u32(k, o1 + 1), m1)
+  if #words == 1 then return key, page, recs, had, function(s, i) return bit.band(u32(s, i + o1), m1) == k1 end end
+  local ks = {}
+  for j, w in ipairs(words) do ks[j] = bit.band(u32(k, w[1] + 1), w[2]) end
   return key, page, recs, had, function(s, i)
-    local ok = bit.band(u32(s, i + w1[1]), w1[2]) == w1[3] and bit.band(u32(s, i + w2[1]), w2[2]) == w2[3]
-    for j = 3, #words do ok = ok and bit.band(u32(s, i + words[j][1]), words[j][2]) == words[j][3] end
-    return ok
+    for j, w in ipairs(words) do
+      if bit.band(u32(s, i + w[1]), w[2]) ~= ks[j] then return false end
+    end
+    return true
   end
 end
 
@@ -485,11 +497,17 @@ local function locate(t, k)
     local a, h2 = width(t, h), mix2(h)
     local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
     local recs, had = chain(key, page, R)
-    scan_keyed(recs, function(i, tag, pay, mark)
-      if (mark and mark == h) or (not mark and tag_matches(tag, q)) then
-        found[#found + 1] = pay; at[#at + 1] = i
+    local i = 1
+    while i + 5 <= #recs do
+      local a, b, c, d, e, f = string.byte(recs, i, i + 5)
+      if c + d + e + f == 0 then  -- a mark: two records, the second its mix
+        if u32(recs, i + 6) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
+        i = i + 12
+      else
+        if tag_matches(a * 256 + b, q) then found[#found + 1] = string.sub(recs, i + 2, i + 5); at[#at + 1] = i end
+        i = i + 6
       end
-    end)
+    end
     return key, page, recs, had, found, at, p16(q), h
   end
   local key, page, recs, had, banded = band_page(t, k)
