@@ -14,7 +14,8 @@ is built first with the bulk :meth:`add` in big transactions; then all are measu
 interleaved rounds of ``--ops`` check-and-adds each (title k=2, then body k=3, as shipped:
 ``synchronous=FULL``), so that a slow spell of the shared machine spreads over every size. Per
 index: CPU µs and wall µs per check-and-add (medians over rounds; Redis: also the µs the server spent in
-the script, ``INFO commandstats``, which a loaded client does not blur), band rows read per query (mean,
+the script, ``INFO commandstats``, which a loaded client does not blur; it counts every client's scripts, so the
+server must serve nothing else during the rounds), band rows read per query (mean,
 p99: rows the band probes return to Python, both tiers; SQLite only), bytes per entry (SQLite: file
 size after a checkpoint; Redis: ``used_memory`` growth), the process RSS after its rounds, and the
 ratios largest ÷ smallest size.

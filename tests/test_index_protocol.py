@@ -17,6 +17,7 @@ import json
 import math
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -220,21 +221,20 @@ class RedisBackend(Backend):
         return sorted(self.raw.scan_iter(match=f"{self.prefix(name)}:*", count=1000))
 
     def band_rows(self, name: str = "index") -> int:
-        """Band members as stored: records of a 4-byte tag and an 8-byte fingerprint in the band
-        tables' fields, or in the sorted set a long list spilled to (its record's payload zero)."""
+        """Band members as stored: 8-byte fingerprints in the band tables' fields (a table a band),
+        or in the sorted set a long list spilled to (its mark: the band's key, naming the set)."""
         n = 0
         for key in self.keys(name):
             table = (key.split(":") + [""] * 3)[2]
-            if table in ("tb", "bb"):
+            if re.fullmatch(r"[tb]b\d+", table):
                 for value in self.raw_bytes.hvals(key):
-                    for i in range(0, len(value), 12):
-                        spill = f"{key.rsplit(':', 2)[0]}:Z{table}:{value[i:i + 4].hex()}"
-                        n += (value[i + 4:i + 12] == bytes(8) and self.raw_bytes.zcard(spill)) or 1
+                    for i in range(0, len(value), 8):
+                        n += self.raw_bytes.zcard(f"{key.rsplit(':', 2)[0]}:Z{table}:{value[i:i + 8].hex()}") or 1
         return n
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
-        tags = index._k.tags(index._k.probe_keys(tier, fp))
-        return int(index._script("bands", index._args("bands", tc=tier[0], tags=tags), write=False))
+        probes = index._k.probes(fp, None)["t"] if tier == "title" else index._k.probes(None, fp)["b"]
+        return int(index._script("bands", index._args("bands", tc=tier[0], probes=probes), write=False))
 
     def raw_fps(self, index: Any, entry_id: int) -> tuple[Any, Any]:
         """The two fingerprints as the entry's record holds them (bytes 12–28 of its first chunk)."""

@@ -124,9 +124,9 @@ def private_server(tmp_path: Path) -> Iterator[RedisProcess]:
 
 
 
-def band_tag(ix: Any, title_fp: int) -> bytes:
-    """The tag the first title band of ``title_fp`` is filed under (redis_keys.Keys.tags)."""
-    return bytes.fromhex(ix._k.tags(ix._k.store_keys("title", title_fp))[0])
+def band_key(ix: Any, title_fp: int) -> bytes:
+    """The key the first title band of ``title_fp`` is filed under (the fingerprint masked to it)."""
+    return ix._k.band_keys("title", title_fp)[0][1].to_bytes(8, "big")
 
 
 def fmix(h: int) -> int:
@@ -153,9 +153,20 @@ def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> No
     """Append a record to ``tag``'s page in ``table`` as redis_keys.py lays it out. The index is
     small: its tables have one bucket."""
     h = mix(tag)
-    if table in ("th", "bh", "sh", "u"):  # keyed tables file under the key's 4-byte mix
-        tag = h.to_bytes(4, "big")
-    key, page = f"{ix._base}{table}:0", (h >> 24) % 16
+    if re.fullmatch(r"[tb]b\d+", table):  # a band table: the fingerprint alone, placed by its band's key
+        h = 0
+        for i in range(0, len(tag), 4):  # the words the band touches, folded (the key's others are zero)
+            x = int.from_bytes(tag[i:i + 4], "big")
+            h ^= x ^ x >> 15
+        h = h * 0x9E3779B1 % 2**32
+        h ^= h >> 16
+        tag = b""
+    page = (h >> 24) % 16
+    if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel; a mark: its mix too
+        tag, page = (h % 32768 + 32768).to_bytes(2, "big"), fmix(h ^ 0x9E3779B9) >> 28
+        if payload == b"\0\0\0\0":
+            payload += h.to_bytes(4, "big") + b"\0\0"
+    key = f"{ix._base}{table}:0"
     raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
 
 
@@ -163,7 +174,7 @@ def poison_band(raw: Any, ix: Any, title_fp: int) -> None:
     """Make ``title_fp`` a candidate of itself whose holders are unreadable: its holders marked as
     spilled to a key that holds a string, not a sorted set."""
     fp = title_fp.to_bytes(8, "big")
-    file_record(raw, ix, "tb", band_tag(ix, title_fp), fp)
+    file_record(raw, ix, "tb0", band_key(ix, title_fp), fp)
     file_record(raw, ix, "th", fp, b"\0\0\0\0")
     raw.set(f"{ix._base}Zth:{fp.hex()}", b"not a sorted set")
 
@@ -301,7 +312,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 12, "bb": 12, "th": 8, "bh": 8, "sh": 8, "u": 8}  # records: tag + payload
+    sizes = {"tb": 8, "bb": 8, "th": 6, "bh": 6, "sh": 6, "u": 6}  # records: [tag +] payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()
@@ -335,6 +346,27 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     binary.close()
 
 
+def test_records_keep_every_title_and_url_as_given(url: str, tmp_path: Path) -> None:
+    """A record leaves out the URL's scheme (https://, http://), the title's length, and keeps a
+    title in UTF-16 when that is shorter (CJK): every title and URL comes back as given, as from
+    SQLite, whatever its script, length or scheme."""
+    titles = ["标题" * 10, "Ünïcödé title", "emoji 😀", "标题标题😀𠀀标题", "", "a" * 200, "混合 mixed 文字",
+              "한국어 제목"]
+    urls = ["https://a.example/1", "http://b.example/2", "ftp://c.example/3", "", "https://" + "x" * 200,
+            "HTTPS://upper.example/", "https:/" + "y" * 130, "https://", "新闻/路径"]
+    rng = random.Random(7)
+    with open_index(tmp_path / "texts.sqlite3") as lite, open_index(url) as red:
+        for n, (title, address) in enumerate(itertools.product(titles, urls)):
+            query = q(rng.getrandbits(64), rng.getrandbits(64), url=address, title=title, seen_at=100.0 + n,
+                      sentences=(f"{rng.getrandbits(64):016x}",))
+            assert lite.check_and_add(query) == red.check_and_add(query), n
+        assert list(lite.entries()) == list(red.entries())
+        assert [(e.title, e.url) for e in red.entries()] == list(itertools.product(titles, urls))
+        for address in urls:
+            assert lite.forget(address) == red.forget(address) == len(titles)
+        assert red.count() == 0
+
+
 class _Boom:
     def __init__(self, marker: str) -> None:
         self.marker = marker
@@ -343,19 +375,21 @@ class _Boom:
         return (open, (self.marker, "w"))
 
 
-def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str) -> None:
-    """Schema version 1 (a key per entry, fingerprint, band value and sentence) cannot be read by
-    this layout: refused at open, read-only too, with the way out; nothing is written."""
+@pytest.mark.parametrize("version", [1, 3])
+def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str, version: int) -> None:
+    """Schema version 1 (a key per entry, fingerprint, band value and sentence) or 3 (4-byte tags
+    before every table record, the band tables shared by a tier's bands) cannot be read by this
+    layout: refused at open, read-only too, with the way out; nothing is written."""
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     client = raw_redis(server)
-    old = {"backend": "redis", "format": FORMAT, "schema_version": 1, "params": IndexParams().as_dict(),
-           "fingerprint_storage": "hex"}
+    old = {"backend": "redis", "format": FORMAT, "schema_version": version, "params": IndexParams().as_dict(),
+           "fingerprint_storage": "hex" if version == 1 else "binary"}
     client.set(f"{prefix}:meta", json.dumps(old))
     client.hset(f"{prefix}:{{default}}:e:000000000000001", mapping={"s": "1.5", "t": "0" * 16})
     client.set(f"{prefix}:{{default}}:meta", "1")
     before = snapshot(server, prefix)
     for kwargs in ({}, {"readonly": True}):
-        with pytest.raises(IndexOpenError, match=rf"schema version 1; this scrapy-simhash reads version "
+        with pytest.raises(IndexOpenError, match=rf"schema version {version}; this scrapy-simhash reads version "
                            rf"{SCHEMA_VERSION}: it was made by an older scrapy-simhash.*delete it or use a new "
                            r"index.*\?prefix=.*redis-cli "
                            rf"--scan --pattern '{prefix}:\*' \| xargs redis-cli unlink"):
@@ -405,9 +439,9 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
             with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
                 call()
         raw = raw_redis(server, decode=False)
-        file_record(raw, ix, "tb", band_tag(ix, 0x99), b"abc")  # a foreign band member of another length:
+        file_record(raw, ix, "tb0", band_key(ix, 0x99), b"abc")  # a foreign band member of another length:
         assert ix.lookup(0x99, None, title_k=2, body_k=0) == []  # never a candidate
-        raw.delete(f"{base}tb:0")  # (the foreign record leaves the page unaligned: start afresh)
+        raw.delete(f"{base}tb0:0")  # (the foreign record leaves the page unaligned: start afresh)
         poison_band(raw, ix, 0x99)  # a key of ours holding another type: the script fails
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
@@ -821,6 +855,51 @@ def test_keys_sharing_a_tag_are_told_apart_by_their_entries(url: str, tmp_path: 
             assert lite.check_and_add(fresh) == red.check_and_add(fresh), n
 
 
+def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: str, tmp_path: Path) -> None:
+    """A keyed record's tag keeps fewer bits at each split of its bucket, then none: its entry's key
+    places it. Forced here with 1-bit tags and buckets that split every 2 records a bucket (tags
+    agree half the time; records run out at their second split; band tables split as often, their
+    records placed by their own bands, one band's spilled to a sorted set): verdicts, lookups,
+    entries, forgets and purges equal SQLite's, and records that ran out were there to be placed."""
+    rng = random.Random(4)
+    titles = [rng.getrandbits(64) for _ in range(40)]
+    sentences = [f"{rng.getrandbits(64):016x}" for _ in range(1000)]
+    queries = []
+    for i in range(500):  # recurring titles and sentences: some keys' ids spill to sorted sets
+        title = rng.choice(titles) ^ (1 << rng.randrange(64) if rng.random() < 0.3 else 0)
+        if i % 5 == 0:  # titles sharing their first band: its fingerprints spill to a sorted set
+            title = rng.getrandbits(42) << 22 | 0x2A_AAAA
+        mine = rng.sample(sentences[:3], 1) + rng.sample(sentences, rng.choice([3, 6]))
+        queries.append(q(title if rng.random() < 0.5 else None, rng.getrandbits(64), url=f"https://k/{i % 450}",
+                         title=f"标题{i}", seen_at=1000.0 + i, sentences=tuple(sorted(set(mine))),
+                         sentences_shared=50, not_before=rng.choice([None, 1000.0 + i - 200])))
+    with open_index(tmp_path / "bits.sqlite3") as lite, open_index(url) as red:
+        red._limits.update(tag_bits=1, load=2)
+        for n, query in enumerate(queries):
+            a, b = lite.check_and_add(query), red.check_and_add(query)
+            assert a == b, (n, a, b)
+            if n % 100 == 99:
+                for fp in rng.sample(titles, 5):
+                    assert lite.lookup(fp, None, title_k=2, body_k=3, limit=20) == red.lookup(
+                        fp, None, title_k=2, body_k=3, limit=20)
+        raw = raw_redis(url.split("?")[0], decode=False)
+        levels = {t.decode(): int(v.split()[0]) for t, v in raw.hgetall(f"{red._base}lh").items()}
+        assert min(levels[t] for t in ("th", "bh", "sh", "u")) >= 5, levels
+        ran_out = sum(value[i:i + 2] == b"\0\1" for key in raw.scan_iter(match=f"{red._base}sh:*".encode())
+                      for value in raw.hvals(key) for i in range(0, len(value), 6))
+        assert ran_out > 20, ran_out
+        assert raw.zcard(f"{red._base}Ztb0:{0x2A_AAAA:016x}") > 32
+        raw.close()
+        assert list(lite.entries()) == list(red.entries())
+        for i in range(0, 450, 7):
+            assert lite.forget(f"https://k/{i}") == red.forget(f"https://k/{i}")
+        assert lite.purge(1300.0) == red.purge(1300.0) > 0
+        assert list(lite.entries()) == list(red.entries())
+        for n, query in enumerate(queries[::4]):
+            again = replace(query, url=f"https://again/{n}", seen_at=5000.0 + n, not_before=None)
+            assert lite.check_and_add(again) == red.check_and_add(again), n
+
+
 def test_a_server_that_may_forget_is_refused_or_warned_about(tmp_path: Path, caplog: Any) -> None:
     """allkeys-lru evicted the meta key and entries (598 of 786 stories admitted again); a server
     without persistence empties the index at a restart. Both are refused by default, or logged."""
@@ -856,13 +935,14 @@ def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:
         assert ix.check_and_add(q(5, 6)).match is None
 
 
-def test_the_script_files_under_the_store_keys_and_reads_the_probe_keys(url: str) -> None:
-    """A band layout computed in Python plugs in without touching the script: here each title
-    fingerprint is filed under one key (itself) and a query probes itself and its one-bit
-    neighbours, so exactly the fingerprints within one bit are candidates."""
+def test_the_script_files_under_the_layouts_bands_and_reads_the_probe_keys(url: str) -> None:
+    """A band layout and its probes, given from Python, plug in without touching the script: here
+    the title layout is one band of all 64 bits (each fingerprint filed under itself) and a query
+    probes itself and its one-bit neighbours, so exactly the fingerprints within one bit are
+    candidates."""
     with open_index(url) as ix:
-        ix._k.store_keys = lambda tier, fp: [f"{tier}:{fp:x}"]  # type: ignore[method-assign]
-        ix._k.probe_keys = lambda tier, fp: [f"{tier}:{fp ^ m:x}" for m in [0] + [1 << i for i in range(64)]]  # type: ignore[method-assign]
+        ix._limits["bands"] = {**ix._limits["bands"], "t": [[0, 64]]}
+        ix._k.probe_keys = lambda tier, fp: [(0, fp ^ m) for m in [0] + [1 << i for i in range(64)]]  # type: ignore[method-assign]
         fp = 0x0123_4567_89AB_CDEF
         first = ix.check_and_add(q(fp, None, url="a")).entry_id
         m = ix.check_and_add(q(fp ^ (1 << 40), None, url="b")).match

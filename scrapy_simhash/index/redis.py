@@ -21,12 +21,13 @@ Exactness in Lua
 ----------------
 Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
 hex strings, are stored as raw bytes, and the script computes Hamming distances 32 bits at a time
-(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). Band keys are computed here
-in Python (:meth:`.redis_keys.Keys.probe_keys` / :meth:`~.redis_keys.Keys.store_keys`), so a band
-layout plugs in without touching the script. Every candidate is verified by its exact distance, as
-in SQLite. The tier rule in the
-script is a section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one
-verdict table, and ``tests/test_index_redis.py`` feeds both backends the same random stream.
+(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). The band layout comes from
+here (each band's shift and width, in the script's limits) and so do the keys a query probes
+(:meth:`.redis_keys.Keys.probe_keys`: a layout that probes neighbours plugs in without touching
+the script); the script files a new fingerprint under its bands by masking it. Every candidate
+is verified by its exact distance, as in SQLite. The tier rule in the script is a
+section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one verdict table,
+and ``tests/test_index_redis.py`` feeds both backends the same random stream.
 
 Expiry is ``not_before`` against each entry's first-seen time plus :meth:`RedisIndex.purge`, which
 drops whole hourly time buckets (no native key expiry: an entry must leave its lists together with
@@ -68,12 +69,14 @@ from .base import (
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, verify_meta
 from .owners import alive as owners_alive
 from .redis_client import Server, redacted
-from .redis_keys import CHAR_TIER, LOAD, TIER_CHAR, Keys, as_score
+from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score
 from .redis_maintain import Maintenance
 
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
-#: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix.
-SCHEMA_VERSION = 3
+#: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
+#: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
+#: without the URL's scheme and the title's length, CJK titles in UTF-16.
+SCHEMA_VERSION = 4
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
@@ -94,6 +97,7 @@ _LIMITS = {
     "title_body_distance": rule.TITLE_BODY_DISTANCE,
     "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
     "load": LOAD,
+    "tag_bits": TAG_BITS,
 }
 
 #: The server-side half of the index: the tier rule ported from :mod:`.rule`, the store operations,
@@ -197,7 +201,7 @@ class RedisIndex(Maintenance, QueryChecks):
         self._meta = meta
         self._bits = stored.bits
         self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored))
-        self._limits = {**_LIMITS, "fp_bytes": self._k.fp_bytes}
+        self._limits = {**_LIMITS, **self._k.limits()}
         if not self._readonly:
             forgetful = self._server.forgetful()
             if forgetful and self._unsafe == "refuse":
@@ -292,7 +296,7 @@ class RedisIndex(Maintenance, QueryChecks):
             body_fp=None if body_fp is None else self._k.hex(body_fp),
             title_k=title_k, body_k=body_k, limit=int(limit),
             not_before=None if not_before is None else as_score(not_before),
-            probe=self._k.bands(title_fp, body_fp, "probe"),
+            probe=self._k.probes(title_fp, body_fp),
         )
         reply = self._script("lookup", args, write=False)
         return [Match(CHAR_TIER[tc.decode()], int(d), self._k.entry(i, record)) for tc, d, i, record in reply]
@@ -312,7 +316,6 @@ class RedisIndex(Maintenance, QueryChecks):
                 "url": url,
                 "title": None if title is None else title[:TITLE_CHARS],
                 "seen_at": as_score(first_seen),
-                "store": self._k.bands(tfp, bfp, "store"),
             }
             rows.append({k: v for k, v in row.items() if v is not None})
         total = 0
@@ -322,20 +325,14 @@ class RedisIndex(Maintenance, QueryChecks):
         return total
 
     def _remove(self, doing: str, how: str, value: str | int, batch: int = ADD_BATCH) -> tuple[int, bool]:
-        """Remove entries, then the band members of fingerprints no entry holds any more:
+        """Remove entries and the band members of fingerprints no entry holds any more (one call):
         (how many went, whether a purge has more to do)."""
         return self._removing(doing, self._args("remove", how=how, value=value, batch=batch))
 
     def _removing(self, doing: str, args: str) -> tuple[int, bool]:
-        """A removing script call (``remove``, ``release``), then the band members of the fingerprints
-        it left without entries: (how many entries went, whether there is more to do)."""
-        n, emptied, more = self._script(doing, args)
-        if emptied:
-            fps = []
-            for i in range(0, len(emptied), 2):
-                tc, fp = emptied[i].decode(), emptied[i + 1].decode()
-                fps.append([tc, fp, self._k.tags(self._k.store_keys(CHAR_TIER[tc], int(fp, 16)))])
-            self._script(doing, self._args("dropbands", fps=fps))
+        """A removing script call (``remove``, ``release``; the band members of fingerprints it left
+        without entries go in the same call): (how many entries went, whether there is more to do)."""
+        n, more = self._script(doing, args)
         return int(n), bool(more)
 
     # -- delivery -----------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 3: a compact layout, ~560 bytes an entry with 12 sentence hashes and ~330 without,
-request tokens included (``benchmarks/index_size.py``; version 2 took ~630 and ~375, version 1, a
-key per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends ~50–90 bytes on every
+Schema version 4: a compact layout, ~460 bytes an entry with 12 sentence hashes and ~245 without,
+request tokens included (``benchmarks/index_size.py``; version 3 took ~560 and ~360, version 2
+~630 and ~375, version 1, a key per entry, per fingerprint, per band value and per sentence, ~5 kB
+and ~2.8 kB). Redis spends ~50–90 bytes on every
 key before its data and ~40 on every field of a large hash, but 2–4 on an element of a small hash
 (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So nearly
 everything lives in small hashes, as binary values (``struct``-packed by the script; never
@@ -33,27 +34,32 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     chunks, fields ``slot + 16 × chunk`` (``slot = id % 16``): a record up to 512 bytes keeps its
     hash compact. Records never change after insert.
 ``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
-    The lists the rule searches, each a *table* of fixed-size records ``tag + payload`` packed
-    into 64-byte fields (a tag's *page*, 0–15 from its hash, continued in fields page + 16,
-    page + 32, … when full) of hashes chosen by linear hashing: ``lh`` holds each table's level,
+    The lists the rule searches, each a *table* of fixed-size records packed into 64-byte fields
+    (a key's *page*, 0–15 from its mix, continued in fields page + 16, page + 32, … when full) of
+    hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
     :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 2–3
     bytes a record beyond the record itself. A key with more than 4 ids (32 fingerprints: clustered
     fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>``
-    (scores: first seen, or 0) and keeps one record whose payload is zero bytes, the mark (the
-    sorted set's existence tells it from an all-zero fingerprint; ids start at 1). Tables (key →
-    payload, bytes):
+    (scores: first seen, or 0) and keeps a mark in their place (the sorted set's existence tells
+    it from a real record). Tables (key → payload, bytes):
 
-    ``tb`` / ``bb``: band tag (4: BLAKE2b of the band key, :meth:`Keys.tags`) → a title/body
-    fingerprint (8) filed under that band; a fingerprint is filed once however many entries share
-    it, and leaves when its last entry goes. ``th`` / ``bh``: title/body fingerprint → the id (4)
-    of an entry holding it (a recurring headline: its sorted set by first seen, so the earliest
+    ``tb0``, ``tb1``, … / ``bb0``, …: one table a title/body band; the key is a fingerprint masked
+    to the band's bits (:meth:`Keys.band_keys`), a record the fingerprint (8) alone: its key is
+    itself masked, so the script files a new fingerprint under its bands, places records at a
+    split and drops them, and a lookup keeps the page's records whose band is the key. A
+    fingerprint is filed once however many entries share it, and leaves when its last entry goes.
+    A spilled band's mark is its key. ``th`` / ``bh``: title/body fingerprint → the id (4) of an
+    entry holding it (a recurring headline: its sorted set by first seen, so the earliest
     non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
-    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record's tag is
-    not the key but its 4-byte mix (the script's ``taghash``, which also places it), so a record
-    repeats nothing its entry holds; the ids found under a tag are verified against their entries'
-    records (a fingerprint, a sampled hash, the URL), which keeps every answer exact when two keys
-    share a mix. Each spilled key has its own sorted set and its own mark.
+    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 2-byte
+    tag and the id, the tag up to 15 bits of the key's 64-bit mix just above the bucket's address
+    bits and a sentinel bit over them (a split sends a record by the lowest and keeps the rest;
+    one whose bits ran out is sent by its entry's key), so a record repeats nothing its entry
+    holds; the ids found under a tag are verified against their entries' records (a fingerprint,
+    a sampled hash, the URL), which keeps every answer exact when keys share a tag. Each spilled
+    key has its own sorted set and a mark of two records: its tag and the zero id (ids start at
+    1), then its 4-byte mix and two zero bytes.
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
     Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
     3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
@@ -72,10 +78,12 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
 
 Entry record (big-endian): first seen (double), record length (2 bytes), flags (1: title
 fingerprint, 2: body fingerprint, 4: number signature packed, 8: number signature as text, 16:
-short-body digest, 32: URL, 64: title, 128: added pending), stored sentence hashes (1 byte); then
-the title and body fingerprints, the number signature (a count byte and 4 bytes a hash, or a
-2-byte length and text), the sentence hashes (8 bytes each), the digest (8 bytes), the URL and the
-title (2-byte length and UTF-8 each), each present when its flag is.
+short-body digest, 32: URL, 64: title, 128: added pending), one byte: stored sentence hashes (low 5
+bits), the URL's scheme left out (bits 5–6: :data:`SCHEMES`), the title in UTF-16-BE (bit 7: when
+shorter than UTF-8, as CJK text is); then the title and body fingerprints, the number signature (a
+count byte and 4 bytes a hash, or a 2-byte length and text), the sentence hashes (8 bytes each),
+the digest (8 bytes), the URL (its length in 1 byte under 128, else 2 with the top bit set; UTF-8)
+and the title (to the end of the record), each present when its flag is.
 """
 
 from __future__ import annotations
@@ -83,22 +91,24 @@ from __future__ import annotations
 import math
 import struct
 import time
-from hashlib import blake2b
 from typing import Any
 
-from ..simhash import split_bands
 from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
 #: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
-#: twice that, 5 or 8 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
+#: twice that, 8 or 10 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
 LOAD = 96
+#: The quotient bits a keyed table's record tag holds when written (2 bytes with its sentinel bit).
+TAG_BITS = 15
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 _HEX = frozenset("0123456789abcdef")
 _HEADER = struct.Struct(">dHBB")
 F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
+#: The URL scheme a record leaves out, by its code (byte 12, bits 5–6).
+SCHEMES = ("", "https://", "http://")
 
 
 def _hex16(text: object) -> bool:
@@ -116,7 +126,8 @@ def as_score(value: float) -> str:
 
 def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
     """An entry's record (layout: the module docstring) as its fields; ValueError when not ours."""
-    seen, total, flags, nsent = _HEADER.unpack_from(record)
+    seen, total, flags, more = _HEADER.unpack_from(record)
+    nsent, scheme = more % 32, SCHEMES[more >> 5 & 3]
     if total != len(record):
         raise ValueError(f"record of {len(record)} bytes says {total}")
     pos = _HEADER.size
@@ -139,18 +150,22 @@ def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
     if flags & F_H:
         out["short_body"] = record[pos : pos + 8].hex()
         pos += 8
-    for flag, name in ((F_U, "url"), (F_N, "title")):
-        if flags & flag:
-            (n,) = struct.unpack_from(">H", record, pos)
-            out[name] = record[pos + 2 : pos + 2 + n].decode()
-            pos += 2 + n
+    if flags & F_U:
+        n = record[pos]
+        if n >= 128:
+            n, pos = (n - 128) << 8 | record[pos + 1], pos + 1
+        out["url"] = scheme + record[pos + 1 : pos + 1 + n].decode()
+        pos += 1 + n
+    if flags & F_N:  # the last field: up to the end
+        out["title"] = record[pos:total].decode("utf-16-be" if more & 128 else "utf-8")
+        pos = total
     if pos != total:
         raise ValueError(f"record of {total} bytes ends at {pos}")
     return out
 
 
 class Keys:
-    """One namespace's fingerprints, band tags and entries in the form the keys and the script hold them."""
+    """One namespace's fingerprints, band keys and entries in the form the keys and the script hold them."""
 
     def __init__(self, location: str, namespace: str, bits: int, tiers: dict[Tier, Layout]) -> None:
         self.location, self.namespace, self._width, self._tiers = location, namespace, bits // 4, tiers
@@ -159,30 +174,25 @@ class Keys:
     def hex(self, fp: int) -> str:
         return format(fp, f"0{self._width}x")
 
-    def band_keys(self, tier: Tier, fp: int) -> list[str]:
-        """The band keys of ``fp`` in ``tier`` (band number and value)."""
-        c = TIER_CHAR[tier]
-        return [f"{c}b:{n}:{v:x}" for n, v in enumerate(split_bands(fp, self._tiers[tier]))]
+    def band_keys(self, tier: Tier, fp: int) -> list[tuple[int, int]]:
+        """``(band number, fp masked to the band's bits)`` for each band of ``tier``: the keys the
+        script files ``fp`` under (it masks the fingerprint itself)."""
+        return [(n, (fp >> shift & (1 << width) - 1) << shift) for n, (shift, width) in enumerate(self._tiers[tier])]
 
-    def store_keys(self, tier: Tier, fp: int) -> list[str]:
-        """The band keys a new entry's fingerprint is filed under."""
-        return self.band_keys(tier, fp)
-
-    def probe_keys(self, tier: Tier, fp: int) -> list[str]:
+    def probe_keys(self, tier: Tier, fp: int) -> list[tuple[int, int]]:
         """The band keys a query's fingerprint reads its candidates from (a layout that probes
-        neighbours may return more than :meth:`store_keys`; the pigeonhole bands probe their own)."""
+        neighbours may return more than :meth:`band_keys`; the pigeonhole bands probe their own)."""
         return self.band_keys(tier, fp)
 
-    @staticmethod
-    def tags(keys: list[str]) -> list[str]:
-        """Band keys as the 4-byte tags (hex) the script files fingerprints under."""
-        return [blake2b(key.encode(), digest_size=4).hexdigest() for key in keys]
+    def probes(self, tfp: int | None, bfp: int | None) -> dict[str, list[list[Any]]]:
+        """The probe keys of a query's fingerprints per tier character, as the script reads them."""
+        return {c: [] if fp is None else [[n, self.hex(key)] for n, key in self.probe_keys(tier, fp)]
+                for c, tier, fp in (("t", "title", tfp), ("b", "body", bfp))}
 
-    def bands(self, tfp: int | None, bfp: int | None, which: str) -> dict[str, list[str]]:
-        """The band tags of an entry's fingerprints per tier character: ``which`` "store" or "probe"."""
-        keys = self.store_keys if which == "store" else self.probe_keys
-        return {c: [] if fp is None else self.tags(keys(tier, fp)) for c, tier, fp in (("t", "title", tfp),
-                                                                                     ("b", "body", bfp))}
+    def limits(self) -> dict[str, Any]:
+        """What the script needs of the layout: fingerprint bytes and each tier's bands."""
+        return {"fp_bytes": self.fp_bytes, "bands": {TIER_CHAR[t]: [list(b) for b in bands]
+                                                      for t, bands in self._tiers.items()}}
 
     def entry(self, entry_id: int | bytes | str, record: bytes | None) -> Entry:
         """An entry from its record; a record not written by us is an :class:`IndexError_` naming it."""
@@ -222,9 +232,6 @@ class Keys:
             "short_body": query.short_body,
             "figures": bool(query.figures),
             "owner": query.owner,
-            "probe": self.bands(tfp, bfp, "probe"),
+            "probe": self.probes(tfp, bfp),
         }
-        store = self.bands(tfp, bfp, "store")
-        if store != fields["probe"]:  # the script files under the probed tags when no store list comes
-            fields["store"] = store
         return {k: v for k, v in fields.items() if v is not None}

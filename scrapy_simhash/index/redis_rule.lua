@@ -8,21 +8,23 @@ tokens, maintenance). Change rule.py first, then its port here.
 
 Called as EVALSHA <sha> 1 <prefix>:{<ns>}:seq <json>: KEYS[1] routes the call in a cluster (every
 key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded once:
-  op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'dropbands' | 'deliver' | 'release' |
+  op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'deliver' | 'release' |
           'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
   base    the namespace's key base, '<prefix>:{<ns>}:'
   limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
-          fp_bytes (bits / 8), load (fields per table bucket before it splits)
+          fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
+          ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
+          keyed record's tag holds: 15; tests force fewer)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
           sentences_shared, short_body (absent when None), figures (boolean),
-          probe = {t = {band tags}, b = {band tags}}: the band tags to read candidates from, and
-          store = {t = ..., b = ...}: the band tags a new entry is filed under, absent when they are
-          the probe tags (both computed in Python, 8 hex digits each: either band layout plugs in
-          without touching this script)
+          probe = {t = {{band number, key}, ...}, b = ...}: the band keys to read candidates from
+          (fingerprints masked to a band, fixed-width hex, computed in Python: a layout that
+          probes neighbours sends more than the pigeonhole bands' own); a new entry is filed
+          under its fingerprints masked to each band, by the script
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
 Fingerprints never become Lua numbers: they are raw bytes, compared 32 bits at a time.
@@ -109,6 +111,18 @@ local function distance_to(fp, limit)
   end
 end
 
+local function distance_at(fp, limit)
+  -- dist(the fingerprint at position i of s, fp, limit) as a function of s and i, in place
+  if #fp ~= 8 then return function(s, i) return dist(string.sub(s, i, i + #fp - 1), fp, limit) end end
+  local f1, f2 = struct.unpack('>I4I4', fp)
+  return function(s, i)
+    local o1, o2 = struct.unpack('>I4I4', s, i)
+    local d = bits_upto(bit.bxor(o1, f1), limit)
+    if d > limit then return d end
+    return d + bits_upto(bit.bxor(o2, f2), limit - d)
+  end
+end
+
 local function split(text)
   local words = {}
   for w in string.gmatch(text, '%S+') do words[#words + 1] = w end
@@ -137,28 +151,58 @@ local function find_aligned(s, rec, stride)
 end
 
 -- store: tables (linear hashing over small hashes of packed records) -----------------------------
--- A table maps a tag (raw bytes) to a list of fixed-size payloads (ids, fingerprints). It holds
--- records tag .. payload, packed into pages of at most 64 bytes: the fields of the hashes
--- '<base><t>:<a>' (a: the bucket). A tag's page is 0..15 (from its hash's top bits), continued
--- in fields page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table
--- averages L.load records a bucket, so that every bucket stays small enough for Redis's compact
--- listpack encoding whatever the index's size, and costs a byte or so a record beyond the record.
--- A tag with more than SPILL[t] payloads (a recurring headline, boilerplate, clustered
--- fingerprints sharing a band) keeps them in the sorted set '<base>Z<t>:<hex tag>' (members:
--- payloads; scores: first seen, or 0) and one record with the payload of zero bytes: the mark,
--- which the sorted set's existence tells from a real all-zero fingerprint (ids start at 1).
+-- A table maps a key (raw bytes) to a list of fixed-size payloads (ids, fingerprints). It holds
+-- fixed-size records packed into pages of at most 64 bytes: the fields of the hashes
+-- '<base><t>:<a>' (a: the bucket). A key's page is 0..15 (from its mix), continued in fields
+-- page + 16, page + 32, ... when full. A bucket splits (linear hashing) when the table averages
+-- L.load records a bucket, so that every bucket stays small enough for Redis's compact listpack
+-- encoding whatever the index's size, and costs a byte or so a record beyond the record. A key
+-- with more than SPILL[t] payloads (a recurring headline, boilerplate, clustered fingerprints
+-- sharing a band) keeps them in the sorted set '<base>Z<t>:<hex key>' (members: payloads;
+-- scores: first seen, or 0) and a mark in the page, which the sorted set's existence tells from
+-- a real record.
 
 -- Tables looked up by a longer key (a fingerprint, a sentence hash, a URL digest: 'keyed') file its
--- ids under the key's 4-byte mix (taghash) instead of the key: a record repeats nothing the entry
--- holds. Ids found there are verified against their entries (holds), so answers stay exact; a key
--- whose ids spilled has its own sorted set (named by the whole key) and one mark record.
-local TAG = {tb = 4, bb = 4, th = 4, bh = 4, sh = 4, u = 4}
-local PAY = {tb = W, bb = W, th = 4, bh = 4, sh = 4, u = 4}
+-- ids under 2 bytes of the key's mix instead of the key: a record repeats nothing the entry holds.
+-- The mix is 64 bits, h (taghash: the bucket, from its low bits) and h2 (a mix of h: the page, its
+-- top 4 bits). A record's 2-byte tag holds the up to 15 bits of the mix just above its bucket's
+-- address bits, and a sentinel bit above them (quotienting): a split sends a record by the lowest
+-- of them and keeps the rest, one bit fewer; a record whose bits ran out (its bucket split 15
+-- times since it was written) is sent by its entry's key, read from the entry. Ids found under a
+-- tag are verified against their entries (holds), so answers stay exact. A key whose ids spilled
+-- has its own sorted set (named by the whole key) and a mark of two records: tag and the zero id,
+-- then h and two zero bytes (its whole mix: a mark is found exactly and never runs out of bits).
+-- Band tables, one a band ('tb0', 'tb1', ..., 'bb0', ...: tier, band number): the key is the
+-- fingerprint masked to the band's bits (limits.bands: {shift, width} a band, as Python's layout),
+-- and a record is the fingerprint alone: its key is the record masked, so the script files an
+-- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
+-- keeps the records whose band equals the key. A spilled band's mark is the key itself.
+local TAG = {th = 2, bh = 2, sh = 2, u = 2}
+local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
-local SPILL = {tb = 32, bb = 32, th = 4, bh = 4, sh = 4, u = 4}
+local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
+-- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
+local BAND, BANDW, BANDS = {}, {}, {t = {}, b = {}}
+for tc, layout in pairs(L.bands or {}) do
+  for n, band in ipairs(layout) do
+    local t, words = tc .. 'b' .. (n - 1), {}
+    for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up: the band's bits among them
+      local lo = 32 * (W / 4 - i)
+      local from, to = math.max(lo, band[1]), math.min(lo + 32, band[1] + band[2])
+      words[i] = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
+    end
+    local touched = {}  -- {position in a record, mask} of the words the band touches
+    for i, m in ipairs(words) do
+      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end
+    end
+    BAND[t], BANDW[t], TAG[t], PAY[t], SPILL[t] = words, touched, 0, W, 32
+    BANDS[tc][n] = t
+  end
+end
 local PAGES, PAGE = 16, 64
 local LH = {}
 local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
+local keys_of  -- keys_of(t, id): the keys entry id files in keyed table t (see the entries)
 
 local function state(t)
   -- a table's linear-hashing state; every table's is read at the first use (one HGETALL of lh)
@@ -188,9 +232,29 @@ local function fmix(h)  -- MurmurHash3's finalizer: every bit of h moves every b
   return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
 end
 
+local function masked(t, fp)
+  -- the key fingerprint fp is filed under in band table t: fp masked to the band's bits
+  local out = {}
+  for j, m in ipairs(BAND[t]) do out[j] = p32(bit.band(u32(fp, 4 * j - 3), m) % 4294967296) end
+  return table.concat(out)
+end
+
+local function bandhash(t, s, i)
+  -- 32 bits of the band key of the record (or key) at position i of s in band table t: the words
+  -- the band touches, masked, folded and mixed by one multiplication (no string made: a split
+  -- hashes every record it moves)
+  local h = 0
+  for _, w in ipairs(BANDW[t]) do
+    local x = bit.band(u32(s, i + w[1]), w[2])
+    h = bit.bxor(h, x, bit.rshift(x, 15)) % 4294967296
+  end
+  h = mul32(h, 0x9e3779b1)
+  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+end
+
 local function taghash(tag)
-  -- 32 bits of a tag for its bucket (low bits) and page (high bits): 4-byte tags are hashes
-  -- already; longer ones may be fingerprints, whose bits cluster, so they are mixed
+  -- 32 bits of a keyed table's key for its bucket (low bits): longer than 4 bytes, it may be a
+  -- fingerprint, whose bits cluster, so it is mixed (a 32-bit fingerprint is taken as it is)
   if #tag < 8 then return u32(tag, 1) end
   return fmix(bit.bxor(u32(tag, 1), fmix(u32(tag, #tag - 3))) % 4294967296)
 end
@@ -204,6 +268,55 @@ local function address(t, h)
 end
 
 local function page_of(h) return math.floor(h / 16777216) % PAGES end
+
+-- keyed tables: the second half of a key's mix, its page, the quotient bits above a bucket's address
+
+local function width(t, h)  -- the number of address bits of h's bucket
+  local s = state(t)
+  if h % 2 ^ s.L < s.p then return s.L + 1 end
+  return s.L
+end
+
+local function mix2(h) return fmix(bit.bxor(h, 0x9e3779b9) % 4294967296) end
+
+local QB = L.tag_bits or 15  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
+local QTOP = 2 ^ QB
+
+local function quotient(h, h2, a)
+  -- the QB bits of the 64-bit mix h2 * 2^32 + h from bit a up, as a record's tag: sentinel bit QB set
+  local q
+  if a + QB <= 32 then q = math.floor(h / 2 ^ a) % QTOP
+  elseif a >= 32 then q = math.floor(h2 / 2 ^ (a - 32)) % QTOP
+  else q = math.floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
+  return q + QTOP
+end
+
+local function tag_matches(s, q)
+  -- does stored tag s (its known bits below its highest set bit) agree with the full tag q?
+  if s >= QTOP then return s == q end
+  local _, e = math.frexp(s)
+  local top = 2 ^ (e - 1)  -- s's sentinel bit: s holds e - 1 known bits
+  return s - top == q % top
+end
+
+local function p16(n) return string.char(math.floor(n / 256), n % 256) end
+
+local ZERO4 = '\0\0\0\0'
+
+local function scan_keyed(recs, each)
+  -- each(position, tag, payload, mark h or nil) for the records of a keyed chain (a mark: two)
+  local i = 1
+  while i + 5 <= #recs do
+    local s, pay = string.byte(recs, i) * 256 + string.byte(recs, i + 1), string.sub(recs, i + 2, i + 5)
+    if pay == ZERO4 then
+      each(i, s, pay, u32(recs, i + 6))
+      i = i + 12
+    else
+      each(i, s, pay, nil)
+      i = i + 6
+    end
+  end
+end
 
 local PAGED = {}  -- this call's chains read or written: PAGED[key][page] = {records, fields}
 
@@ -252,20 +365,66 @@ local function write_chain(key, page, recs, R, had)
   paged(key, page, recs, #values)
 end
 
+local function split_keyed(t, s, flat, sides, old, new)
+  -- a keyed bucket's records to the two sides of a split (see the tables): by their tags' lowest
+  -- known bit, marks by their mix, records whose bits ran out by their entries' keys
+  local m, chains = 2 ^ s.L, {}
+  for i = 1, #flat, 2 do
+    local f = tonumber(flat[i])
+    local pg = f % PAGES
+    chains[pg] = chains[pg] or {}
+    chains[pg][math.floor(f / PAGES) + 1] = flat[i + 1]
+  end
+  local function put(side, pg, rec)
+    side[pg] = side[pg] or {}
+    side[pg][#side[pg] + 1] = rec
+  end
+  local function fresh(h, pay, pg, ext)
+    -- the record of a key of mix h in the half it goes to, its tag at the width after the split
+    local side = sides[(h % (2 * m) == s.p) and old or new]
+    put(side, pg, p16(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
+  end
+  local used = {}  -- keys of an entry already given to a record whose bits ran out
+  for pg, parts in pairs(chains) do
+    scan_keyed(table.concat(parts), function(_, tag, pay, mark)
+      if mark then
+        fresh(mark, pay, pg, p32(mark) .. '\0\0')
+      elseif tag >= 2 then
+        put(sides[(tag % 2 == 0) and old or new], pg, p16(math.floor(tag / 2)) .. pay)
+      else
+        local id = u32(pay, 1)
+        for _, k in ipairs(keys_of(t, id)) do
+          local h = taghash(k)
+          local u = id .. ':' .. k
+          if not used[u] and h % m == s.p and math.floor(mix2(h) / 268435456) == pg then
+            used[u] = true
+            fresh(h, pay, pg)
+            break
+          end
+        end  -- an id whose entry holds no such key is not kept: it could never be verified
+      end
+    end)
+  end
+end
+
 local function split_bucket(t, s)
   local m, R = 2 ^ s.L, TAG[t] + PAY[t]
   local old, new = B .. t .. ':' .. s.p, B .. t .. ':' .. (s.p + m)
   local flat = redis.call('HGETALL', old)
   local sides = {[old] = {}, [new] = {}}
-  for i = 2, #flat, 2 do
-    local v = flat[i]
-    for j = 1, #v, R do
-      local rec = string.sub(v, j, j + R - 1)
-      local h = taghash(string.sub(rec, 1, TAG[t]))
-      local side = sides[(h % (2 * m) == s.p) and old or new]
-      local pg = page_of(h)
-      side[pg] = side[pg] or {}
-      side[pg][#side[pg] + 1] = rec
+  if KEYED[t] then
+    split_keyed(t, s, flat, sides, old, new)
+  else
+    for i = 2, #flat, 2 do
+      local v = flat[i]
+      for j = 1, #v, R do
+        local rec = string.sub(v, j, j + R - 1)
+        local h = bandhash(t, v, j)
+        local side = sides[(h % (2 * m) == s.p) and old or new]
+        local pg = page_of(h)
+        side[pg] = side[pg] or {}
+        side[pg][#side[pg] + 1] = rec
+      end
     end
   end
   redis.call('DEL', old)
@@ -309,31 +468,62 @@ end
 
 local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 
-local function locate(t, k)
-  -- the bucket key, page, its chain {records, fields}, the payloads filed under k's tag there and
-  -- their positions, and the tag (k itself, or in a keyed table its 4-byte mix)
-  local h = taghash(k)
-  local tag = KEYED[t] and p32(h) or k
+local function band_page(t, k)
+  -- a band table's bucket key, page, chain and fields for key k, and banded(s, i): is the band of
+  -- the record at position i of s k?
+  local h = bandhash(t, k, 1)
   local key, page = B .. t .. ':' .. address(t, h), page_of(h)
-  local R, found, at = TAG[t] + PAY[t], {}, {}
-  local recs, had = chain(key, page, R)
-  local init = 1
-  while true do
-    local i = string.find(recs, tag, init, true)
-    if not i then break end
-    if (i - 1) % R == 0 then
-      found[#found + 1] = string.sub(recs, i + TAG[t], i + R - 1); at[#at + 1] = i
-      init = i + R
-    else
-      init = i + 1
+  local recs, had = chain(key, page, W)
+  local words = BANDW[t]
+  local o1, m1 = words[1][1], words[1][2]
+  local k1 = bit.band(u32(k, o1 + 1), m1)
+  if #words == 1 then return key, page, recs, had, function(s, i) return bit.band(u32(s, i + o1), m1) == k1 end end
+  local ks = {}
+  for j, w in ipairs(words) do ks[j] = bit.band(u32(k, w[1] + 1), w[2]) end
+  return key, page, recs, had, function(s, i)
+    for j, w in ipairs(words) do
+      if bit.band(u32(s, i + w[1]), w[2]) ~= ks[j] then return false end
     end
+    return true
   end
-  return key, page, recs, had, found, at, tag
+end
+
+local function locate(t, k)
+  -- the bucket key, page, its chain {records, fields}, the payloads filed under k there and their
+  -- positions, the tag a new record of k starts with ('' in a band table), and a keyed k's mix
+  local h = taghash(k)
+  local R, found, at = TAG[t] + PAY[t], {}, {}
+  if KEYED[t] then
+    local a, h2 = width(t, h), mix2(h)
+    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
+    local recs, had = chain(key, page, R)
+    local i = 1
+    while i + 5 <= #recs do
+      local a, b, c, d, e, f = string.byte(recs, i, i + 5)
+      if c + d + e + f == 0 then  -- a mark: two records, the second its mix
+        if u32(recs, i + 6) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
+        i = i + 12
+      else
+        if tag_matches(a * 256 + b, q) then found[#found + 1] = string.sub(recs, i + 2, i + 5); at[#at + 1] = i end
+        i = i + 6
+      end
+    end
+    return key, page, recs, had, found, at, p16(q), h
+  end
+  local key, page, recs, had, banded = band_page(t, k)
+  for i = 1, #recs - R + 1, R do
+    if banded(recs, i) then found[#found + 1] = string.sub(recs, i, i + R - 1); at[#at + 1] = i end
+  end
+  return key, page, recs, had, found, at, ''
+end
+
+local function mark_of(t, k)  -- the payload of k's mark: the zero id, or a band's key
+  return BAND[t] and k or ZERO4
 end
 
 local function spilled(t, k, found)
-  -- k's payloads are in its sorted set (a mark, the payload of zero bytes, is among found)
-  local zero = string.rep('\0', PAY[t])
+  -- k's payloads are in its sorted set (its mark is among found)
+  local zero = mark_of(t, k)
   for _, f in ipairs(found) do
     if f == zero then return redis.call('EXISTS', spill_key(t, k)) == 1 end
   end
@@ -369,7 +559,7 @@ end
 local function list_add(t, k, rec, score, scores)
   -- file payload rec under k (once); scores(recs) gives the scores of inline payloads when they
   -- spill. Returns whether k had no payloads before, and whether rec was added
-  local key, page, recs, had, found, at, tag = locate(t, k)
+  local key, page, recs, had, found, at, tag, h = locate(t, k)
   if spilled(t, k, found) then return false, redis.call('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
   local mine = inline(t, k, found)
   for _, i in ipairs(mine) do if found[i] == rec then return false, false end end
@@ -385,7 +575,8 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
     end
-    write_chain(key, page, recs .. tag .. string.rep('\0', PAY[t]), R, had)
+    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0\0' or '')
+    write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
   end
@@ -405,7 +596,7 @@ end
 local function list_remove(t, k, rec)
   -- remove payload rec from k's list: whether k has no payloads now, whether rec was in it
   local key, page, recs, had, found, at = locate(t, k)
-  local R, zero = TAG[t] + PAY[t], string.rep('\0', PAY[t])
+  local R, zero = TAG[t] + PAY[t], mark_of(t, k)
   local removed = nil
   if spilled(t, k, found) then
     local z = spill_key(t, k)
@@ -415,7 +606,8 @@ local function list_remove(t, k, rec)
   end
   for i, f in ipairs(found) do
     if f == rec then
-      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + R), R, had)
+      local len = (KEYED[t] and f == zero) and 2 * R or R  -- a keyed table's mark is two records
+      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + len), R, had)
       grew(t, -1)
       local empty = #found == 1
       if KEYED[t] then empty = rec == zero or #inline(t, k, found, i) == 0 end
@@ -437,6 +629,8 @@ end
 
 local CHUNK, SLOTS = 64, 16
 local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32, 64, 128
+-- the URL's scheme a record leaves out (byte 12, bits 5-6; bit 7: the title in UTF-16-BE)
+local SCHEMES = {[0] = '', 'https://', 'http://'}
 
 local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
 
@@ -478,7 +672,7 @@ local function decode(id, r)
   local ok, err = pcall(function()
     local seen, total, flags, nsent, pos = struct.unpack('>dHBB', r)
     if total ~= #r then error('length') end
-    e.seen, e.len, e.flags, e.nsent = seen, total, flags, nsent
+    e.seen, e.len, e.flags = seen, total, flags
     if flag(flags, F_T) then e.t = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_B) then e.b = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_NUM) then
@@ -490,12 +684,16 @@ local function decode(id, r)
       local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
       e.m = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
     end
+    local more = nsent  -- the byte also holds the URL's scheme and the title's encoding
+    nsent = more % 32
+    e.nsent = nsent
     e.x = {}
     for i = 1, nsent do e.x[i] = string.sub(r, pos, pos + 7); pos = pos + 8 end
     if flag(flags, F_H) then e.h = string.sub(r, pos, pos + 7); pos = pos + 8 end
     if flag(flags, F_U) then
-      local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
-      e.u = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
+      local n = string.byte(r, pos)
+      if n >= 128 then n = (n - 128) * 256 + string.byte(r, pos + 1); pos = pos + 1 end
+      e.u = SCHEMES[math.floor(more / 32) % 4] .. string.sub(r, pos + 1, pos + n); pos = pos + 1 + n
     end
     if pos - 1 > #r then error('truncated') end
   end)
@@ -555,21 +753,37 @@ holds = function(t, id, k)
   return false
 end
 
+keys_of = function(t, id)
+  -- the keys entry id files in keyed table t (none when it is gone)
+  local e = fields(id)
+  if not e then return {} end
+  if t == 'th' then return {e.t} elseif t == 'bh' then return {e.b} end
+  if t == 'u' then return {e.u and url_tag(e.u)} end
+  return e.x
+end
+
 local function hour_of(seen)
   return string.format('%.0f', math.floor(num(seen) / 3600))
 end
 
 -- store: candidates, holders, sentence_holders, insert, record ----------------------------------
 
-local function candidates(tc, tags)
-  -- stored fingerprints sharing a band with the query's (each band tag once; members may repeat)
+local function candidates(tc, probes, near, k)
+  -- stored fingerprints sharing a band with the query's (each probe {band table, key} once;
+  -- members may repeat); with near(s, i) (the distance of the fingerprint at position i of s),
+  -- only those within k: the page is read in place, a substring made for the near ones only
   local out = {}
-  for _, tag in ipairs(tags) do
-    local v, z = list(tc .. 'b', tag)
-    if v then
-      for i = 1, #v, W do out[#out + 1] = string.sub(v, i, i + W - 1) end
+  for _, probe in ipairs(probes) do
+    local t, key = probe[1], probe[2]
+    local _, _, recs, _, banded = band_page(t, key)
+    if find_aligned(recs, key, W) and redis.call('EXISTS', spill_key(t, key)) == 1 then  -- its mark
+      for _, fp in ipairs(redis.call('ZRANGE', spill_key(t, key), 0, -1)) do
+        if not near or (#fp == W and near(fp, 1) <= k) then out[#out + 1] = fp end
+      end
     else
-      for _, fp in ipairs(redis.call('ZRANGE', z, 0, -1)) do out[#out + 1] = fp end
+      for i = 1, #recs - W + 1, W do
+        if banded(recs, i) and (not near or near(recs, i) <= k) then out[#out + 1] = string.sub(recs, i, i + W - 1) end
+      end
     end
   end
   return out
@@ -633,6 +847,26 @@ local function sentence_holders(hashes, nb)
   return out
 end
 
+local function utf16(s)
+  -- UTF-8 text (as JSON decodes it) in UTF-16-BE: two bytes a CJK character instead of three
+  local out, i = {}, 1
+  while i <= #s do
+    local c, a, b, d = string.byte(s, i, i + 3)
+    local cp
+    if c < 128 then cp, i = c, i + 1
+    elseif c < 224 then cp, i = (c % 32) * 64 + a % 64, i + 2
+    elseif c < 240 then cp, i = ((c % 16) * 64 + a % 64) * 64 + b % 64, i + 3
+    else cp, i = (((c % 8) * 64 + a % 64) * 64 + b % 64) * 64 + d % 64, i + 4 end
+    if cp >= 65536 then
+      cp = cp - 65536
+      out[#out + 1] = struct.pack('>HH', 55296 + math.floor(cp / 1024), 56320 + cp % 1024)
+    else
+      out[#out + 1] = struct.pack('>H', cp)
+    end
+  end
+  return table.concat(out)
+end
+
 local function encode(e, seen_at, stored, pending)
   -- the record of a new entry (layout: redis_keys.py)
   local flags, parts = 0, {}
@@ -653,27 +887,48 @@ local function encode(e, seen_at, stored, pending)
   end
   for _, h in ipairs(stored) do parts[#parts + 1] = h end
   if e.short_body then flags = flags + F_H; parts[#parts + 1] = e.short_body end
-  if e.url then flags = flags + F_U; parts[#parts + 1] = struct.pack('>H', #e.url) .. e.url end
-  if e.title then flags = flags + F_N; parts[#parts + 1] = struct.pack('>H', #e.title) .. e.title end
+  local more = #stored  -- byte 12: the sentence hashes stored (< 32), the URL's scheme, the title's encoding
+  if more >= 32 then error(redis.error_reply('scrapy-simhash: at most 31 sentence hashes an entry')) end
+  if e.url then
+    local url = e.url
+    for code = 1, 2 do
+      if string.sub(url, 1, #SCHEMES[code]) == SCHEMES[code] then
+        url, more = string.sub(url, #SCHEMES[code] + 1), more + 32 * code
+        break
+      end
+    end
+    if #url >= 32768 then error(redis.error_reply('scrapy-simhash: a URL of ' .. #url .. ' bytes is too long')) end
+    flags = flags + F_U
+    parts[#parts + 1] = (#url < 128 and string.char(#url) or struct.pack('>H', 32768 + #url)) .. url
+  end
+  if e.title then  -- the record's last field: its length is the record's
+    local wide = utf16(e.title)
+    flags = flags + F_N
+    if #wide < #e.title then parts[#parts + 1], more = wide, more + 128 else parts[#parts + 1] = e.title end
+  end
   if pending then flags = flags + F_PENDING end
   local body = table.concat(parts)
   local total = 12 + #body
   if total > 65535 then error(redis.error_reply('scrapy-simhash: an entry of ' .. total .. ' bytes is too long')) end
-  return struct.pack('>dHBB', num(seen_at), total, flags, #stored) .. body
+  return struct.pack('>dHBB', num(seen_at), total, flags, more) .. body
 end
 
-local function tags(set)
-  -- band tags {t = {hex}, b = {hex}} as raw bytes
+local function probes(set)
+  -- probes {t = {{band number, hex key}, ...}, b = ...} as {band table, raw key}
   local out = {}
   for _, tc in ipairs({'t', 'b'}) do
     out[tc] = {}
-    for i, tag in ipairs((set or {})[tc] or {}) do out[tc][i] = unhex(tag) end
+    for i, p in ipairs((set or {})[tc] or {}) do
+      local t = BANDS[tc][p[1] + 1]
+      if not t then error(redis.error_reply('scrapy-simhash: no band ' .. tostring(p[1]) .. ' in tier ' .. tc)) end
+      out[tc][i] = {t, unhex(p[2])}
+    end
   end
   return out
 end
 
 local function insert(e, seen_at, nstore)
-  -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner, store}; returns its id
+  -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner}; returns its id
   local id = redis.call('INCR', B .. 'seq')
   if id >= 4294967296 then return error(redis.error_reply('scrapy-simhash: the namespace ran out of entry ids')) end
   local idb = p32(id)
@@ -702,12 +957,12 @@ local function insert(e, seen_at, nstore)
     redis.call('SADD', B .. 'owners', e.owner)
   end
   for _, h in ipairs(stored) do list_add('sh', h, idb, seen_at, seens) end
-  local new_bands, store = 0, e.store and tags(e.store) or e.probe
+  local new_bands = 0
   for _, tier in ipairs({{'t', e.title_fp}, {'b', e.body_fp}}) do
     local tc, fp = tier[1], tier[2]
     if fp and list_add(tc .. 'h', fp, idb, seen_at, seens) then
-      for _, tag in ipairs(store[tc]) do
-        local _, added = list_add(tc .. 'b', tag, fp, 0, zeros)
+      for _, t in ipairs(BANDS[tc]) do
+        local _, added = list_add(t, masked(t, fp), fp, 0, zeros)
         if added then new_bands = new_bands + 1 end
       end
     end
@@ -796,7 +1051,7 @@ local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
   local distances, cands, d = {}, {}, distance_to(fp, k)
-  for _, other in ipairs(candidates(tc, keys)) do
+  for _, other in ipairs(candidates(tc, keys, distance_at(fp, k), k)) do
     if distances[other] == nil then
       distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
@@ -918,9 +1173,9 @@ local function drop_from_hour(hour, idb)
   end
 end
 
-local function remove(id, emptied, whole_hour)
-  -- remove an entry from every list; its fingerprints left without entries go to emptied.
-  -- whole_hour: its time bucket is being dropped whole by the caller
+local function remove(id, whole_hour)
+  -- remove an entry from every list, and the band records of its fingerprints no entry holds any
+  -- more. whole_hour: its time bucket is being dropped whole by the caller
   local e = fields(id)
   if not e then return 0 end
   local idb, slot, f = p32(id), id % SLOTS, {}
@@ -932,11 +1187,17 @@ local function remove(id, emptied, whole_hour)
     for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
   end
   for _, h in ipairs(e.x) do list_remove('sh', h, idb) end
+  local dropped = 0
   for _, tier in ipairs({{'t', e.t}, {'b', e.b}}) do
-    if tier[2] and (list_remove(tier[1] .. 'h', tier[2], idb)) then
-      emptied[#emptied + 1] = tier[1]; emptied[#emptied + 1] = tohex(tier[2])
+    local fp = tier[2]
+    if fp and (list_remove(tier[1] .. 'h', fp, idb)) then
+      for _, t in ipairs(BANDS[tier[1]]) do
+        local _, gone = list_remove(t, masked(t, fp), fp)
+        if gone then dropped = dropped + 1 end
+      end
     end
   end
+  if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
   if e.u then list_remove('u', url_tag(e.u), idb) end
   if not whole_hour then drop_from_hour(hour_of(e.seen), idb) end
   return 1
@@ -958,7 +1219,7 @@ local function url_ids(url)
   return out
 end
 
-local function purge(older, batch, emptied)
+local function purge(older, batch)
   -- remove up to batch entries first seen before older: whole time buckets first (oldest first),
   -- then the entries of the bucket older falls in. Returns {removed, more}
   local n, last = 0, hour_of(older)
@@ -967,7 +1228,7 @@ local function purge(older, batch, emptied)
     local v = redis.call('GET', key) or ''
     if hour ~= last then
       local take = math.min(#v / 4, batch - n)
-      for i = #v - 4 * take + 1, #v, 4 do n = n + remove(u32(v, i), emptied, true) end
+      for i = #v - 4 * take + 1, #v, 4 do n = n + remove(u32(v, i), true) end
       if take == #v / 4 then
         redis.call('DEL', key)
         redis.call('ZREM', B .. 'hours', hour)
@@ -981,7 +1242,7 @@ local function purge(older, batch, emptied)
         local id = u32(v, i)
         local e = fields(id)
         if e and e.seen < num(older) and n < batch then
-          n = n + remove(id, emptied, true)
+          n = n + remove(id, true)
         elseif e then
           keep[#keep + 1] = string.sub(v, i, i + 3)
         end
@@ -999,14 +1260,14 @@ local function purge(older, batch, emptied)
 end
 
 local function query(q)
-  -- the query with its fingerprints, sentence hashes, digest and band tags as raw bytes
+  -- the query with its fingerprints, sentence hashes, digest and probe keys as raw bytes
   if q.title_fp then q.title_fp = unhex(q.title_fp) end
   if q.body_fp then q.body_fp = unhex(q.body_fp) end
   if q.short_body then q.short_body = unhex(q.short_body) end
   local sentences = {}
   for i, h in ipairs(q.sentences or {}) do sentences[i] = unhex(h) end
   q.sentences = sentences
-  q.probe = tags(q.probe)
+  q.probe = probes(q.probe)
   return q
 end
 
@@ -1063,10 +1324,10 @@ elseif op == 'add' then
   return flush(#A.entries)
 elseif op == 'remove' then
   -- how 'older' (value: a score, batch), 'id' (value: an id) or 'url':
-  -- {removed, {tier char, hex, ...} of fingerprints no entry holds any more, more to purge}
-  local emptied, n, more = {}, 0, 0
+  -- {removed, more to purge}
+  local n, more = 0, 0
   if A.how == 'older' then
-    local done = purge(A.value, A.batch, emptied)
+    local done = purge(A.value, A.batch)
     n, more = done[1], done[2]
     if more == 0 then
       for _, url in ipairs(redis.call('ZRANGEBYSCORE', B .. 'decided', '-inf', '(' .. A.value)) do
@@ -1074,12 +1335,12 @@ elseif op == 'remove' then
       end
     end
   elseif A.how == 'id' then
-    n = remove(A.value, emptied)
+    n = remove(A.value)
   else
-    for _, id in ipairs(url_ids(A.value)) do n = n + remove(id, emptied) end
+    for _, id in ipairs(url_ids(A.value)) do n = n + remove(id) end
     forget_decision(A.value)
   end
-  return flush({n, emptied, more})
+  return flush({n, more})
 elseif op == 'deliver' then
   -- ids: entries whose items reached storage; no longer pending
   local n, owners = 0, redis.call('SMEMBERS', B .. 'owners')
@@ -1089,39 +1350,24 @@ elseif op == 'deliver' then
   return n
 elseif op == 'release' then
   -- ids: pending entries whose items were dropped downstream; or owner: every pending entry of
-  -- a dead owner. {removed, emptied fingerprints} as 'remove'
-  local emptied, n = {}, 0
+  -- a dead owner. {removed, 0} as 'remove'
+  local n = 0
   if A.owner then
-    for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id), emptied) end
+    for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id)) end
     redis.call('DEL', B .. 'pending:' .. A.owner)
     redis.call('SREM', B .. 'owners', A.owner)
   else
     local owners = redis.call('SMEMBERS', B .. 'owners')
     for _, id in ipairs(A.ids) do
       for _, owner in ipairs(owners) do
-        if redis.call('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id, emptied); break end
+        if redis.call('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id); break end
       end
     end
   end
-  return flush({n, emptied, 0})
+  return flush({n, 0})
 elseif op == 'heartbeat' then
   redis.call('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
   return 1
-elseif op == 'dropbands' then
-  -- fps {tier char, hex, band tags}: band members dropped only if no entry holds the fingerprint
-  local dropped = 0
-  for _, f in ipairs(A.fps) do
-    local fp = unhex(f[2])
-    local v, z = list(f[1] .. 'h', fp)
-    if v == '' and not z then
-      for _, tag in ipairs(f[3]) do
-        local _, removed = list_remove(f[1] .. 'b', unhex(tag), fp)
-        if removed then dropped = dropped + 1 end
-      end
-    end
-  end
-  if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
-  return flush(dropped)
 elseif op == 'records' then
   -- ids -> {id, record or false, ...}
   local out = {}
@@ -1153,7 +1399,7 @@ elseif op == 'span' then
   end
   return out
 elseif op == 'bands' then
-  -- how many band members the tier's tags hold (tests: one member per fingerprint, not per entry)
-  return #candidates(A.tc, query({probe = {[A.tc] = A.tags}}).probe[A.tc])
+  -- how many band members the tier's probes find (tests: one member per fingerprint, not per entry)
+  return #candidates(A.tc, query({probe = {[A.tc] = A.probes}}).probe[A.tc])
 end
 return redis.error_reply('scrapy-simhash: unknown operation ' .. tostring(op))
