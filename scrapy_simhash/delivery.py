@@ -8,9 +8,10 @@ which may be another object than the one this pipeline saw: items are found by i
 their URL and title. Fates are queued here and applied, never on the reactor, by a flusher thread a
 moment (``delay``) after they arrive (``flush``; so that a crawl killed soon after storing items has
 recorded most of them: one transaction per moment, not one per item or per batch), and by the
-index thread before its next batch when a release is among them (:meth:`apply`: a copy released
-downstream no longer blocks the items of that batch; a delivery changes no decision). What no
-signal told by the end of the crawl went somewhere, and is delivered.
+index thread before its next batch (or the pool before its next call to a worker) when a release
+is among them (:meth:`apply`: a copy released downstream no longer blocks the items of that batch;
+a delivery changes no decision). What no signal told by the end of the crawl went somewhere, and
+is delivered.
 """
 
 from __future__ import annotations
