@@ -290,8 +290,8 @@ class SimhashPipeline:
                 return item
             fields = {part: _first_field(adapter, names) for part, names in (
                 ("title", self.title_fields), ("body", self.body_fields), ("url", self.url_fields))}
-            if len(self._warned_fields) < 3:  # title, body and URL not all warned about yet
-                self._warn_missing_fields(adapter)
+            if len(self._warned_fields) < 3 and None in (fields["title"][0], fields["body"][0], fields["url"][0]):
+                self._warn_missing_fields(adapter)  # (a field with a value has its name among the item's)
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None

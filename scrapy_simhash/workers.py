@@ -56,6 +56,7 @@ import sys
 import threading
 import time
 import types
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -298,6 +299,8 @@ class FingerprintPool:
         self._submitted = itertools.count()
         self._due_at = 0.0  # when the queued items go, full or not (time.monotonic)
         self._in_flight = 0  # calls out
+        self._out: Counter[int] = Counter()  # calls out per executor (id)
+        self._broken_out: set[int] = set()  # broken executors with calls out: nothing goes until they are back
         self._stopped = False
         self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
         self._executor: ProcessPoolExecutor | None = self._start() if workers else None
@@ -374,7 +377,8 @@ class FingerprintPool:
                 while True:
                     if self._stopped:
                         return
-                    waiting = bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
+                    waiting = (bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
+                               and not self._broken_out)
                     delay = self._due_at - time.monotonic()
                     if waiting and delay <= 0:
                         break
@@ -388,13 +392,15 @@ class FingerprintPool:
         while True:
             with self._queue_lock:
                 executor = self._executor
-                if not self._queue or (executor is not None and (
+                if not self._queue or self._broken_out or (executor is not None and (
                         self._in_flight >= IN_FLIGHT * self.workers
                         or (len(self._queue) < MAX_BATCH and not self._stopped and time.monotonic() < self._due_at))):
                     return
                 count = MAX_BATCH if executor is not None else len(self._queue)
                 batch, self._queue[:count] = self._queue[:count], []
-                self._in_flight += executor is not None
+                if executor is not None:
+                    self._in_flight += 1
+                    self._out[id(executor)] += 1
             if executor is None:  # shut down, or given up: in the crawl process
                 for future, args, *_ in batch:
                     self._in_process(future, args)
@@ -409,6 +415,7 @@ class FingerprintPool:
                     self._queue[:0] = batch  # not these items' attempt: they never reached a worker
                     self._queue.sort(key=_place)
                     self._due_at = 0.0
+                    self._back(id(executor), broken=True)
                 self._replace(executor)
                 continue
             sent.add_done_callback(partial(self._returned, batch, executor))
@@ -416,19 +423,25 @@ class FingerprintPool:
     def _returned(self, batch: list[_Job], executor: ProcessPoolExecutor,
                   sent: Future[list[tuple[Any, ...] | None]]) -> None:
         """A worker's answer (on the executor's thread): each item's fingerprints, or why there are none."""
+        exc = sent.exception()
+        broken = isinstance(exc, BrokenProcessPool)  # its worker (or another one of the executor) died
+        if broken:
+            with self._queue_lock:
+                self._broken_out.add(id(executor))  # from now until its calls are all back, nothing goes
+            self._replace(executor)
         with self._queue_lock:
             self._in_flight -= 1
-            self._due.notify()  # items held back by the calls out may be due now
-        exc = sent.exception()
-        if isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
-            self._replace(executor)
-            # Once more, to a fresh executor (a worker that committed them before it died: their
-            # request ids get the same answers back), then in the crawl process.
-            retry = [(future, args, attempt + 1, place) for future, args, attempt, place in batch if attempt < 1]
-            with self._queue_lock:
-                self._queue[:0] = retry
+            if broken:
+                # Once more, to a fresh executor, in the order first sent (a worker that committed them
+                # before it died: their request ids get the same answers back, before any item checked
+                # after them), then in the crawl process.
+                self._queue[:0] = [(future, args, attempt + 1, place)
+                                   for future, args, attempt, place in batch if attempt < 1]
                 self._queue.sort(key=_place)
                 self._due_at = 0.0
+            self._back(id(executor), broken)
+            self._due.notify()  # items held back by the calls out may be due now
+        if broken:
             batch = [job for job in batch if job[2] >= 1]
         self._send()  # the next call first: the worker is idle
         results = sent.result() if exc is None else [None] * len(batch)
@@ -442,6 +455,15 @@ class FingerprintPool:
                 _settle(future, (Fingerprints(*result[0]), result[1]))
             else:
                 _settle(future, Fingerprints(*result))
+
+    def _back(self, executor: int, broken: bool) -> None:
+        """A call of this executor (id) is back (under the queue lock)."""
+        self._out[executor] -= 1
+        if broken and self._out[executor]:
+            self._broken_out.add(executor)
+        if not self._out[executor]:
+            del self._out[executor]
+            self._broken_out.discard(executor)
 
     def _elsewhere(self, args: tuple[Any, ...]) -> Future[Any]:
         """What no worker does: fingerprinted (and checked) in the crawl process."""
