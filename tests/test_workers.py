@@ -278,6 +278,38 @@ async def test_a_worker_killed_between_its_commit_and_its_answer_checks_no_item_
     assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
 
 
+@pytest_twisted.ensureDeferred
+async def test_workers_check_against_a_redis_index_as_the_single_process_engine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker opens its own connection to the crawl's Redis index: same decisions, its entries
+    the crawl's (pending under the crawl process's owner, delivered at the end)."""
+    from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
+
+    prefix = f"workers-{os.urandom(6).hex()}"
+    url = with_prefix(redis_server_url(), prefix)
+    items = items_with_reposts(24, seed=11)
+    checks = record_checks(monkeypatch)
+    settings = {**crawl_settings(tmp_path / "unused.sqlite3", **ENGINE), "SIMHASH_INDEX_URL": url}
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(ItemsSpider, settings)
+    try:
+        await crawler.crawl(items=items)
+        stats = crawler.stats.get_stats()
+        assert stats["simhash/workers_died"] == 0
+        assert sorted(u for u, *_ in checks) == sorted(it["url"] for it in items)
+        new = sum(v.status == "new" for _, _, v in checks)
+        assert 0 < new < len(items) and stats["simhash/final"] == new
+        assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
+        client = raw_redis(redis_server_url())
+        assert not [k for k in client.scan_iter(f"{prefix}*") if ":pending:" in k]  # every entry delivered
+    finally:
+        client = raw_redis(redis_server_url())
+        keys = list(client.scan_iter(f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+
+
 def test_items_that_queue_up_go_to_a_worker_together() -> None:
     """The crawl process pays the executor per call, not per item: items submitted while the worker
     is busy (here: still starting) go in calls of up to MAX_BATCH, and each gets its own fingerprints."""
