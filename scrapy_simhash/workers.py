@@ -83,6 +83,9 @@ IN_FLIGHT = 2
 #: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
 #: sooner): the latency an item pays so that the items of a moment share one call and one commit.
 LINGER = 0.02
+#: Seconds between the timer's looks at the queue while items keep coming, and without any after which
+#: it sleeps until woken.
+POLL, DOZE = 0.01, 1.0
 _place = itemgetter(3)
 _FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
@@ -302,6 +305,7 @@ class FingerprintPool:
         self._out: Counter[int] = Counter()  # calls out per executor (id)
         self._broken_out: set[int] = set()  # broken executors with calls out: nothing goes until they are back
         self._stopped = False
+        self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
         self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
         self._executor: ProcessPoolExecutor | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
@@ -364,25 +368,35 @@ class FingerprintPool:
             self._queue.append((future, args, 0, next(self._submitted)))
             if len(self._queue) == 1 or len(self._queue) == MAX_BATCH:  # the timer waits for them, or sends them now
                 self._due_at = time.monotonic() + (LINGER if len(self._queue) == 1 else 0.0)
-                self._due.notify()
+                if self._dozing:  # else it looks again within POLL: waking it from here costs the reactor more
+                    self._due.notify()
             stopped = self._stopped
         if stopped:  # the timer is gone
             self._send()
         return future
 
     def _send_when_due(self) -> None:
-        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown)."""
+        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown).
+        While items keep coming it looks at the queue every :data:`POLL` (a submit wakes nobody: a
+        thread woken from the reactor's thread tends to preempt it while it holds the GIL); after
+        :data:`DOZE` without any, it sleeps until the next submit or returned call wakes it."""
+        last = time.monotonic()
         while True:
             with self._due:
                 while True:
                     if self._stopped:
                         return
+                    now = time.monotonic()
+                    if self._queue:
+                        last = now
                     waiting = (bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
                                and not self._broken_out)
-                    delay = self._due_at - time.monotonic()
+                    delay = self._due_at - now
                     if waiting and delay <= 0:
                         break
-                    self._due.wait(delay if waiting else None)  # else a submit or a returned call wakes it
+                    self._dozing = not self._queue and now - last > DOZE
+                    self._due.wait(None if self._dozing else min(delay, POLL) if waiting else POLL)
+                    self._dozing = False
             self._send()
 
     def _send(self) -> None:

@@ -355,6 +355,29 @@ def test_items_a_moment_apart_share_one_call(monkeypatch: pytest.MonkeyPatch) ->
     assert [len(pairs) for pairs, in calls] == [len(stories)]
 
 
+def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
+    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while items
+    keep coming, the timer looks at the queue itself (POLL) and a submit notifies nobody."""
+    import threading
+
+    here = Fingerprinter()
+    pool = FingerprintPool(1, {}, here.fingerprint)
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 3
+    woken: list[str] = []
+    try:
+        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up
+        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # items keep coming
+        notify = pool._due.notify
+        pool._due.notify = lambda *args: woken.append(threading.current_thread().name) or notify(*args)
+        futures = [pool.submit(s["title"], s["body"]) for s in stories]
+        got = [f.result(timeout=120) for f in futures]
+        by_submitter = threading.current_thread().name in woken
+    finally:
+        pool.shutdown()
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert not by_submitter, woken
+
+
 def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Items waiting for others when the pool shuts down are fingerprinted then, not after LINGER."""
     monkeypatch.setattr(workers, "LINGER", 60.0)
