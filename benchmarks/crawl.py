@@ -224,6 +224,7 @@ def crawl_child(urls_file: str, index_url: str, workers: str | None, threads: bo
     crawl_gaps = sorted(gaps[:marks.get("gaps_at_last", len(gaps))]) or [0.0]
     stats = crawler.stats.get_stats()
     print(json.dumps({
+        "self_matches": self_matches(index_url) if workers is not None else 0,
         "seconds": marks["last"] - marks["start"],
         "cpu_s": cpu + workers_cpu,
         "crawl_cpu_s": cpu,
@@ -237,6 +238,18 @@ def crawl_child(urls_file: str, index_url: str, workers: str | None, threads: bo
         "threads": tick.get("threads", {}),
         "idle": (tick["machine1"][0] - tick["machine0"][0]) / max(1, tick["machine1"][1] - tick["machine0"][1]),
     }))
+
+
+def self_matches(index_url: str) -> int:
+    """Items dropped as duplicates of their own entry (every page has its own URL): an item checked twice."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{index_url.removeprefix('sqlite:///')}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM decision d JOIN entry e ON e.id = d.original"
+                            " WHERE d.url = e.url").fetchone()[0]
+    finally:
+        conn.close()
 
 
 def run_crawl(urls_file: Path, root: Path, workers: str | None, threads: bool = False) -> dict[str, Any]:
@@ -359,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 print(f"WARNING {lang} pipeline {label(mode)}: {len(bad)} crawl(s) did not turn "
                       f"every page into an item: {bad[0]}")
+            if any(r["self_matches"] for r in rs):
+                print(f"WARNING {lang} pipeline {label(mode)}: items dropped as their own duplicates "
+                      f"(checked twice): {[r['self_matches'] for r in rs]}")
             m = {k: statistics.median(r[k] for r in rs)
                  for k in ("seconds", "cpu_s", "crawl_cpu_s", "workers_cpu_s", "gap_p99", "gap_max", "server_cpu_s",
                            "idle")}

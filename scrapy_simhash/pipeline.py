@@ -249,10 +249,10 @@ class SimhashPipeline:
         # of the cyclic collector's reach, its full collections stay short. Else each one holds the GIL
         # for 50-90 ms and the reactor stands still meanwhile (tests/test_concurrency.py).
         gc.freeze()
-        workers = value(s, "SIMHASH_WORKERS")
+        workers, options = value(s, "SIMHASH_WORKERS"), engine_options(s)
         self._fingerprints = FingerprintPool(
-            workers, fingerprinter_options(engine_options(s)), self.dedup.fingerprint,
-            index=index_options(index_url, engine_options(s), self.dedup.owner, self.index_retries,
+            workers, fingerprinter_options(options), self.dedup.fingerprint,
+            index=index_options(index_url, options, self.dedup.owner, self.index_retries,
                                 self.index_retry_delay) if workers else None,
             check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True))
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
