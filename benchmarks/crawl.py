@@ -14,11 +14,16 @@ Measured in the crawl process: items/s from ``spider_opened`` to the last item l
 workers (``getrusage``, self from ``spider_opened``, children over their lives: they are joined when the
 spider closes, before the reactor stops);
 and the reactor's responsiveness: a ``LoopingCall`` every 10 ms records the gaps between its calls
-during the crawl, reported as p99 and max. Rounds interleave the crawls (on/off order shuffled per
-round and language, ``--seed``); the tables give medians over rounds and the on/off ratios.
+during the crawl, reported as p99 and max. Also: the CPU of the page server (the threads of the
+benchmark's own process, over each crawl) and how idle the machine's CPUs were from ``spider_opened`` to
+the last item (near 0 %: the crawl is bound by all the CPU it takes, not by one process). Rounds
+interleave the crawls (on/off order shuffled per round and language, ``--seed``); the tables give
+medians over rounds and the on/off ratios.
 
 ``--workers auto,0`` crawls with the pipeline once per value of ``SIMHASH_WORKERS`` (``auto``: its
-default, the cores minus one), each compared with the crawl without it.
+default, the cores minus one), each compared with the crawl without it. ``--threads`` adds where the
+crawl process's CPU went: per thread (``/proc/self/task``, sampled every 0.1 s and at the end, by
+thread name), from ``spider_opened`` to the end of the crawl.
 
 Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds 1``
 for a smoke run).
@@ -84,6 +89,62 @@ def write_pages(docs: list[dict[str, str]], lang: str, directory: Path) -> list[
     return names
 
 
+def thread_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each live thread of this process, by native thread id."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[int(task.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+class ThreadSampler:
+    """The CPU each thread of this process used since :meth:`start`, summed by thread name (digits
+    dropped: one pool's threads count together); threads that ended count up to their last sample."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._threading = threading
+        self._seen: dict[int, tuple[str, float]] = {}
+        self._base: dict[int, float] = {}
+        self._stop = threading.Event()
+
+    def _sample(self) -> None:
+        names = {t.native_id: t.name for t in self._threading.enumerate()}
+        for tid, cpu in thread_cpu().items():
+            name = names.get(tid) or self._seen.get(tid, ("?", 0.0))[0]
+            self._seen[tid] = ("".join(c for c in name.split("(")[0] if not c.isdigit()).strip("_-"), cpu)
+
+    def start(self) -> None:
+        self._base = thread_cpu()
+        self._sample()
+
+        def run() -> None:
+            while not self._stop.wait(0.1):
+                self._sample()
+
+        self._threading.Thread(target=run, name="bench-sampler", daemon=True).start()
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        self._sample()
+        total: dict[str, float] = {}
+        for tid, (name, cpu) in self._seen.items():
+            total[name] = total.get(name, 0.0) + cpu - self._base.get(tid, 0.0)
+        return total
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(idle, total) clock ticks of every CPU of the machine since boot (``/proc/stat``)."""
+    values = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return values[3] + values[4], sum(values[:8])
+
+
 def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
     """User + system CPU seconds of this process (or of its waited-for children)."""
     r = resource.getrusage(who)
@@ -95,7 +156,7 @@ def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
 # ------------------------------------------------------------------------------------------------
 
 
-def crawl_child(urls_file: str, index_url: str, workers: str | None) -> None:
+def crawl_child(urls_file: str, index_url: str, workers: str | None, threads: bool = False) -> None:
     """Entry point of one crawl: prints one JSON line with its figures."""
     import scrapy
     from scrapy import signals
@@ -106,6 +167,7 @@ def crawl_child(urls_file: str, index_url: str, workers: str | None) -> None:
     marks: dict[str, float] = {}
     gaps: list[float] = []
     tick: dict[str, Any] = {}
+    sampler = ThreadSampler() if threads else None
 
     class PagesSpider(scrapy.Spider):
         name = "crawlbench"
@@ -123,14 +185,20 @@ def crawl_child(urls_file: str, index_url: str, workers: str | None) -> None:
 
     def opened(*args: Any, **kwargs: Any) -> None:
         marks["start"], marks["cpu0"] = time.perf_counter(), cpu_seconds()
+        tick["machine0"] = machine_ticks()
+        if sampler is not None:
+            sampler.start()
         tick["loop"] = task.LoopingCall(on_tick)
         tick["loop"].start(TICK, now=True)
 
     def item_done(*args: Any, **kwargs: Any) -> None:
         marks["last"] = time.perf_counter()
         marks["gaps_at_last"] = len(gaps)
+        tick["machine1"] = machine_ticks()
 
     def closed(*args: Any, **kwargs: Any) -> None:
+        if sampler is not None:
+            tick["threads"] = sampler.stop()
         if tick["loop"].running:
             tick["loop"].stop()
 
@@ -156,6 +224,7 @@ def crawl_child(urls_file: str, index_url: str, workers: str | None) -> None:
     crawl_gaps = sorted(gaps[:marks.get("gaps_at_last", len(gaps))]) or [0.0]
     stats = crawler.stats.get_stats()
     print(json.dumps({
+        "self_matches": self_matches(index_url) if workers is not None else 0,
         "seconds": marks["last"] - marks["start"],
         "cpu_s": cpu + workers_cpu,
         "crawl_cpu_s": cpu,
@@ -166,21 +235,37 @@ def crawl_child(urls_file: str, index_url: str, workers: str | None) -> None:
         "responses": stats.get("response_received_count", 0),
         "gap_p99": crawl_gaps[min(len(crawl_gaps) - 1, int(0.99 * len(crawl_gaps)))],
         "gap_max": crawl_gaps[-1],
+        "threads": tick.get("threads", {}),
+        "idle": (tick["machine1"][0] - tick["machine0"][0]) / max(1, tick["machine1"][1] - tick["machine0"][1]),
     }))
 
 
-def run_crawl(urls_file: Path, root: Path, workers: str | None) -> dict[str, Any]:
+def self_matches(index_url: str) -> int:
+    """Items dropped as duplicates of their own entry (every page has its own URL): an item checked twice."""
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{index_url.removeprefix('sqlite:///')}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT count(*) FROM decision d JOIN entry e ON e.id = d.original"
+                            " WHERE d.url = e.url").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def run_crawl(urls_file: Path, root: Path, workers: str | None, threads: bool = False) -> dict[str, Any]:
     """One crawl in a fresh process: without the pipeline (``workers`` None), or with it and that
     ``SIMHASH_WORKERS``."""
+    served = cpu_seconds()  # this process serves the pages (its server threads) while the crawl runs
     with tempfile.TemporaryDirectory(prefix="crawl-index-", dir=root) as tmp:
         index_url = f"sqlite:///{Path(tmp) / 'index.sqlite3'}"
         proc = subprocess.run(
-            [sys.executable, __file__, "--_crawl", str(urls_file), index_url, "off" if workers is None else workers],
+            [sys.executable, __file__, "--_crawl", str(urls_file), index_url, "off" if workers is None else workers,
+             "threads" if threads else "-"],
             capture_output=True, text=True, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
         )
     if proc.returncode:
         raise RuntimeError(f"crawl ({label(workers)}) failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "server_cpu_s": cpu_seconds() - served}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -201,6 +286,21 @@ def commit() -> str:
     return out.stdout.strip() or "?"
 
 
+def print_threads(results: dict[tuple[str, str | None], list[dict[str, Any]]], langs: list[str],
+                  modes: list[str | None]) -> None:
+    """The crawl process's CPU seconds per thread name (medians over rounds), one column per crawl kind."""
+    columns = [(lang, mode) for lang in langs for mode in modes]
+    names = sorted({name for c in columns for r in results[c] for name in r["threads"]},
+                   key=lambda n: -max(statistics.median(r["threads"].get(n, 0.0) for r in results[c]) for c in columns))
+    print("\ncrawl process CPU s per thread (medians; MainThread = the reactor)\n")
+    print("| thread | " + " | ".join(f"{lang} {label(mode)}" for lang, mode in columns) + " |")
+    print("|---|" + "---:|" * len(columns))
+    for name in names:
+        cells = [statistics.median(r["threads"].get(name, 0.0) for r in results[c]) for c in columns]
+        if max(cells) >= 0.01:
+            print(f"| {name} | " + " | ".join(f"{x:.2f}" for x in cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--limit", type=int, default=2200, help="pages per language (default 2200)")
@@ -210,10 +310,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the work directory (a real disk)")
     ap.add_argument("--workers", default="auto",
                     help="SIMHASH_WORKERS values to crawl with, comma-separated (default auto: its default)")
-    ap.add_argument("--_crawl", nargs=3, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", action="store_true", help="report the crawl process's CPU per thread")
+    ap.add_argument("--_crawl", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._crawl:
-        crawl_child(args._crawl[0], args._crawl[1], None if args._crawl[2] == "off" else args._crawl[2])
+        crawl_child(args._crawl[0], args._crawl[1], None if args._crawl[2] == "off" else args._crawl[2],
+                    args._crawl[3] == "threads")
         return 0
     print("$ " + shlex.join(["python", "benchmarks/crawl.py", *(sys.argv[1:] if argv is None else argv)]))
     langs = [x for x in args.langs.split(",") if x]
@@ -248,16 +350,18 @@ def main(argv: list[str] | None = None) -> int:
                     order = list(modes)
                     rng.shuffle(order)
                     for mode in order:
-                        results.setdefault((lang, mode), []).append(run_crawl(url_files[lang], root, mode))
+                        result = run_crawl(url_files[lang], root, mode, args.threads)
+                        results.setdefault((lang, mode), []).append(result)
                 print(f"  round {rnd + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s, "
                       f"load {loadavg()})", flush=True)
         finally:
             server.shutdown()
     end_load = loadavg()
-    print(f"\nmedians of {args.rounds} round(s); CPU = crawl process + workers; tick gaps of a 10 ms LoopingCall\n")
+    print(f"\nmedians of {args.rounds} round(s); CPU = crawl process + workers; tick gaps of a 10 ms LoopingCall; "
+          "server = the page server (this process); machine idle: all CPUs, during the crawl\n")
     print("| lang | pipeline | items/s | CPU s | crawl CPU s | workers CPU s | CPU ms/item | tick gap p99 ms "
-          "| tick gap max ms | dropped |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| tick gap max ms | dropped | server CPU s | machine idle |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     summary = []
     for lang in langs:
         med: dict[str | None, dict[str, float]] = {}
@@ -268,19 +372,25 @@ def main(argv: list[str] | None = None) -> int:
             if bad:
                 print(f"WARNING {lang} pipeline {label(mode)}: {len(bad)} crawl(s) did not turn "
                       f"every page into an item: {bad[0]}")
+            if any(r["self_matches"] for r in rs):
+                print(f"WARNING {lang} pipeline {label(mode)}: items dropped as their own duplicates "
+                      f"(checked twice): {[r['self_matches'] for r in rs]}")
             m = {k: statistics.median(r[k] for r in rs)
-                 for k in ("seconds", "cpu_s", "crawl_cpu_s", "workers_cpu_s", "gap_p99", "gap_max")}
+                 for k in ("seconds", "cpu_s", "crawl_cpu_s", "workers_cpu_s", "gap_p99", "gap_max", "server_cpu_s",
+                           "idle")}
             m["items_s"] = statistics.median(n / r["seconds"] for r in rs)
             med[mode] = m
             dropped = "/".join(map(str, sorted({r["dropped"] for r in rs})))
             print(f"| {lang} | {label(mode)} | {m['items_s']:.0f} | {m['cpu_s']:.2f} | {m['crawl_cpu_s']:.2f} | "
                   f"{m['workers_cpu_s']:.2f} | {m['cpu_s'] / n * 1e3:.2f} | {m['gap_p99'] * 1e3:.0f} | "
-                  f"{m['gap_max'] * 1e3:.0f} | {dropped} |")
+                  f"{m['gap_max'] * 1e3:.0f} | {dropped} | {m['server_cpu_s']:.2f} | {m['idle']:.0%} |")
         for mode in modes[1:]:
             extra = (med[mode]["crawl_cpu_s"] - med[None]["crawl_cpu_s"]) / n * 1e3
             summary.append(f"{lang} {label(mode)}/off items/s {med[mode]['items_s'] / med[None]['items_s']:.2f}×, "
                            f"CPU {med[mode]['cpu_s'] / med[None]['cpu_s']:.2f}×, crawl process {extra:+.2f} ms/item")
     print("\nratios (pipeline on / off, medians): " + "; ".join(summary) + " (goal: items/s ≥ 0.8×)")
+    if args.threads:
+        print_threads(results, langs, modes)
     print(f"\ntotal {time.perf_counter() - started:.0f} s; load average at end {end_load}")
     return 0
 

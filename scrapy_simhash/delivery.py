@@ -8,9 +8,10 @@ which may be another object than the one this pipeline saw: items are found by i
 their URL and title. Fates are queued here and applied, never on the reactor, by a flusher thread a
 moment (``delay``) after they arrive (``flush``; so that a crawl killed soon after storing items has
 recorded most of them: one transaction per moment, not one per item or per batch), and by the
-index thread before its next batch when a release is among them (:meth:`apply`: a copy released
-downstream no longer blocks the items of that batch; a delivery changes no decision). What no
-signal told by the end of the crawl went somewhere, and is delivered.
+index thread before its next batch (or the pool before its next call to a worker) when a release
+is among them (:meth:`apply`: a copy released downstream no longer blocks the items of that batch;
+a delivery changes no decision). What no signal told by the end of the crawl went somewhere, and
+is delivered.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class DeliveryTracker:
         self._key = key  # an item's (url, title), or None
         self._flush, self._delay = flush, delay  # called on the flusher thread ``delay`` s after a fate arrives
         self._flusher: threading.Thread | None = None
-        self._tracked: dict[int, tuple[Any, int]] = {}  # id(item) → (item: kept alive, entry id)
+        self._tracked: dict[int, tuple[Any, int, Key | None]] = {}  # id(item) → (item: kept alive, entry id, key)
         self._by_key: dict[Key, int] = {}
         self._fates: list[tuple[str, int]] = []
         self._releases = 0  # among the queued fates
@@ -45,7 +46,7 @@ class DeliveryTracker:
         """Remember the pending entry of a new item until a signal tells its fate."""
         key = self._key(item)
         with self._lock:
-            self._tracked[id(item)] = (item, entry_id)
+            self._tracked[id(item)] = (item, entry_id, key)
             if key is not None:
                 self._by_key[key] = entry_id
 
@@ -53,7 +54,8 @@ class DeliveryTracker:
         """Queue ``"deliver"`` or ``"release"`` for a tracked item (any thread)."""
         if not self._tracked:
             return
-        key = self._key(item)
+        found = self._tracked.get(id(item))
+        key = found[2] if found is not None and found[0] is item else self._key(item)  # (the key it was tracked by)
         with self._lock:
             found = self._tracked.pop(id(item), None)
             entry_id = found[1] if found is not None else self._by_key.get(key) if key else None
@@ -101,7 +103,7 @@ class DeliveryTracker:
     def untold(self) -> None:
         """At the end: the items no signal told about went somewhere; their entries are delivered."""
         with self._lock:
-            self._fates += [("deliver", entry_id) for _, entry_id in self._tracked.values()]
+            self._fates += [("deliver", entry_id) for _, entry_id, _ in self._tracked.values()]
             self._tracked.clear()
             self._by_key.clear()
 

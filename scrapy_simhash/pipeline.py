@@ -27,16 +27,16 @@ Items without usable text (and items whose fields cannot be read, whatever readi
 are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skipped/bad_input``); an item with a true
 ``SIMHASH_SKIP_FIELD`` (``simhash_skip``) is passed on unchecked (``simhash/skipped/opt_out``).
 
-Fingerprinting (jieba, the costly part) runs on ``SIMHASH_WORKERS`` processes (:mod:`.workers`; by
-default the cores there are minus one), so the crawl process keeps its core for downloads, parsing
-and the reactor (``SIMHASH_WORKERS = 0``: on a thread of the crawl process). The check-and-add
-stays in the crawl process on one thread, in the order fingerprints complete (each goes from the
-worker's answer to that thread's queue directly, not through the reactor), so two copies of one
-story in flight at once are checked one after the other and cannot both pass. Items that arrive
-within :data:`~scrapy_simhash.workers.LINGER` of each other go to a worker in one call and come back
-together; those and the items that queue up for the index thread while it commits go in the next
-transaction together (up to :data:`INDEX_BATCH`; one fsync for all, :mod:`.groupcommit`), and each is
-passed on only once its transaction is committed.
+Fingerprinting (jieba, the costly part) and the check-and-add run on ``SIMHASH_WORKERS`` processes
+(:mod:`.workers`; by default the cores there are minus one), so the crawl process keeps its core for
+downloads, parsing and the reactor. Items that arrive within :data:`~scrapy_simhash.workers.LINGER` of
+each other go to a worker in one call, are checked in one transaction (one fsync for all) and come
+back together, each passed on only once its transaction is committed; the index serializes the
+workers' transactions, so two copies of one story in flight at once are checked one after the other
+and cannot both pass. With ``SIMHASH_WORKERS = 0`` (and for values no worker can take) fingerprints
+are made on a thread of the crawl process and checked on another, in the order they complete; the
+items that queue up for that index thread while it commits go in its next transaction together (up
+to :data:`INDEX_BATCH`, :mod:`.groupcommit`).
 
 When the index fails
 --------------------
@@ -83,7 +83,6 @@ import gc
 import logging
 import os
 import sqlite3
-import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from functools import partial
@@ -105,7 +104,7 @@ from .index import IndexError_, sqlite_path
 from .index.owners import new_owner
 from .settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
 from .timefmt import iso
-from .workers import FingerprintPool, _settle, fingerprinter_options
+from .workers import FingerprintPool, _settle, decide_with_retries, fingerprinter_options, index_options
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -250,14 +249,20 @@ class SimhashPipeline:
         # of the cyclic collector's reach, its full collections stay short. Else each one holds the GIL
         # for 50-90 ms and the reactor stands still meanwhile (tests/test_concurrency.py).
         gc.freeze()
-        self._fingerprints = FingerprintPool(value(s, "SIMHASH_WORKERS"), fingerprinter_options(engine_options(s)),
-                                             self.dedup.fingerprint)
+        workers, options = value(s, "SIMHASH_WORKERS"), engine_options(s)
+        self._fingerprints = FingerprintPool(
+            workers, fingerprinter_options(options), self.dedup.fingerprint,
+            index=index_options(index_url, options, self.dedup.owner, self.index_retries,
+                                self.index_retry_delay) if workers else None,
+            check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True))
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 
     def close_spider(self, spider: Spider | None = None) -> None:
         if self._fingerprints is not None:
             self._fingerprints.shutdown()  # finishes the work in progress, joins the workers
             self.stats.set_value("simhash/workers_died", self._fingerprints.died)
+            if self._fingerprints.index_retries:
+                self.stats.inc_value("simhash/index_retries", self._fingerprints.index_retries)
         if self._index is not None:
             self._index.shutdown()
         self._fingerprints = self._index = None
@@ -285,8 +290,8 @@ class SimhashPipeline:
                 return item
             fields = {part: _first_field(adapter, names) for part, names in (
                 ("title", self.title_fields), ("body", self.body_fields), ("url", self.url_fields))}
-            if len(self._warned_fields) < 3:  # title, body and URL not all warned about yet
-                self._warn_missing_fields(adapter)
+            if len(self._warned_fields) < 3 and None in (fields["title"][0], fields["body"][0], fields["url"][0]):
+                self._warn_missing_fields(adapter)  # (a field with a value has its name among the item's)
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
@@ -324,9 +329,19 @@ class SimhashPipeline:
         raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
 
     def _check(self, title: Any, body: Any, url: str | None) -> Future[tuple[Fingerprints, Verdict | BaseException]]:
-        """An item's fingerprints and its verdict (or the index's error) in one future, settled on the
-        index thread: the fingerprints go from the worker's answer to the index queue directly, not
-        through the reactor. The future raises what fingerprinting raised."""
+        """An item's fingerprints and its verdict (or the index's error) in one future; it raises
+        what fingerprinting raised. Checked by a worker process when there are workers, else (and
+        for what no worker can check) in this process (:meth:`_check_here`)."""
+        assert self._fingerprints is not None, "the pipeline is not open"
+        request_id = os.urandom(12).hex()
+        if self._fingerprints.decides:
+            return self._fingerprints.check(title, body, url, request_id)
+        return self._check_here(title, body, url, request_id)
+
+    def _check_here(self, title: Any, body: Any, url: str | None,
+                    request_id: str) -> Future[tuple[Fingerprints, Verdict | BaseException]]:
+        """:meth:`_check` in this process: fingerprinted on the pool's thread, checked on the index
+        thread (the fingerprints go to the index queue directly, not through the reactor)."""
         assert self._fingerprints is not None and self._index is not None, "the pipeline is not open"
         index = self._index
         checked: Future[tuple[Fingerprints, Verdict | BaseException]] = Future()
@@ -341,14 +356,14 @@ class SimhashPipeline:
                 return
             try:
                 fps = done.result()
-                verdict = index.submit((fps, url, os.urandom(12).hex()))
+                verdict = index.submit((fps, url, request_id))
             except BaseException as exc:  # UnreadableField, or the index queue shut down
                 _settle(checked, exc=exc)
                 return
             verdict.add_done_callback(partial(decided, fps))
             checked.add_done_callback(lambda c: c.cancelled() and verdict.cancel())
 
-        self._fingerprints.submit(title, body).add_done_callback(fingerprinted)
+        self._fingerprints.here(title, body).add_done_callback(fingerprinted)
         return checked
 
     def _wait(self, future: Future[Any]) -> Any:
@@ -380,25 +395,16 @@ class SimhashPipeline:
 
     def _decide_with_retries(self, batch: list[tuple[Any, str | None, str]]) -> list[Verdict]:
         """The check-and-add of the items queued meanwhile (one transaction), retried on index errors
-        with a doubling delay (runs on the index thread). Each item keeps its request id across the
-        retries: on Redis, an item added before the error gets its entry back, not itself as a duplicate."""
+        with a doubling delay (:func:`.workers.decide_with_retries`, on the index thread)."""
         assert self.dedup is not None
         self._apply_fates(if_released=True)  # a copy dropped downstream meanwhile no longer blocks these items
-        items = [(fps, url) for fps, url, _ in batch]
-        request_ids = [request_id for *_, request_id in batch]
-        delay = self.index_retry_delay
-        for attempt in range(self.index_retries + 1):
-            try:
-                return self.dedup.decide_many(items, request_ids=request_ids)
-            except (IndexError_, sqlite3.Error) as exc:
-                if attempt == self.index_retries:
-                    raise
-                self.stats.inc_value("simhash/index_retries", len(batch))  # per item, as items see it
-                logger.warning("scrapy-simhash: check-and-add failed (%s), retry %d of %d in %.2f s",
-                               exc, attempt + 1, self.index_retries, delay)
-                time.sleep(delay)
-                delay *= 2
-        raise AssertionError("unreachable")  # pragma: no cover
+
+        def retrying(exc: BaseException, attempt: int, delay: float) -> None:
+            self.stats.inc_value("simhash/index_retries", len(batch))  # per item, as items see it
+            logger.warning("scrapy-simhash: check-and-add failed (%s), retry %d of %d in %.2f s",
+                           exc, attempt, self.index_retries, delay)
+
+        return decide_with_retries(self.dedup, batch, self.index_retries, self.index_retry_delay, retrying)
 
     # -- delivery (scrapy_simhash.delivery) --------------------------------------------------------
 
@@ -420,10 +426,12 @@ class SimhashPipeline:
     def _item_error(self, item: Any, **kwargs: Any) -> None:
         self._delivery.fate(item, "release")
 
-    def _flush_fates(self) -> None:
-        """The delivery flusher: record the fates that arrived (an error leaves them queued)."""
+    def _flush_fates(self, if_released: bool = False) -> None:
+        """The delivery flusher, and the pool before each call to a worker (``if_released``: only if a
+        release arrived, so that a copy dropped downstream no longer blocks the items of the call):
+        record the fates that arrived (an error leaves them queued)."""
         try:
-            self._apply_fates()
+            self._apply_fates(if_released=if_released)
         except (IndexError_, sqlite3.Error) as exc:
             logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again "
                            "with the next ones", exc)

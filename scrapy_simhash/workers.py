@@ -1,20 +1,24 @@
-"""Fingerprints on worker processes, so the crawl's own process keeps its core (issue 18).
+"""Fingerprints and checks on worker processes, so the crawl's own process keeps its core (issue 18).
 
-Fingerprinting (normalization, jieba, TF-IDF, simhash) is CPU-bound Python: on a thread of the crawl
-process it shares one GIL with the reactor and the index thread, and the crawl slows to its pace. A
-:class:`FingerprintPool` runs it on ``SIMHASH_WORKERS`` processes instead (a
-:class:`~concurrent.futures.ProcessPoolExecutor`); the check-and-add stays in the crawl process, on
-the index thread, in the order fingerprints complete, exactly as before. Items go to the workers in
+Fingerprinting (normalization, jieba, TF-IDF, simhash) is CPU-bound Python, and so is much of the
+check-and-add (the rule between its SQLite statements, ~0.3 ms an item): on threads of the crawl
+process they share one GIL with the reactor, and the crawl slows to their pace. A
+:class:`FingerprintPool` runs them on ``SIMHASH_WORKERS`` processes instead (a
+:class:`~concurrent.futures.ProcessPoolExecutor`): with an index (the pipeline's case), each worker
+opens the crawl's index and fingerprints and checks each call's items in one transaction, so the
+crawl process only sends titles and bodies out and gets verdicts back. The index serializes the
+transactions of several workers (SQLite's write lock, Redis's scripts): two copies of one story in
+flight are checked one after the other, and verdicts come back in the order they were committed.
+Without an index the pool only fingerprints (``submit``). Items go to the workers in
 calls of up to :data:`MAX_BATCH`: those that queued up within :data:`LINGER` of the first one, or
 while :data:`IN_FLIGHT` calls per worker were out (one being fingerprinted, one waiting for it), so
 that the crawl process pays the executor's plumbing (its two threads, pipes, pickles and futures)
-per call rather than per item, and the items of one call reach the index together, for one
-transaction (one fsync). A crawl's items arrive a few milliseconds apart, faster than one fsynced
-commit each allows but slower than a worker fingerprints them: without the wait, each would go
-alone. Only plain data crosses the process boundary: an item's
-title and body (``str``, ``bytes``, ``None`` or a list of them) go out, the
-:class:`~scrapy_simhash.fingerprint.Fingerprints` fields (ints, strings, a tuple of strings,
-booleans) come back. Any other value is fingerprinted in the crawl process, as with 0 workers.
+per call rather than per item, and the items of one call share one transaction (one fsync). A
+crawl's items arrive a few milliseconds apart, faster than one fsynced commit each allows but slower
+than a worker fingerprints them: without the wait, each would go alone. Only plain data goes out: an
+item's title and body (``str``, ``bytes``, ``None`` or a list of them), its URL and request id; the
+:class:`~scrapy_simhash.fingerprint.Fingerprints` fields and the verdict come back. Any other value is
+fingerprinted and checked in the crawl process, as with 0 workers.
 
 Start-up: workers are *spawned* (a fresh interpreter), at spider open, and warmed there (the engine
 built, the jieba dictionary loaded, one sample item fingerprinted), while the crawl starts; items
@@ -23,12 +27,14 @@ threads run, and ``forkserver`` would block the reactor while its server starts 
 process-wide state of the user's :mod:`multiprocessing`.
 
 Failures: a worker that dies (killed, out of memory) breaks the executor, which fails every item in
-it; each is sent once more to a fresh executor, and fingerprinted in the crawl process if that one
-breaks too. After :data:`MAX_RESTARTS` fresh executors, the next break makes the pool give up: the
-rest of the crawl is fingerprinted in the crawl process. An item whose fingerprinting raises in a
-worker is fingerprinted again in the crawl process, which raises the same error (or returns the same
-fingerprints). No item is lost; none reaches the index twice (only the fingerprints are retried,
-never the check).
+it; each is sent once more to a fresh executor (in the order first sent), and checked in the crawl
+process if that one breaks too. After :data:`MAX_RESTARTS` fresh executors, the next break makes the
+pool give up: the rest of the crawl is checked in the crawl process. An item sent again keeps its
+request id: if the dead worker had committed it, the index answers what it answered then
+(:class:`~scrapy_simhash.index.Query`'s ``request_id``; a new item gets its own entry back, never
+itself as its duplicate). An item whose fingerprinting raises in a worker is fingerprinted and
+checked in the crawl process, which raises the same error (or decides it). No item is lost; none is
+checked twice.
 
 Signals: workers ignore ``SIGINT`` and ``SIGTERM`` (Ctrl-C and systemd signal the whole process
 group): the crawl process handles them, finishes its items and shuts the pool down. A worker whose
@@ -38,16 +44,19 @@ crawl process died without shutting it down (``SIGKILL``) notices and exits.
 from __future__ import annotations
 
 import inspect
+import itertools
 import logging
 import multiprocessing
 import multiprocessing.util
 import os
 import re
 import signal
+import sqlite3
 import sys
 import threading
 import time
 import types
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -55,9 +64,12 @@ from contextlib import contextmanager
 from dataclasses import fields
 from functools import partial
 from multiprocessing.connection import wait
+from operator import itemgetter
 from typing import Any
 
+from .dedup import Deduplicator, Verdict
 from .fingerprint import Fingerprinter, Fingerprints
+from .index import IndexError_
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +83,16 @@ IN_FLIGHT = 2
 #: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
 #: sooner): the latency an item pays so that the items of a moment share one call and one commit.
 LINGER = 0.02
+#: Seconds between the timer's looks at the queue while items keep coming, and without any after which
+#: it sleeps until woken.
+POLL, DOZE = 0.01, 1.0
+_place = itemgetter(3)
 _FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
-#: An item waiting for its fingerprints: its future, title, body, and how many executors broke under it.
-_Job = tuple[Future[Fingerprints], Any, Any, int]
+#: An item waiting for a worker: its future, what goes to the worker (title, body; with the index: url
+#: and request id too), how many executors broke under it, and its place in the order of submission
+#: (items sent again go in that order: the index answers them in the order it committed them).
+_Job = tuple[Future[Any], tuple[Any, ...], int, int]
 _SAMPLE = ("江城地铁十二号线今日开通 Harbour city opens tidal plant",
            "<p>本报讯 2023年6月18日上午9时，江城地铁十二号线正式开通运营，全长38公里。</p>"
            "<p>The plant's 14 turbines can produce up to 32 megawatts, enough for about 20,000 homes.</p>")
@@ -96,6 +114,15 @@ def fingerprinter_options(engine_options: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def index_options(index_url: str, engine_options: dict[str, Any], owner: str | None, retries: int,
+                  retry_delay: float) -> dict[str, Any]:
+    """What a worker needs to open the crawl's index and check items as the crawl process would:
+    :meth:`Deduplicator.open`'s options but the :class:`Fingerprinter`'s (and ``reset``: the crawl
+    process did it), the owner of the entries it adds, and the index retries."""
+    dedup = {k: v for k, v in engine_options.items() if k not in _FINGERPRINTER_OPTIONS and k != "reset"}
+    return {"url": index_url, "dedup": dedup, "owner": owner, "retries": retries, "retry_delay": retry_delay}
+
+
 def _is_plain(value: Any) -> bool:
     """Can this item value go to a worker as it is (and be read there as it is read here)?"""
     kind = type(value)
@@ -107,10 +134,13 @@ def _is_plain(value: Any) -> bool:
 # -- in the worker process ------------------------------------------------------------------------
 
 _fingerprinter: Fingerprinter | None = None
+_dedup: Deduplicator | None = None
+_index: dict[str, Any] = {}
 
 
-def _start_worker(options: dict[str, Any]) -> None:
-    """Worker initializer: ignore the signals the crawl handles, exit with the crawl, warm the engine."""
+def _start_worker(options: dict[str, Any], index: dict[str, Any] | None = None) -> None:
+    """Worker initializer: ignore the signals the crawl handles, exit with the crawl, warm the engine;
+    with ``index`` (:func:`index_options`), open the index the items are checked against."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
@@ -121,6 +151,11 @@ def _start_worker(options: dict[str, Any]) -> None:
     global _fingerprinter
     _fingerprinter = Fingerprinter(**options)
     _fingerprinter.fingerprint(*_SAMPLE)  # the first item pays nothing more than any other
+    if index is not None:
+        global _dedup
+        _index.update(index)
+        _dedup = Deduplicator.open(index["url"], fingerprinter=_fingerprinter, owner=index["owner"],
+                                   **index["dedup"])
     multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
 
 
@@ -159,6 +194,51 @@ def _fingerprint_many(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, ...] | No
     return [_fingerprint(title, body) for title, body in pairs]
 
 
+def _check_many(items: list[tuple[Any, Any, str | None, str]]) -> tuple[int, list[Any]]:
+    """Fingerprint and check-and-add each ``(title, body, url, request id)`` of one call, in one
+    transaction (:func:`decide_with_retries`): how many times the index was retried, and per item
+    ``(fingerprint fields, verdict)``, ``(fields, the index's error)``, or None if fingerprinting
+    raised (the crawl process then checks that item itself)."""
+    assert _dedup is not None, "worker not started with an index"
+    fps = [_fingerprint(title, body) for title, body, _, _ in items]
+    decided = [(Fingerprints(*f), url, request_id) for f, (_, _, url, request_id) in zip(fps, items, strict=True)
+               if f is not None]
+    retries = 0
+
+    def retrying(exc: BaseException, attempt: int, delay: float) -> None:
+        nonlocal retries
+        retries += len(decided)  # per item, as items see it
+        logger.warning("scrapy-simhash: check-and-add failed (%s), retry %d of %d in %.2f s",
+                       exc, attempt, _index["retries"], delay)
+
+    try:
+        verdicts: Iterator[Any] = iter(decide_with_retries(_dedup, decided, _index["retries"],
+                                                           _index["retry_delay"], retrying))
+    except Exception as exc:  # the index failed the batch (after its retries): each item says why
+        verdicts = iter([exc] * len(decided))
+    return retries, [None if f is None else (f, next(verdicts)) for f in fps]
+
+
+def decide_with_retries(dedup: Deduplicator, items: list[tuple[Fingerprints, str | None, str]], retries: int,
+                        delay: float, retrying: Callable[[BaseException, int, float], Any]) -> list[Verdict]:
+    """The check-and-add of ``(fingerprints, url, request id)`` items (one transaction), retried on
+    index errors ``retries`` times, ``delay`` seconds apart and doubling (sleeping on this thread;
+    ``retrying(error, attempt, delay)`` before each). Each item keeps its request id across the
+    retries: an item added before the error gets its entry back, not itself as a duplicate."""
+    pairs = [(fps, url) for fps, url, _ in items]
+    request_ids = [request_id for *_, request_id in items]
+    for attempt in range(retries + 1):
+        try:
+            return dedup.decide_many(pairs, request_ids=request_ids)
+        except (IndexError_, sqlite3.Error) as exc:
+            if attempt == retries:
+                raise
+            retrying(exc, attempt + 1, delay)
+            time.sleep(delay)
+            delay *= 2
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 # -- in the crawl process -------------------------------------------------------------------------
 
 
@@ -193,21 +273,39 @@ def _copy(future: Future[Any], source: Future[Any]) -> None:
 
 class FingerprintPool:
     """``submit(title, body)`` → a future of the item's :class:`Fingerprints`, made on ``workers``
-    processes (0: on one thread of this process, calling ``fallback``, as before the pool)."""
+    processes (0: on one thread of this process, calling ``fallback``, as before the pool).
 
-    def __init__(self, workers: int, options: dict[str, Any],
-                 fallback: Callable[[Any, Any], Fingerprints]) -> None:
+    With ``index`` (:func:`index_options`; ``workers`` ≥ 1), the workers check the items too:
+    ``check(title, body, url, request_id)`` → a future of ``(fingerprints, verdict or the index's
+    error)``, and what no worker can check goes to ``check_here`` (same arguments, a future of the
+    same), with its request id: one that a worker committed before it died gets its answer back.
+    ``before_call`` runs before each call to a worker (never on the submitter's thread: calls go
+    from the pool's own threads)."""
+
+    def __init__(self, workers: int, options: dict[str, Any], fallback: Callable[[Any, Any], Fingerprints],
+                 index: dict[str, Any] | None = None,
+                 check_here: Callable[[Any, Any, str | None, str], Future[Any]] | None = None,
+                 before_call: Callable[[], None] | None = None) -> None:
         self.workers = workers
         self.died = 0  #: executors broken by a worker that died
+        self.index_retries = 0  #: index retries in the workers (per item, as items see them)
         self._options = options
         self._fallback = fallback
+        self._index = index if workers else None
+        self._check_here = check_here
+        self._before_call = before_call
+        self._call = _check_many if self._index is not None else _fingerprint_many
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
         self._lock = threading.Lock()  # replacing the executor
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # items waiting for a call
+        self._submitted = itertools.count()
         self._due_at = 0.0  # when the queued items go, full or not (time.monotonic)
         self._in_flight = 0  # calls out
+        self._out: Counter[int] = Counter()  # calls out per executor (id)
+        self._broken_out: set[int] = set()  # broken executors with calls out: nothing goes until they are back
         self._stopped = False
+        self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
         self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
         self._executor: ProcessPoolExecutor | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
@@ -217,7 +315,7 @@ class FingerprintPool:
     def _start(self) -> ProcessPoolExecutor:
         """A new executor whose workers are spawned and warmed now (they start in parallel)."""
         executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_start_worker, initargs=(self._options,))
+                                       initializer=_start_worker, initargs=(self._options, self._index))
         with _without_main():
             self._warm(executor)
         return executor
@@ -241,61 +339,97 @@ class FingerprintPool:
         executor = self._executor
         return list(getattr(executor, "_processes", None) or ()) if executor is not None else []
 
+    @property
+    def decides(self) -> bool:
+        """Do the workers check the items too (:meth:`check`)?"""
+        return self._index is not None
+
+    def here(self, title: Any, body: Any) -> Future[Fingerprints]:
+        """Fingerprint one item in this process, on the pool's thread."""
+        return self._local.submit(self._fallback, title, body)
+
     def submit(self, title: Any, body: Any) -> Future[Fingerprints]:
         """Fingerprint one item's title and body; the future raises what fingerprinting raises
         (:class:`~scrapy_simhash.fingerprint.UnreadableField`)."""
-        if self._executor is None or not (_is_plain(title) and _is_plain(body)):
-            return self._local.submit(self._fallback, title, body)
-        future: Future[Fingerprints] = Future()
+        assert not self.decides, "the workers check items: use check()"
+        return self._queue_up((title, body))
+
+    def check(self, title: Any, body: Any, url: str | None, request_id: str) -> Future[Any]:
+        """Fingerprint and check-and-add one item on a worker: a future of ``(fingerprints, verdict or
+        the index's error)``; it raises what fingerprinting raises."""
+        assert self.decides, "the pool has no index"
+        return self._queue_up((title, body, url, request_id))
+
+    def _queue_up(self, args: tuple[Any, ...]) -> Future[Any]:
+        if self._executor is None or not (_is_plain(args[0]) and _is_plain(args[1])):
+            return self._elsewhere(args)
+        future: Future[Any] = Future()
         with self._queue_lock:
-            self._queue.append((future, title, body, 0))
-            if len(self._queue) == 1:
-                self._due_at = time.monotonic() + LINGER
-                self._due.notify()
-            due = len(self._queue) >= MAX_BATCH or self._stopped
-        if due:
+            self._queue.append((future, args, 0, next(self._submitted)))
+            if len(self._queue) == 1 or len(self._queue) == MAX_BATCH:  # the timer waits for them, or sends them now
+                self._due_at = time.monotonic() + (LINGER if len(self._queue) == 1 else 0.0)
+                if self._dozing:  # else it looks again within POLL: waking it from here costs the reactor more
+                    self._due.notify()
+            stopped = self._stopped
+        if stopped:  # the timer is gone
             self._send()
         return future
 
     def _send_when_due(self) -> None:
-        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown)."""
+        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown).
+        While items keep coming it looks at the queue every :data:`POLL` (a submit wakes nobody: a
+        thread woken from the reactor's thread tends to preempt it while it holds the GIL); after
+        :data:`DOZE` without any, it sleeps until the next submit or returned call wakes it."""
+        last = time.monotonic()
         while True:
             with self._due:
                 while True:
                     if self._stopped:
                         return
-                    waiting = bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
-                    delay = self._due_at - time.monotonic()
+                    now = time.monotonic()
+                    if self._queue:
+                        last = now
+                    waiting = (bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
+                               and not self._broken_out)
+                    delay = self._due_at - now
                     if waiting and delay <= 0:
                         break
-                    self._due.wait(delay if waiting else None)  # else a submit or a returned call wakes it
+                    self._dozing = not self._queue and now - last > DOZE
+                    self._due.wait(None if self._dozing else min(delay, POLL) if waiting else POLL)
+                    self._dozing = False
             self._send()
 
     def _send(self) -> None:
         """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
-        calls per worker are out and the items are due (:data:`LINGER`) or a call's worth (any
-        thread: the submitter, the timer, or a call's answer)."""
+        calls per worker are out and the items are due (:data:`LINGER`) or a call's worth (the
+        timer, a call's answer, or shutdown; not the submitter: ``before_call`` may write to the index)."""
         while True:
             with self._queue_lock:
                 executor = self._executor
-                if not self._queue or (executor is not None and (
+                if not self._queue or self._broken_out or (executor is not None and (
                         self._in_flight >= IN_FLIGHT * self.workers
                         or (len(self._queue) < MAX_BATCH and not self._stopped and time.monotonic() < self._due_at))):
                     return
                 count = MAX_BATCH if executor is not None else len(self._queue)
                 batch, self._queue[:count] = self._queue[:count], []
-                self._in_flight += executor is not None
+                if executor is not None:
+                    self._in_flight += 1
+                    self._out[id(executor)] += 1
             if executor is None:  # shut down, or given up: in the crawl process
-                for future, title, body, _ in batch:
-                    self._in_process(future, title, body)
+                for future, args, *_ in batch:
+                    self._in_process(future, args)
                 continue
+            if self._before_call is not None:
+                self._before_call()
             try:
-                sent = executor.submit(_fingerprint_many, [(title, body) for _, title, body, _ in batch])
+                sent = executor.submit(self._call, [args for _, args, *_ in batch])
             except (BrokenProcessPool, RuntimeError):  # broken by another call's worker, not yet replaced
                 with self._queue_lock:
                     self._in_flight -= 1
                     self._queue[:0] = batch  # not these items' attempt: they never reached a worker
+                    self._queue.sort(key=_place)
                     self._due_at = 0.0
+                    self._back(id(executor), broken=True)
                 self._replace(executor)
                 continue
             sent.add_done_callback(partial(self._returned, batch, executor))
@@ -303,27 +437,57 @@ class FingerprintPool:
     def _returned(self, batch: list[_Job], executor: ProcessPoolExecutor,
                   sent: Future[list[tuple[Any, ...] | None]]) -> None:
         """A worker's answer (on the executor's thread): each item's fingerprints, or why there are none."""
+        exc = sent.exception()
+        broken = isinstance(exc, BrokenProcessPool)  # its worker (or another one of the executor) died
+        if broken:
+            with self._queue_lock:
+                self._broken_out.add(id(executor))  # from now until its calls are all back, nothing goes
+            self._replace(executor)
         with self._queue_lock:
             self._in_flight -= 1
-            self._due.notify()  # items held back by the calls out may be due now
-        exc = sent.exception()
-        if isinstance(exc, BrokenProcessPool):  # its worker (or another one of the executor) died
-            self._replace(executor)
-            retry = [(future, title, body, attempt + 1) for future, title, body, attempt in batch if attempt < 1]
-            with self._queue_lock:
-                self._queue[:0] = retry  # once more, to a fresh executor
+            if broken:
+                # Once more, to a fresh executor, in the order first sent (a worker that committed them
+                # before it died: their request ids get the same answers back, before any item checked
+                # after them), then in the crawl process.
+                self._queue[:0] = [(future, args, attempt + 1, place)
+                                   for future, args, attempt, place in batch if attempt < 1]
+                self._queue.sort(key=_place)
                 self._due_at = 0.0
-            batch = [job for job in batch if job[3] >= 1]  # twice broken: in the crawl process
+            self._back(id(executor), broken)
+            self._due.notify()  # items held back by the calls out may be due now
+        if broken:
+            batch = [job for job in batch if job[2] >= 1]
         self._send()  # the next call first: the worker is idle
         results = sent.result() if exc is None else [None] * len(batch)
-        for (future, title, body, _), result in zip(batch, results, strict=True):
-            if result is not None:
+        if self.decides and exc is None:
+            retried, results = results
+            self.index_retries += retried
+        for (future, args, *_), result in zip(batch, results, strict=True):
+            if result is None:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
+                self._in_process(future, args)
+            elif self.decides:
+                _settle(future, (Fingerprints(*result[0]), result[1]))
+            else:
                 _settle(future, Fingerprints(*result))
-            else:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
-                self._in_process(future, title, body)
 
-    def _in_process(self, future: Future[Fingerprints], title: Any, body: Any) -> None:
-        self._local.submit(self._fallback, title, body).add_done_callback(partial(_copy, future))
+    def _back(self, executor: int, broken: bool) -> None:
+        """A call of this executor (id) is back (under the queue lock)."""
+        self._out[executor] -= 1
+        if broken and self._out[executor]:
+            self._broken_out.add(executor)
+        if not self._out[executor]:
+            del self._out[executor]
+            self._broken_out.discard(executor)
+
+    def _elsewhere(self, args: tuple[Any, ...]) -> Future[Any]:
+        """What no worker does: fingerprinted (and checked) in the crawl process."""
+        if self.decides:
+            assert self._check_here is not None
+            return self._check_here(*args)
+        return self.here(*args)
+
+    def _in_process(self, future: Future[Any], args: tuple[Any, ...]) -> None:
+        self._elsewhere(args).add_done_callback(partial(_copy, future))
 
     def _replace(self, broken: ProcessPoolExecutor) -> None:
         """A fresh executor for a broken one (once per broken executor), or none after too many."""

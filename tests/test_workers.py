@@ -28,6 +28,7 @@ import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.settings import Settings
 
-from scrapy_simhash import Deduplicator, Fingerprinter, workers
+from scrapy_simhash import Deduplicator, Fingerprinter, SimhashPipeline, workers
 from scrapy_simhash.settings import effective_settings, engine_options
 from scrapy_simhash.workers import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
@@ -78,16 +79,21 @@ def items_with_reposts(n: int, seed: int) -> list[dict[str, Any]]:
 
 
 def record_checks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str | None, Any, Any]]:
-    """Every check-and-add of this process, in order: (url, fingerprints, verdict)."""
+    """Every check-and-add of the crawl (in a worker or in this process), in the order the answers
+    came, which is the order of the index with one worker: (url, fingerprints, verdict)."""
     checks: list[tuple[str | None, Any, Any]] = []
-    decide_many = Deduplicator.decide_many
+    check = SimhashPipeline._check
 
-    def recording(self: Deduplicator, items: Any, *args: Any, **kwargs: Any) -> Any:
-        verdicts = decide_many(self, items, *args, **kwargs)
-        checks.extend((url, fps, v) for (fps, url), v in zip(items, verdicts, strict=True))
-        return verdicts
+    def answered(url: str | None, done: Any) -> None:
+        if not done.exception():
+            checks.append((url, *done.result()))
 
-    monkeypatch.setattr(Deduplicator, "decide_many", recording)
+    def recording(self: SimhashPipeline, title: Any, body: Any, url: str | None) -> Any:
+        future = check(self, title, body, url)
+        future.add_done_callback(partial(answered, url))
+        return future
+
+    monkeypatch.setattr(SimhashPipeline, "_check", recording)
     return checks
 
 
@@ -233,6 +239,77 @@ async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypat
     assert not any(running(pid) for pid in killed + after)
 
 
+def check_then_die(items: list[Any]) -> Any:
+    """In a worker: check a call's items (committed), then, the first time in the test (its marker
+    file), die before answering."""
+    answer = workers._check_many(items)
+    try:
+        Path(os.environ["SIMHASH_TEST_DIE_MARKER"]).touch(exist_ok=False)
+    except FileExistsError:
+        return answer
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_worker_killed_between_its_commit_and_its_answer_checks_no_item_twice(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The items of the call the dead worker had committed are sent again with their request ids:
+    each gets the answer it was given (a new item its own entry, not itself as its duplicate)."""
+    items = items_with_reposts(24, seed=7)
+    marker = tmp_path / "died"
+    monkeypatch.setenv("SIMHASH_TEST_DIE_MARKER", str(marker))  # the workers are spawned with it
+    checks = record_checks(monkeypatch)
+    settings = crawl_settings(tmp_path / "i.sqlite3", **ENGINE)
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(ItemsSpider, settings)
+    crawler.signals.connect(lambda spider: setattr(pipeline_of(crawler)._fingerprints, "_call", check_then_die),
+                            signals.spider_opened, weak=False)
+    await crawler.crawl(items=items)
+
+    stats = crawler.stats.get_stats()
+    assert marker.exists() and stats["simhash/workers_died"] == 1
+    assert stats.get("item_scraped_count", 0) + stats.get("item_dropped_count", 0) == len(items)
+    assert sorted(url for url, *_ in checks) == sorted(it["url"] for it in items)  # one answer each
+    assert not [url for url, _, v in checks if v.original is not None and v.original.url == url]
+    new = [url for url, _, v in checks if v.status == "new"]
+    assert sorted(faults.index_urls(tmp_path / "i.sqlite3")) == sorted(new)  # one entry each
+    assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
+
+
+@pytest_twisted.ensureDeferred
+async def test_workers_check_against_a_redis_index_as_the_single_process_engine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker opens its own connection to the crawl's Redis index: same decisions, its entries
+    the crawl's (pending under the crawl process's owner, delivered at the end)."""
+    from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
+
+    prefix = f"workers-{os.urandom(6).hex()}"
+    url = with_prefix(redis_server_url(), prefix)
+    items = items_with_reposts(24, seed=11)
+    checks = record_checks(monkeypatch)
+    settings = {**crawl_settings(tmp_path / "unused.sqlite3", **ENGINE), "SIMHASH_INDEX_URL": url}
+    from scrapy.utils.test import get_crawler
+
+    crawler = get_crawler(ItemsSpider, settings)
+    try:
+        await crawler.crawl(items=items)
+        stats = crawler.stats.get_stats()
+        assert stats["simhash/workers_died"] == 0
+        assert sorted(u for u, *_ in checks) == sorted(it["url"] for it in items)
+        new = sum(v.status == "new" for _, _, v in checks)
+        assert 0 < new < len(items) and stats["simhash/final"] == new
+        assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
+        client = raw_redis(redis_server_url())
+        assert not [k for k in client.scan_iter(f"{prefix}*") if ":pending:" in k]  # every entry delivered
+    finally:
+        client = raw_redis(redis_server_url())
+        keys = list(client.scan_iter(f"{prefix}*"))
+        if keys:
+            client.delete(*keys)
+
+
 def test_items_that_queue_up_go_to_a_worker_together() -> None:
     """The crawl process pays the executor per call, not per item: items submitted while the worker
     is busy (here: still starting) go in calls of up to MAX_BATCH, and each gets its own fingerprints."""
@@ -276,6 +353,29 @@ def test_items_a_moment_apart_share_one_call(monkeypatch: pytest.MonkeyPatch) ->
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
     assert [len(pairs) for pairs, in calls] == [len(stories)]
+
+
+def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
+    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while items
+    keep coming, the timer looks at the queue itself (POLL) and a submit notifies nobody."""
+    import threading
+
+    here = Fingerprinter()
+    pool = FingerprintPool(1, {}, here.fingerprint)
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 3
+    woken: list[str] = []
+    try:
+        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up
+        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # items keep coming
+        notify = pool._due.notify
+        pool._due.notify = lambda *args: woken.append(threading.current_thread().name) or notify(*args)
+        futures = [pool.submit(s["title"], s["body"]) for s in stories]
+        got = [f.result(timeout=120) for f in futures]
+        by_submitter = threading.current_thread().name in woken
+    finally:
+        pool.shutdown()
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert not by_submitter, woken
 
 
 def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

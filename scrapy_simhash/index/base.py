@@ -123,7 +123,9 @@ class Query:
     percent, when > 0). ``request_id``: the same id on a retry of the
     same item makes the retry idempotent where a batch can be applied in part (Redis: one script
     per query): an item that was added gets its entry back instead of finding itself as its own
-    duplicate. Random when None. ``owner``: when set (:func:`.owners.new_owner`), the entry an
+    duplicate. On SQLite, a request sent again after its batch was committed (a worker process that
+    died before answering) gets the answer it was given, whatever it was. Random when None.
+    ``owner``: when set (:func:`.owners.new_owner`), the entry an
     added item gets is *pending* until :meth:`BandIndex.deliver` (its item reached storage) or
     :meth:`BandIndex.release` (it was dropped downstream); a pending entry matches like any other.
     """

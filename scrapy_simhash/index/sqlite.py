@@ -66,6 +66,8 @@ from .sqlite_tables import (
     ENTRY_COLS_E,
     NAMESPACE_BITS,
     PENDING_SCHEMA,
+    REQUEST_SCHEMA,
+    REQUEST_TTL,
     Rows,
     Tables,
     check_rows,
@@ -107,6 +109,7 @@ class SqliteIndex(Maintenance, QueryChecks):
     def __init__(self) -> None:  # use SqliteIndex.open()
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.RLock()
+        self._tokens_purged = 0.0  # seen_at of the last purge of old request tokens
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -197,7 +200,9 @@ class SqliteIndex(Maintenance, QueryChecks):
                 conn.execute("PRAGMA synchronous=FULL")
                 probe_write(conn)
                 if "pending" not in tables:  # a file made before delivery tracking
-                    self._add_pending_table(conn)
+                    self._add_tables(conn, PENDING_SCHEMA)
+                if "request" not in tables:  # a file made before request tokens
+                    self._add_tables(conn, REQUEST_SCHEMA)
             conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
             conn.execute("PRAGMA temp_store=MEMORY")
             self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
@@ -206,10 +211,10 @@ class SqliteIndex(Maintenance, QueryChecks):
         self._prepare()
 
     @staticmethod
-    def _add_pending_table(conn: sqlite3.Connection) -> None:
+    def _add_tables(conn: sqlite3.Connection, schema: Sequence[str]) -> None:
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in PENDING_SCHEMA:  # another process may be adding it too
+            for statement in schema:  # another process may be adding them too
                 conn.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS")
                              .replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
             conn.execute("COMMIT")
@@ -299,7 +304,7 @@ class SqliteIndex(Maintenance, QueryChecks):
             try:
                 with self._write("check-and-add") as conn:
                     try:
-                        return [rule.check_and_add(Tables(self._rows, conn), queries[0], flagged)]
+                        return [self._decide(conn, Tables(self._rows, conn), queries[0], flagged)]
                     except _ITEM_ERRORS as exc:
                         raise _ItemFailed(_failed(exc)) from exc  # rolls the transaction back
             except _ItemFailed as failed:
@@ -308,13 +313,27 @@ class SqliteIndex(Maintenance, QueryChecks):
             tables = Tables(self._rows, conn)
             return [self._one(conn, tables, query, flagged) for query in queries]
 
-    @staticmethod
-    def _one(conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
+    def _decide(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
+        """The rule for one query; with a request id, the answer it was already given, if any, else
+        the rule's answer, kept with it (tokens older than :data:`REQUEST_TTL` go once a minute)."""
+        token = query.request_id
+        if token is None:
+            return rule.check_and_add(tables, query, flagged)
+        outcome = tables.answered(token)
+        if outcome is None:
+            outcome = rule.check_and_add(tables, query, flagged)
+            tables.remember(token, outcome, query.seen_at)
+            if query.seen_at >= self._tokens_purged + 60:
+                conn.execute("DELETE FROM request WHERE at < ?", (query.seen_at - REQUEST_TTL,))
+                self._tokens_purged = query.seen_at
+        return outcome
+
+    def _one(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
         """One query of a batch, under a savepoint: a value in the file that is not ours (a tampered
         fingerprint) fails this item alone, with nothing of it written."""
         conn.execute("SAVEPOINT item")
         try:
-            outcome = rule.check_and_add(tables, query, flagged)
+            outcome = self._decide(conn, tables, query, flagged)
         except _ITEM_ERRORS as exc:
             conn.execute("ROLLBACK TO item")
             outcome = _failed(exc)

@@ -25,7 +25,7 @@ from sqlitedict import SqliteDict
 
 from .base import IndexError_, IndexOpenError, IndexWriteError
 from .sqlite_fd import descriptor
-from .sqlite_tables import PENDING_OBJECTS, SCHEMA
+from .sqlite_tables import PENDING_OBJECTS, REQUEST_OBJECTS, SCHEMA
 from .sqlite_wal import check_wal
 
 #: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
@@ -207,8 +207,9 @@ def check_schema(conn: sqlite3.Connection, file: Path) -> None:
             "it (nothing was changed): a planted trigger or view can drop or copy entries"
         )
     missing = sorted(name for _, name, _, _ in expected if name not in {row[1] for row in found})
-    if missing == sorted(PENDING_OBJECTS):  # a file made before delivery tracking: added at a writable open
-        return
+    for added in (PENDING_OBJECTS, REQUEST_OBJECTS):  # a file made before them gets them at a writable open
+        if set(added) <= set(missing):
+            missing = [name for name in missing if name not in added]
     if missing:
         raise IndexOpenError(f"index {file} is damaged: schema objects {missing} are missing")
 

@@ -67,6 +67,11 @@ What is stored where, and why
     added it (:mod:`.owners`). The row goes when the item is delivered; the entry goes with it when
     the item is dropped downstream or its owner died first. Files made before this table get it
     at their next writable open.
+``request`` (``WITHOUT ROWID``)
+    What a check-and-add with a request id (:attr:`.Query.request_id`) answered: the entry it added,
+    or the tier, distance and entry it matched, kept :data:`REQUEST_TTL` seconds, so that the same
+    request sent again (its worker process died after the commit, before its answer:
+    :mod:`scrapy_simhash.workers`) gets the same answer instead of finding its own entry.
 ``decision``
     The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
     original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
@@ -95,7 +100,7 @@ from typing import Any
 
 from . import rule, sqlite_dense, sqlite_sentences
 from .bands import TierBands, bands_for
-from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Query, Tier
+from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Outcome, Query, Tier
 from .meta import TITLE_CHARS
 from .sqlite_values import codec, hash_hex, hash_int, pack_numbers, unpack_numbers, url_key, whole_seconds
 
@@ -172,6 +177,16 @@ PENDING_SCHEMA = (
 )
 SCHEMA += "".join(f"{statement};\n" for statement in PENDING_SCHEMA)
 PENDING_OBJECTS = ("pending", "pending_owner")
+#: Request tokens: added to a file made before them at its next writable open.
+REQUEST_SCHEMA = (
+    "CREATE TABLE request (\n    token TEXT PRIMARY KEY,\n    entry INTEGER NOT NULL,\n    tier TEXT,\n"
+    "    distance INTEGER,\n    at REAL NOT NULL\n) WITHOUT ROWID",
+    "CREATE INDEX request_at ON request(at)",
+)
+SCHEMA += "".join(f"{statement};\n" for statement in REQUEST_SCHEMA)
+REQUEST_OBJECTS = ("request", "request_at")
+#: Seconds a request token is kept (a resend comes as soon as a fresh worker process is up).
+REQUEST_TTL = 600
 
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
@@ -449,6 +464,29 @@ class Tables:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
         sqlite_sentences.insert(conn, rows.ns_id or 0, entry_id, stored)
         return entry_id
+
+    def answered(self, token: str) -> Outcome | None:
+        """What the request ``token`` was answered, if it was (and its matched entry is still there)."""
+        row = self.conn.execute("SELECT entry, tier, distance FROM request WHERE token = ?", (token,)).fetchone()
+        if row is None:
+            return None
+        entry_id, tier, distance = row
+        if tier is None:
+            return Outcome(match=None, entry_id=entry_id)
+        found = self.rows.entries(self.conn, self.conn.execute(
+            f"SELECT {ENTRY_COLS} FROM entry WHERE id = ? AND ns = ?", (entry_id, self.rows.ns_id)))
+        return Outcome(match=Match(tier, distance, found[0]), entry_id=None) if found else None
+
+    def remember(self, token: str, outcome: Outcome, at: float) -> None:
+        """Keep what the request ``token`` was answered (an outcome with an error is not kept)."""
+        if outcome.error is not None:
+            return
+        match = outcome.match
+        self.conn.execute(
+            "INSERT OR REPLACE INTO request(token, entry, tier, distance, at) VALUES (?, ?, ?, ?, ?)",
+            (token, outcome.entry_id, None, None, at) if match is None
+            else (token, match.entry.id, match.tier, match.distance, at),
+        )
 
     def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
         self.conn.execute(
