@@ -104,7 +104,8 @@ from .index import IndexError_, sqlite_path
 from .index.owners import new_owner
 from .settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
 from .timefmt import iso
-from .workers import FingerprintPool, _settle, decide_with_retries, fingerprinter_options, index_options
+from .worker_process import decide_with_retries, fingerprinter_options, index_options
+from .workers import FingerprintPool, _settle
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -395,7 +396,7 @@ class SimhashPipeline:
 
     def _decide_with_retries(self, batch: list[tuple[Any, str | None, str]]) -> list[Verdict]:
         """The check-and-add of the items queued meanwhile (one transaction), retried on index errors
-        with a doubling delay (:func:`.workers.decide_with_retries`, on the index thread)."""
+        with a doubling delay (:func:`.worker_process.decide_with_retries`, on the index thread)."""
         assert self.dedup is not None
         self._apply_fates(if_released=True)  # a copy dropped downstream meanwhile no longer blocks these items
 

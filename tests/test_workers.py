@@ -37,7 +37,7 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.settings import Settings
 
-from scrapy_simhash import Deduplicator, Fingerprinter, SimhashPipeline, workers
+from scrapy_simhash import Deduplicator, Fingerprinter, SimhashPipeline, worker_process, workers
 from scrapy_simhash.settings import effective_settings, engine_options
 from scrapy_simhash.workers import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
@@ -242,7 +242,7 @@ async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypat
 def check_then_die(items: list[Any]) -> Any:
     """In a worker: check a call's items (committed), then, the first time in the test (its marker
     file), die before answering."""
-    answer = workers._check_many(items)
+    answer = worker_process._check_many(items)
     try:
         Path(os.environ["SIMHASH_TEST_DIE_MARKER"]).touch(exist_ok=False)
     except FileExistsError:
