@@ -38,7 +38,8 @@ message. The index files go to a temporary directory under ``--dir`` (a real dis
 index fsyncs its commits; tmpfs is refused).
 
 Run: ``python benchmarks/peers.py`` (2,200 articles per language, 3 rounds; ``--limit 300 --rounds 1``
-for a smoke run).
+for a smoke run). ``--base ../main`` also runs another tree's default engine, interleaved, as
+``base:engine`` (its own script and package: a change measured against its base in one run).
 """
 
 from __future__ import annotations
@@ -247,11 +248,16 @@ def missing_package(system: str) -> str | None:
     return None if importlib.util.find_spec(pkg) else pkg
 
 
-def run_one(system: str, lang: str, limit: int, root: Path) -> dict[str, Any]:
+def run_one(system: str, lang: str, limit: int, root: Path, base: Path | None = None) -> dict[str, Any]:
+    """One fresh child process; a ``base:`` system runs from the ``base`` tree (its script, its package)."""
+    tree = REPO
+    if system.startswith("base:"):
+        assert base is not None
+        tree, system = base, system.removeprefix("base:")
     with tempfile.TemporaryDirectory(prefix="peers-", dir=root) as tmp:
         proc = subprocess.run(
-            [sys.executable, __file__, "--_child", system, lang, str(limit), tmp],
-            capture_output=True, text=True, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
+            [sys.executable, str(tree / "benchmarks" / "peers.py"), "--_child", system, lang, str(limit), tmp],
+            capture_output=True, text=True, cwd=str(tree), env={**os.environ, "PYTHONPATH": str(tree)},
         )
     if proc.returncode:
         raise RuntimeError(f"{system} {lang} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -262,8 +268,8 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def commit() -> str:
-    out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+def commit(tree: Path = REPO) -> str:
+    out = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True, text=True)
     return out.stdout.strip() or "?"
 
 
@@ -276,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="an engine variant with these Deduplicator.open options (repeatable); default: "
                          "sentences_shared=50 and main_content=True, one variant each")
     ap.add_argument("--no-variants", action="store_true", help="only the default engine (batched and fallback too)")
+    ap.add_argument("--base", help="another tree (e.g. main's) whose default engine runs interleaved as base:engine")
+    ap.add_argument("--no-fallback", action="store_true", help="leave engine-fallback out")
     ap.add_argument("--systems", default="", help=f"comma list of peers to run (default all: {','.join(PEERS)})")
     ap.add_argument("--seed", type=int, default=18, help="seed of the per-round shuffle")
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="parent of the index directories (a real disk)")
@@ -300,13 +308,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_variants:
         options = []
     systems = ["engine", *(f"engine:{o}" for o in options)]
-    systems += ["engine-batched", "engine-fallback"]
+    if args.base:
+        systems.append("base:engine")
+    systems += ["engine-batched", *([] if args.no_fallback else ["engine-fallback"])]
     for peer in [s for s in args.systems.split(",") if s] or PEERS:
         pkg = missing_package(peer)
         if pkg:
             print(f"skipping {peer}: package {pkg!r} is not installed (pip install {pkg})")
         else:
             systems.append(peer)
+    if args.base:
+        print(f"base:engine = the default engine of {args.base} (commit {commit(Path(args.base))})")
     print(f"commit {commit()}, python {platform.python_version()}, {os.cpu_count()} CPUs; index under {root} "
           f"on {kind}; {args.limit} articles per language, {args.rounds} round(s)")
     print(f"load average at start {loadavg()}", flush=True)
@@ -317,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         runs = [(s, lang) for s in systems for lang in langs]
         rng.shuffle(runs)
         for system, lang in runs:
-            results.setdefault((system, lang), []).append(run_one(system, lang, args.limit, root))
+            results.setdefault((system, lang), []).append(
+                run_one(system, lang, args.limit, root, Path(args.base) if args.base else None))
         print(f"  round {rnd + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s, load {loadavg()})",
               flush=True)
     end_load = loadavg()

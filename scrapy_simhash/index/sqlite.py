@@ -304,14 +304,13 @@ class SqliteIndex(Maintenance, QueryChecks):
             try:
                 with self._write("check-and-add") as conn:
                     try:
-                        return [self._decide(conn, Tables(self._rows, conn), queries[0], flagged)]
+                        return [self._decide(conn, Tables(self._rows, conn, queries[0]), queries[0], flagged)]
                     except _ITEM_ERRORS as exc:
                         raise _ItemFailed(_failed(exc)) from exc  # rolls the transaction back
             except _ItemFailed as failed:
                 return [failed.outcome]
         with self._write("check-and-add") as conn:
-            tables = Tables(self._rows, conn)
-            return [self._one(conn, tables, query, flagged) for query in queries]
+            return [self._one(conn, Tables(self._rows, conn, query), query, flagged) for query in queries]
 
     def _decide(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
         """The rule for one query; with a request id, the answer it was already given, if any, else
@@ -343,7 +342,7 @@ class SqliteIndex(Maintenance, QueryChecks):
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now, read in one snapshot; nothing is written."""
         self._check_query(query)
-        return self._read("check", lambda tables: rule.peek(tables, query), None)
+        return self._read("check", lambda tables: rule.peek(Tables(tables.rows, tables.conn, query), query), None)
 
     def lookup(
         self,

@@ -145,10 +145,12 @@ def _below(rows: Any, item: Item, depth: int) -> list[Item]:
             for j, value in split.layout.store(rest)]
 
 
-def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, str, int, int]]) -> None:
+def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, str, int, int]],
+          sizes: dict[int, tuple[int, bool]] | None = None) -> None:
     """Store band rows ``(key, stored fp, tier, part, fp)``: in ``band``, or below for split buckets;
-    then split the buckets these rows made dense."""
-    _descend(conn, rows, [(key, raw, tier, (part,), None) for key, raw, tier, part, _ in placed], 0)
+    then split the buckets these rows made dense. ``sizes``: ``{key: (rows, split)}`` of every
+    ``band`` bucket of ``placed``, read already in this transaction (else read here)."""
+    _descend(conn, rows, [(key, raw, tier, (part,), None) for key, raw, tier, part, _ in placed], 0, sizes)
 
 
 def split_dense(conn: sqlite3.Connection, rows: Any, sizes: Iterable[tuple[int, int]]) -> None:
@@ -163,14 +165,16 @@ def split_dense(conn: sqlite3.Connection, rows: Any, sizes: Iterable[tuple[int, 
     _descend(conn, rows, items, 1)
 
 
-def _descend(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int) -> None:
+def _descend(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
+             sizes: dict[int, tuple[int, bool]] | None = None) -> None:
     """Place ``items`` at ``depth``, then the rows of the buckets split meanwhile one level down, …"""
     while items:
-        items = _place(conn, rows, items, depth)
-        depth += 1
+        items = _place(conn, rows, items, depth, sizes)
+        depth, sizes = depth + 1, None
 
 
-def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int) -> list[Item]:
+def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
+           known: dict[int, tuple[int, bool]] | None = None) -> list[Item]:
     """Insert ``items`` into their buckets at ``depth`` (0: ``band``); returns those of split buckets,
     for the level below. One statement reads, per bucket, its size and whether it is split, before the
     rows go in: only buckets whose size before plus the rows placed reach their threshold (rare) are
@@ -182,6 +186,10 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int) -
     split: set[int] = set()
     size: dict[int, int] = {}
     keys = list(placed_under)
+    if known is not None and all(key in known for key in keys):
+        size = {key: known[key][0] for key in keys if known[key][0]}
+        split = {key for key in keys if known[key][1]}
+        keys = []
     for i in range(0, len(keys), _CHUNK):
         chunk = keys[i : i + _CHUNK]
         for key, count, marked in conn.execute(
@@ -243,18 +251,22 @@ def _spent(top: TierBands) -> tuple[tuple[int, int], ...]:
     return tuple((n, mask.bit_count()) for n, masks in enumerate(top.flips) for mask in masks)
 
 
-def candidates(conn: sqlite3.Connection, rows: Any, tier: str, fp: int) -> list[int]:
-    """Stored fingerprints sharing a probed row with ``fp``: plain buckets, and split buckets' sub-rows."""
+def candidates(conn: sqlite3.Connection, rows: Any, tier: str, fp: int,
+               band_rows: list[tuple[int, Any]] | None = None) -> list[int]:
+    """Stored fingerprints sharing a probed row with ``fp``: plain buckets, and split buckets' sub-rows
+    (``band_rows``: the ``band`` rows under its probes, read already in this transaction)."""
     top, dec = rows.tiers[tier], rows.dec
-    keys = rows.probe_keys(tier, fp)
+    if band_rows is None:
+        band_rows = conn.execute(rows.sql_band[tier], rows.probe_keys(tier, fp)).fetchall()
     found, marked = [], set()
-    for key, raw in conn.execute(rows.sql_band[tier], keys):
+    for key, raw in band_rows:
         if is_marker(raw):
             marked.add(key)
         else:
             found.append(dec(raw))
     if not marked:
         return found
+    keys = rows.probe_keys(tier, fp)
     # bucket key -> (path, rest, bits remaining); a key two probes share (folded values) keeps the most
     frontier: dict[int, tuple[tuple[int, ...], int, int]] = {}
     for key, (part, spent) in zip(keys, _spent(top), strict=True):

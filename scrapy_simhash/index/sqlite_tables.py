@@ -96,6 +96,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from functools import cache
 from typing import Any
 
 from . import rule, sqlite_dense, sqlite_sentences
@@ -325,6 +326,9 @@ class Rows:
         self.sql_band = {
             tier: f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
         }
+        both = sum(tiers[tier].probes for tier in TIERS)
+        self.sql_band_both = f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * both)})"
+        self.tier_shift = vbits + BAND_NUMBER_BITS  # a band key's tier bit
         self._fp_mask = ns * FP_MIX
         # (fp_key, ns, stored fp, ...): INDEXED BY, or the planner takes entry_seen for `ns = ?`
         where = {tier: f"FROM entry INDEXED BY entry_{tier} WHERE {fp_key_sql(f'{tier}_fp')} = ? AND ns = ?"
@@ -405,14 +409,62 @@ class Rows:
                     sqlite_dense.drop(conn, self, tier, raw)
 
 
-class Tables:
-    """The rule's :class:`~.rule.Store` on these tables, inside the caller's transaction."""
+@cache
+def _sentence_sql(n: int) -> str:
+    """The sentence tier's statement for ``n`` hashes (built once per length)."""
+    return (f"WITH q(k) AS (VALUES {','.join(f'(?{i})' for i in range(4, 4 + n))})"
+            f" SELECT {ENTRY_COLS_E}, count(*) FROM q CROSS JOIN sentence s ON s.key = q.k"
+            " CROSS JOIN entry e ON e.id = s.entry"
+            " WHERE (SELECT count(*) FROM (SELECT 1 FROM sentence WHERE key = q.k LIMIT ?1)) < ?1"
+            " AND e.ns = ?2 AND e.first_seen >= ?3 GROUP BY e.id ORDER BY e.first_seen, e.id")
 
-    def __init__(self, rows: Rows, conn: sqlite3.Connection) -> None:
-        self.rows, self.conn = rows, conn
+
+class Tables:
+    """The rule's :class:`~.rule.Store` on these tables, inside the caller's transaction.
+
+    Given the ``query`` the rule is about to decide, the band rows both its fingerprints probe are
+    read by one statement, at the first :meth:`candidates` call (a new item probes both tiers: one
+    statement instead of two), and its insert takes the sizes of the buckets it adds to from those
+    rows instead of reading them again (nothing is written between the two inside the transaction)."""
+
+    def __init__(self, rows: Rows, conn: sqlite3.Connection, query: Query | None = None) -> None:
+        self.rows, self.conn, self.query = rows, conn, query
+        self._probed: dict[Tier, list[tuple[int, Any]]] | None = None
+
+    def _prefetched(self, tier: Tier, fp: int) -> list[tuple[int, Any]] | None:
+        """The band rows under ``fp``'s probes when ``fp`` is the query's, read with the other tier's."""
+        query = self.query
+        if query is None or (query.title_fp if tier == "title" else query.body_fp) != fp:
+            return None
+        if self._probed is None:
+            rows = self.rows
+            if query.title_fp is None or query.body_fp is None:  # one tier: this one
+                self._probed = {tier: self.conn.execute(rows.sql_band[tier], rows.probe_keys(tier, fp)).fetchall()}
+            else:
+                keys = rows.probe_keys("title", query.title_fp) + rows.probe_keys("body", query.body_fp)
+                self._probed = {"title": [], "body": []}
+                shift = rows.tier_shift
+                for row in self.conn.execute(rows.sql_band_both, keys):
+                    self._probed["body" if row[0] >> shift & 1 else "title"].append(row)
+        return self._probed[tier]
 
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
-        return sqlite_dense.candidates(self.conn, self.rows, tier, fp)
+        return sqlite_dense.candidates(self.conn, self.rows, tier, fp, self._prefetched(tier, fp))
+
+    def _sizes(self, query: Query) -> dict[int, tuple[int, bool]] | None:
+        """``{key: (rows, split)}`` of the buckets the query's band rows go to, from the probe read
+        (None: not read, or for another query)."""
+        if self._probed is None or query is not self.query:
+            return None
+        sizes: dict[int, tuple[int, bool]] = {}
+        for tier, fp in (("title", query.title_fp), ("body", query.body_fp)):
+            if fp is not None:
+                own = dict.fromkeys(self.rows.keys(tier, fp), (0, False))
+                for key, raw in self._probed[tier]:
+                    if key in own:
+                        own[key] = (own[key][0] + 1, own[key][1] or sqlite_dense.is_marker(raw))
+                sizes.update(own)
+        return sizes
 
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
         rows = self.rows
@@ -428,11 +480,7 @@ class Tables:
         # sits in the outer loop over the hashes, then their holders (CROSS JOIN: sentence rows first,
         # the namespace test must not lead the plan into entry)
         found = self.conn.execute(
-            f"WITH q(k) AS (VALUES {','.join(f'(?{i})' for i in range(4, 4 + len(hashes)))})"
-            f" SELECT {ENTRY_COLS_E}, count(*) FROM q CROSS JOIN sentence s ON s.key = q.k"
-            " CROSS JOIN entry e ON e.id = s.entry"
-            " WHERE (SELECT count(*) FROM (SELECT 1 FROM sentence WHERE key = q.k LIMIT ?1)) < ?1"
-            " AND e.ns = ?2 AND e.first_seen >= ?3 GROUP BY e.id ORDER BY e.first_seen, e.id",
+            _sentence_sql(len(hashes)),
             (rule.SENTENCE_MAX_HOLDERS, ns, not_before, *sqlite_sentences.keys_of(ns or 0, hashes)),
         ).fetchall()
         entries = self.rows.entries(self.conn, (row[:-1] for row in found))
@@ -459,7 +507,7 @@ class Tables:
             ),
         ).lastrowid
         assert entry_id is not None
-        sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp))
+        sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp), self._sizes(query))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
         sqlite_sentences.insert(conn, rows.ns_id or 0, entry_id, stored)

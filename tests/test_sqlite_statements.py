@@ -1,0 +1,87 @@
+"""The SQL of one SQLite check-and-add (issue 18: the constant part of a durable transaction).
+
+A new item's two fingerprints are probed by one statement, and its band rows go into their buckets
+with the sizes that read gave (no second read of the same buckets); the answers, the rows stored
+and the buckets split are those of the statement-per-tier path, on crowded fingerprints that make
+buckets split as entries arrive one at a time.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scrapy_simhash.index import Query, sqlite_dense
+from scrapy_simhash.index.sqlite import SqliteIndex
+from scrapy_simhash.index.sqlite_tables import Tables
+
+from .test_bands import flips
+
+
+def _statements(ix: SqliteIndex, query: Query) -> list[str]:
+    conn = ix._conn
+    assert conn is not None
+    seen: list[str] = []
+    conn.set_trace_callback(seen.append)
+    try:
+        ix.check_and_add(query)
+    finally:
+        conn.set_trace_callback(None)
+    return seen
+
+
+def test_a_new_item_reads_the_band_table_once(tmp_path: Path) -> None:
+    rng = random.Random(1)
+    with SqliteIndex.open(tmp_path / "i.sqlite3") as ix:
+        ix.add([(rng.getrandbits(64), rng.getrandbits(64), f"u{i}", None, 1.0) for i in range(500)])
+        seen = _statements(ix, Query(rng.getrandbits(64), rng.getrandbits(64), 2, 3, url="new", seen_at=2.0))
+        band_reads = [s for s in seen if s.startswith("SELECT") and "FROM band " in s]
+        assert len(band_reads) == 1, band_reads  # both tiers' probes; the insert's bucket sizes come from it
+
+
+def _crowd(rng: random.Random, n: int) -> list[tuple[int, int]]:
+    title, body = rng.getrandbits(64), rng.getrandbits(64)
+    return [(flips(rng, title, 64, rng.randint(1, 5)), flips(rng, body, 64, rng.randint(1, 6))) for _ in range(n)]
+
+
+def _run(path: Path, pairs: list[tuple[int, int]]) -> tuple[list[Any], list[Any]]:
+    with SqliteIndex.open(path) as ix:
+        out = [ix.check_and_add(Query(t, b, 2, 3, url=f"u{i}", seen_at=float(i))) for i, (t, b) in enumerate(pairs)]
+        assert ix._conn is not None
+        rows = [ix._conn.execute(f"SELECT key, fp FROM {table} ORDER BY key, fp").fetchall()
+                for table in ("band", "band2")]
+    verdicts = [(o.entry_id, None if o.match is None else (o.match.tier, o.match.distance, o.match.entry.id))
+                for o in out]
+    return verdicts, rows
+
+
+def test_the_shared_read_answers_and_stores_what_a_read_per_tier_does(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(2)
+    pairs = _crowd(rng, 700) + [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(300)]
+    rng.shuffle(pairs)
+    pairs += pairs[:50]  # exact repeats: duplicates
+    checked: list[int] = []
+    place = sqlite_dense._place
+
+    def exact_sizes(conn: sqlite3.Connection, rows: Any, items: Any, depth: int, known: Any = None) -> Any:
+        if known is not None:  # the sizes given are the table's, bucket by bucket
+            for key in {item[0] for item in items}:
+                count, marked = conn.execute("SELECT count(*), coalesce(max(fp = x''), 0) FROM band WHERE key = ?",
+                                             (key,)).fetchone()
+                assert known[key] == (count, bool(marked))
+            checked.append(len(items))
+        return place(conn, rows, items, depth, known)
+
+    monkeypatch.setattr(sqlite_dense, "_place", exact_sizes)
+    shared = _run(tmp_path / "shared.sqlite3", pairs)
+    assert len(checked) == sum(entry_id is not None for entry_id, _ in shared[0]) > 400  # every insert took them
+    monkeypatch.setattr(Tables, "_prefetched", lambda self, tier, fp: None)
+    monkeypatch.setattr(Tables, "_sizes", lambda self, query: None)
+    apart = _run(tmp_path / "apart.sqlite3", pairs)
+    assert shared == apart
+    assert sum(v[1] is not None for v in shared[0]) >= 50 and shared[1][1]  # duplicates found, buckets split
