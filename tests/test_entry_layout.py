@@ -29,8 +29,8 @@ from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
 from scrapy_simhash.index.sqlite import SqliteIndex
 from scrapy_simhash.index.sqlite_file import SCHEMA_VERSION
 from scrapy_simhash.index.sqlite_reband import reband
+from scrapy_simhash.index.sqlite_schema import FP_MIX, fp_key_sql
 from scrapy_simhash.index.sqlite_sentences import ns_mask
-from scrapy_simhash.index.sqlite_tables import FP_MIX, fp_key_sql
 from scrapy_simhash.simhash import to_signed64
 from tests.test_cli import ok, run
 from tests.test_sentence_storage import _CONVERTER, filled, verdicts

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from scrapy_simhash.index import Query, open_index
-from scrapy_simhash.index.sqlite_tables import REQUEST_TTL
+from scrapy_simhash.index.sqlite_schema import REQUEST_TTL
 
 
 def q(title_fp: int, url: str, request_id: str | None, seen_at: float = 1000.0) -> Query:

@@ -62,12 +62,10 @@ from .sqlite_file import (
 )
 from .sqlite_maintain import Maintenance
 from .sqlite_reband import REBANDED
+from .sqlite_schema import PENDING_SCHEMA, REQUEST_SCHEMA, REQUEST_TTL
 from .sqlite_tables import (
     ENTRY_COLS_E,
     NAMESPACE_BITS,
-    PENDING_SCHEMA,
-    REQUEST_SCHEMA,
-    REQUEST_TTL,
     Rows,
     Tables,
     check_rows,

@@ -25,7 +25,7 @@ from sqlitedict import SqliteDict
 
 from .base import IndexError_, IndexOpenError, IndexWriteError
 from .sqlite_fd import descriptor
-from .sqlite_tables import PENDING_OBJECTS, REQUEST_OBJECTS, SCHEMA
+from .sqlite_schema import PENDING_OBJECTS, REQUEST_OBJECTS, SCHEMA
 from .sqlite_wal import check_wal
 
 #: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
@@ -34,7 +34,7 @@ from .sqlite_wal import check_wal
 #: namespace column, 4-byte prefixes of the sample in the entry row (:mod:`.sqlite_sentences`), the
 #: URL index on a digest (entry.url_key): 654 -> 575 bytes an entry. 6: ``entry.first_seen`` in whole
 #: seconds, a 32-bit ``url_key``, the fingerprint indexes keyed without an ``ns`` column
-#: (:func:`.sqlite_tables.fp_key_sql`): 606 -> 575 bytes an entry with a crawl's sub-second times.
+#: (:func:`.sqlite_schema.fp_key_sql`): 606 -> 575 bytes an entry with a crawl's sub-second times.
 #: 7: split buckets two levels deep, ``band2`` keyed by one integer (:mod:`.sqlite_dense`).
 #: ``scrapy-simhash reband`` converts a version 3, 4, 5 or 6 file.
 SCHEMA_VERSION = 7

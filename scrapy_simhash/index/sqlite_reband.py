@@ -39,7 +39,8 @@ from .sqlite_file import (
     read_meta,
     sqlite_error,
 )
-from .sqlite_tables import SCHEMA, Rows, storage_meta, value_bits
+from .sqlite_schema import SCHEMA
+from .sqlite_tables import Rows, storage_meta, value_bits
 from .sqlite_values import codec, url_key, whole_seconds
 
 #: Schema versions re-banding reads: their tables are this version's or converted to it.
@@ -172,7 +173,7 @@ def _convert_tables(conn: sqlite3.Connection) -> None:
 def _convert_entry_to_6(conn: sqlite3.Connection, whole_hashes: bool) -> None:
     """Rebuild ``entry`` as schema 6 has it, every id and the id sequence kept: ``first_seen`` cut to
     its whole second (:func:`.sqlite_values.whole_seconds`), ``url_key`` the 32-bit digest, the
-    fingerprint indexes keyed without ``ns`` (:func:`.sqlite_tables.fp_key_sql`); with
+    fingerprint indexes keyed without ``ns`` (:func:`.sqlite_schema.fp_key_sql`); with
     ``whole_hashes`` (schemas 3 and 4) ``sentences`` cut to their prefixes and ``url_key`` added."""
     width = sqlite_sentences.PREFIX_BYTES
     conn.create_function("simhash_prefixes", 1, lambda blob: None if blob is None else b"".join(

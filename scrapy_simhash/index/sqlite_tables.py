@@ -1,4 +1,5 @@
-"""How the SQLite index file holds the rule's data: the schema, band keys, and the rule's Store.
+"""How the SQLite index file holds the rule's data: what is stored where (the SQL is in
+:mod:`.sqlite_schema`), band keys, and the rule's Store.
 
 What is stored where, and why
 -----------------------------
@@ -33,7 +34,7 @@ What is stored where, and why
     too short to fingerprint, a signed 64-bit integer). Indexes ``(fp key, first_seen)`` of each
     tier find the earliest non-expired entry holding a fingerprint in O(log n), however many share
     it, in the rule's order (first seen, then id: entries of one second in commit order); the key
-    is the fingerprint XOR a mask of the namespace (:func:`fp_key_sql`, schema 5:
+    is the fingerprint XOR a mask of the namespace (:func:`.sqlite_schema.fp_key_sql`, schema 5:
     ``(ns, title_fp, first_seen)``). ``(ns, first_seen)`` serves purge/stats/export and
     ``(url_key)`` serves ``forget(url)``: ``url_key`` is a 32-bit digest of the namespace and the
     URL (:func:`~.sqlite_values.url_key`), 4 bytes in the index where the URL took its length (schema 4:
@@ -69,7 +70,7 @@ What is stored where, and why
     at their next writable open.
 ``request`` (``WITHOUT ROWID``)
     What a check-and-add with a request id (:attr:`.Query.request_id`) answered: the entry it added,
-    or the tier, distance and entry it matched, kept :data:`REQUEST_TTL` seconds, so that the same
+    or the tier, distance and entry it matched, kept :data:`.sqlite_schema.REQUEST_TTL` seconds, so that the same
     request sent again (its worker process died after the commit, before its answer:
     :mod:`scrapy_simhash.workers`) gets the same answer instead of finding its own entry.
 ``decision``
@@ -103,91 +104,8 @@ from . import rule, sqlite_dense, sqlite_sentences
 from .bands import TierBands, bands_for
 from .base import TIERS, Entry, IndexOpenError, IndexParams, Match, Outcome, Query, Tier
 from .meta import TITLE_CHARS
+from .sqlite_schema import FP_MIX, fp_key_sql
 from .sqlite_values import codec, hash_hex, hash_int, pack_numbers, unpack_numbers, url_key, whole_seconds
-
-#: Odd, below 2**43: ``ns * FP_MIX`` never overflows a signed 64-bit integer (namespace ids < 2**20)
-#: and spreads a namespace id over many bits (two namespaces' keys meet only far from near copies).
-FP_MIX = 0x6A09E667F3B
-
-
-def fp_key_sql(column: str) -> str:
-    """The SQL of a fingerprint index's key: an integer fingerprint XOR ``ns * FP_MIX`` (``a | b``
-    minus ``a & b``: SQLite has no XOR, and neither side overflows), so the index needs no ``ns``
-    column (one record-header byte an entry each) and namespaces holding one fingerprint (an empty
-    body) still get apart keys; a 128-bit BLOB fingerprint is its own key. Computed in Python by
-    :meth:`Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
-    mask = f"(ns * {FP_MIX:#x})"
-    return f"CASE typeof({column}) WHEN 'integer' THEN ({column} | {mask}) - ({column} & {mask}) ELSE {column} END"
-
-
-SCHEMA = f"""
-CREATE TABLE namespace (
-    id INTEGER PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
-    created REAL NOT NULL
-);
-CREATE TABLE entry (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns INTEGER NOT NULL,
-    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
-    body_fp,
-    first_seen REAL NOT NULL,  -- whole POSIX seconds (sqlite_values.whole_seconds()): a 4-byte integer on disk
-    url TEXT,
-    url_key INTEGER,  -- 32-bit digest of (namespace, url): what entry_url indexes (sqlite_values.url_key())
-    title TEXT,
-    numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
-    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
-    short INTEGER  -- digest of a body too short to fingerprint; NULL: none
-);
-CREATE INDEX entry_title ON entry({fp_key_sql("title_fp")}, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry({fp_key_sql("body_fp")}, first_seen) WHERE body_fp IS NOT NULL;
-CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(url_key) WHERE url_key IS NOT NULL;
-CREATE TABLE band (
-    key INTEGER NOT NULL,
-    fp NOT NULL,
-    PRIMARY KEY (key, fp)
-) WITHOUT ROWID;
-CREATE TABLE band2 (
-    key INTEGER NOT NULL,  -- a split bucket's sub-bucket: (namespace id, tier, path, hash) (sqlite_dense)
-    fp NOT NULL,
-    PRIMARY KEY (key, fp)
-) WITHOUT ROWID;
-CREATE TABLE decision (
-    ns INTEGER NOT NULL,
-    url TEXT NOT NULL,
-    status TEXT NOT NULL,
-    tier TEXT NOT NULL,
-    distance INTEGER NOT NULL,
-    original INTEGER,
-    decided_at REAL NOT NULL,
-    title TEXT,
-    PRIMARY KEY (ns, url)
-) WITHOUT ROWID;
-CREATE INDEX decision_recent ON decision(ns, decided_at);
-CREATE TABLE sentence (
-    key INTEGER NOT NULL,  -- a sampled sentence hash XOR its namespace's mask (sqlite_sentences)
-    entry INTEGER NOT NULL,
-    PRIMARY KEY (key, entry)
-) WITHOUT ROWID;
-"""
-#: Delivery tracking: added to a file made before it at its next writable open.
-PENDING_SCHEMA = (
-    "CREATE TABLE pending (\n    entry INTEGER PRIMARY KEY,\n    owner TEXT NOT NULL\n)",
-    "CREATE INDEX pending_owner ON pending(owner)",
-)
-SCHEMA += "".join(f"{statement};\n" for statement in PENDING_SCHEMA)
-PENDING_OBJECTS = ("pending", "pending_owner")
-#: Request tokens: added to a file made before them at its next writable open.
-REQUEST_SCHEMA = (
-    "CREATE TABLE request (\n    token TEXT PRIMARY KEY,\n    entry INTEGER NOT NULL,\n    tier TEXT,\n"
-    "    distance INTEGER,\n    at REAL NOT NULL\n) WITHOUT ROWID",
-    "CREATE INDEX request_at ON request(at)",
-)
-SCHEMA += "".join(f"{statement};\n" for statement in REQUEST_SCHEMA)
-REQUEST_OBJECTS = ("request", "request_at")
-#: Seconds a request token is kept (a resend comes as soon as a fresh worker process is up).
-REQUEST_TTL = 600
 
 #: Bits of the band value inside a band key, at most; the rest of the 63 bits hold the prefix.
 MAX_VALUE_BITS = 36
