@@ -5,8 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +152,32 @@ def url() -> Iterator[str]:
     if keys:
         client.unlink(*keys)
     client.close()
+
+
+def kill_mid_reband(path: Path, script: str) -> None:
+    """Run a re-banding or converting ``script`` on ``path`` (it prints a count while its transaction
+    is open) and SIGKILL it then."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()  # rows are being written: the transaction is open
+    assert line.strip().isdigit(), line
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def made_before_table(path: Path, table: str, add: Callable[[Any], Any]) -> None:
+    """An index file as a version before ``table`` wrote it: ``add(index)`` on a new file, then the
+    table dropped; it still opens read-only (nothing is added to it there)."""
+    from scrapy_simhash.index import open_index
+
+    with open_index(path) as ix:
+        add(ix)
+    conn = sqlite3.connect(path)
+    conn.execute(f"DROP TABLE {table}")
+    conn.commit()
+    conn.close()
+    with open_index(path, readonly=True) as ix:
+        assert ix.count() == 1

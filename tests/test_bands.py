@@ -10,13 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +28,8 @@ from scrapy_simhash.index.sqlite_tables import Rows
 from scrapy_simhash.index.sqlite_values import codec
 from scrapy_simhash.simhash import to_signed64
 
+from .conftest import kill_mid_reband
 from .test_cli import SCRAPY, make_project, ok, run
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def flips(rng: random.Random, fp: int, bits: int, n: int) -> int:
@@ -343,23 +337,10 @@ sqlite_reband.reband(sys.argv[1], body_bands=6, progress=progress)
 """
 
 
-def _kill_mid_reband(path: Path, script: str) -> None:
-    """Run a re-banding ``script`` on ``path`` and SIGKILL it while its transaction is open."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", script, str(path)], stdout=subprocess.PIPE, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # band rows are being computed: the transaction is open
-    assert line.strip().isdigit(), line
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
-
-
 def test_sigkill_during_reband_leaves_every_entry(tmp_path: Path) -> None:
     path = tmp_path / "i.sqlite3"
     pairs = filled(path, 60_000)
-    _kill_mid_reband(path, _REBANDER)
+    kill_mid_reband(path, _REBANDER)
     with open_index(path, params=IndexParams()) as ix:  # as it was: the old layout, every entry
         assert ix.count() == 60_000 and ix.params.body_bands == 4
         for t, _ in random.Random(2).sample(pairs, 100):
@@ -444,7 +425,7 @@ def test_sigkill_during_the_schema_6_conversion_leaves_the_old_file(tmp_path: Pa
     path = tmp_path / "six.sqlite3"
     centre, crowd = _crowded(path, 60_000)
     _one_split_level(path)
-    _kill_mid_reband(path, _REBANDER.replace("body_bands=6", "body_bands=None"))
+    kill_mid_reband(path, _REBANDER.replace("body_bands=6", "body_bands=None"))
     conn = sqlite3.connect(path)  # as it was: schema 6, its band2, every entry
     assert json.loads(conn.execute("SELECT value FROM simhash_meta WHERE key = 'schema_version'").fetchone()[0]) == 6
     assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'band2'").fetchone()[0] == SCHEMA_6_BAND2

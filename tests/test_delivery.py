@@ -9,7 +9,6 @@ released, never those of a live process sharing the index.
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ import pytest_twisted
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.owners import _host, alive, new_owner
+from tests.conftest import made_before_table
 from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
 
 
@@ -110,14 +110,7 @@ def test_redis_owner_on_another_host_is_dead_once_its_lease_is_gone() -> None:
 
 def test_a_file_made_before_delivery_tracking_gets_its_table(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    with open_index(path) as ix:
-        ix.check_and_add(q(0x9, None))
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE pending")
-    conn.commit()
-    conn.close()
-    with open_index(path, readonly=True) as ix:  # read-only: nothing is added, reads work
-        assert ix.count() == 1
+    made_before_table(path, "pending", lambda ix: ix.check_and_add(q(0x9, None)))
     with open_index(path) as ix:
         owner = new_owner()
         added: Any = ix.check_and_add(q(0x90000, owner)).entry_id

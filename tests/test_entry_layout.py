@@ -13,13 +13,8 @@ middle of it leaves the file as it was.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from hashlib import blake2b
 from pathlib import Path
 
@@ -32,10 +27,10 @@ from scrapy_simhash.index.sqlite_reband import reband
 from scrapy_simhash.index.sqlite_schema import FP_MIX, fp_key_sql
 from scrapy_simhash.index.sqlite_sentences import ns_mask
 from scrapy_simhash.simhash import to_signed64
+from tests.conftest import kill_mid_reband
 from tests.test_cli import ok, run
 from tests.test_sentence_storage import _CONVERTER, filled, verdicts
 
-REPO = Path(__file__).resolve().parents[1]
 NOW = 1_796_145_886.0  # a whole second of the crawl's clock
 
 
@@ -252,15 +247,7 @@ def test_sigkill_during_the_conversion_leaves_the_schema_5_file_whole(tmp_path: 
     with SqliteIndex.open(path) as ix:  # many entries fast: bulk-added
         ix.add([(i * 7919 + 1, i * 104729 + 3, f"u{i}", None, NOW + i) for i in range(30_000)])
     as_schema_5(path, 0.25)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", _CONVERTER, str(path)], stdout=subprocess.PIPE, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # the entry table is rebuilt, band rows being computed: not committed
-    assert line.strip().isdigit(), line
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    kill_mid_reband(path, _CONVERTER)  # the tables converted, band rows being computed: not committed
     with pytest.raises(IndexOpenError, match=r"schema version 5.*scrapy-simhash reband"):
         open_index(path)
     conn = sqlite3.connect(path)  # as it was: schema 5's entry table and indexes, every sub-second time

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.sqlite_schema import REQUEST_TTL
+from tests.conftest import made_before_table
 
 
 def q(title_fp: int, url: str, request_id: str | None, seen_at: float = 1000.0) -> Query:
@@ -52,14 +53,7 @@ def test_old_request_tokens_go(tmp_path: Path) -> None:
 
 def test_a_file_made_before_request_tokens_gets_their_table(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    with open_index(path) as ix:
-        ix.check_and_add(q(0x9, "a", None))
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE request")
-    conn.commit()
-    conn.close()
-    with open_index(path, readonly=True) as ix:  # read-only: nothing is added, reads work
-        assert ix.count() == 1
+    made_before_table(path, "request", lambda ix: ix.check_and_add(q(0x9, "a", None)))
     with open_index(path) as ix:
         added = ix.check_and_add(q(0x90000, "b", "r"))
         assert answers([ix.check_and_add(q(0x90000, "b", "r"))]) == answers([added]) and ix.count() == 2

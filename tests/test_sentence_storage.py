@@ -12,13 +12,8 @@ entry, id and verdict, and a SIGKILL in the middle of it leaves the file as it w
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +23,10 @@ from scrapy_simhash.index import IndexOpenError, Query, open_index, rule
 from scrapy_simhash.index.sqlite import SqliteIndex
 from scrapy_simhash.index.sqlite_reband import reband
 from scrapy_simhash.simhash import to_signed64
+from tests.conftest import kill_mid_reband
 from tests.test_cli import ok, run
 from tests.test_rule import Memory, flip
 
-REPO = Path(__file__).resolve().parents[1]
 K = rule.SENTENCES_STORED
 
 
@@ -259,15 +254,7 @@ def test_sigkill_during_the_conversion_leaves_the_schema_4_file_whole(tmp_path: 
         ids = [e.id for e in ix.entries()]
     samples = {ident: hashes(rng, K) for ident in ids}
     as_schema_4(path, samples)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", _CONVERTER, str(path)], stdout=subprocess.PIPE, env=env)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()  # the tables are converted, band rows being computed: not committed
-    assert line.strip().isdigit(), line
-    time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    kill_mid_reband(path, _CONVERTER)  # the tables converted, band rows being computed: not committed
     with pytest.raises(IndexOpenError, match=r"schema version 4.*scrapy-simhash reband"):
         open_index(path)
     conn = sqlite3.connect(path)  # as it was: schema 4's tables, every entry and sentence row
