@@ -14,6 +14,7 @@ import itertools
 import json
 import multiprocessing
 import multiprocessing.pool
+import signal
 import sys
 import threading
 import time
@@ -152,9 +153,17 @@ def _start_pool(jobs: int, worker: LineWorker, fp_options: dict[str, Any],
     if sys.platform == "linux" and threading.active_count() == 1:
         worker.fingerprinter.prepare()  # what the first fingerprint loads, loaded once for all of them
         _worker = worker
-        return multiprocessing.get_context("fork").Pool(jobs)
+        return multiprocessing.get_context("fork").Pool(jobs, initializer=_forked_worker)
     spawn = multiprocessing.get_context("spawn")
     return spawn.Pool(jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
+
+
+def _forked_worker() -> None:
+    """Pool initializer (a forked worker): not the parent's signal handlers (a Python handler that
+    only sets a flag, as Twisted's or an embedding program's may, would keep ``Pool.terminate``'s
+    SIGTERM from ending the worker: the run would wait for it forever); Ctrl-C is the parent's."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _work(chunk: list[tuple[int, bytes | str]]) -> list[LineResult]:
