@@ -736,3 +736,43 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)
         proc.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_jobs_stopped_early_end_their_workers_under_a_handler_that_only_sets_a_flag(tmp_path: Path) -> None:
+    """A program that runs ``dedup --jobs`` in-process with a Python SIGTERM handler that only sets
+    a flag (Twisted's reactor, as under pytest-twisted, installs one): a run that stops early (here
+    Ctrl-C in its first commit) still ends, with no worker behind. A forked worker that kept the
+    parent's handler would survive ``Pool.terminate``'s SIGTERM and the run would wait for it forever."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(20000)), "utf-8")
+    program = f"""
+import os, signal, sys, threading
+flag = []
+signal.signal(signal.SIGTERM, lambda *_: flag.append(1))
+from scrapy_simhash import cli
+from scrapy_simhash.dedup import Deduplicator
+assert threading.active_count() == 1  # so the workers are forked
+def interrupted(self, *args, **kwargs):
+    raise KeyboardInterrupt
+Deduplicator.decide_many = interrupted
+code = cli.main(["dedup", {str(src)!r}, "--index", {str(tmp_path / "i.sqlite3")!r}, "--jobs", "2", "-q",
+                 "--no-progress"])
+print("exit", code, flush=True)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        left = _children(proc.pid)
+        os.killpg(proc.pid, 9)
+        proc.communicate()
+        pytest.fail(f"the run did not end; workers still there: {sorted(left)}")
+    assert out.startswith("exit "), (out, err)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 0)
+        time.sleep(1)
+        os.killpg(proc.pid, 0)
+        pytest.fail("a worker outlived the run")
