@@ -8,7 +8,8 @@ joined by newlines, then the numbers as one packed array. Loading is a split and
 nothing in the file can run code, and a file that does not match its header is rebuilt. The file
 name carries a hash of the source file's content, jieba's version and the byte order: a changed
 dictionary never reads a stale table, and every virtualenv with the same jieba shares one copy
-(13 MB) instead of adding its own. Reading a table marks it used (its modification time); writing
+(13 MB) instead of adding its own. That hash is remembered by the source's identity and times
+(:data:`DIGESTS`), so a start reads no source. Reading a table marks it used (its modification time); writing
 one removes the tables of the same kind unused for :data:`STALE_DAYS` days, and those named by
 the older path-keyed scheme. Where no cache directory is writable, the tables are built from the
 sources every time (correct, just slower).
@@ -32,7 +33,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import BinaryIO, Protocol, TypeVar
 
 from ._jieba import jieba
 
@@ -41,6 +42,8 @@ logger = logging.getLogger(__name__)
 FORMAT = "scrapy-simhash table 3"  # 2: the IDF table carries its median; 3: its words sorted
 #: A table of a kind not read for this many days goes when another of that kind is written.
 STALE_DAYS = 30
+#: The content hashes of the source files, by their identity and times (:func:`_digest`).
+DIGESTS = "digests.json"
 
 
 def cache_dir() -> Path:
@@ -50,18 +53,50 @@ def cache_dir() -> Path:
 
 
 @functools.lru_cache(maxsize=8)
-def _digest(source: Path, size: int, mtime_ns: int) -> str:
-    """The content hash of a source file (~10 ms for jieba's dictionary), once per process and version."""
+def _digest(source: Path, stat_key: tuple[int, ...]) -> str:
+    """The content hash of a source file, once per process and version of the file. Hashing jieba's
+    dictionary and IDF table costs ~20 ms a start, so the hash is also remembered in
+    :data:`DIGESTS` by the file's identity and times (``stat_key``: device, inode, size, modification
+    and change times in ns; an edit, a copy or a replacement changes them) and read back from there."""
+    memo_path = cache_dir() / DIGESTS
+    name = str(source)
+    try:
+        memo = json.loads(memo_path.read_bytes())
+        if not isinstance(memo, dict):
+            memo = {}
+    except (OSError, ValueError):
+        memo = {}
+    known = memo.get(name)
+    if isinstance(known, list) and len(known) == 2 and known[0] == list(stat_key) and isinstance(known[1], str):
+        return known[1]
     digest = hashlib.blake2b(digest_size=16)
     with open(source, "rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
+    memo[name] = [list(stat_key), digest.hexdigest()]
+    with contextlib.suppress(OSError), _replacing(memo_path) as f:
+        f.write(json.dumps(memo).encode())
     return digest.hexdigest()
 
 
+@contextlib.contextmanager
+def _replacing(path: Path) -> Iterator[BinaryIO]:
+    """A new file that replaces ``path`` whole once written (readers see the old file or the new one)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def _cache_file(kind: str, source: Path, layout: str = "") -> Path:
-    stat = source.stat()
-    key = [FORMAT, kind, _digest(source, stat.st_size, stat.st_mtime_ns), jieba.__version__, sys.byteorder]
+    st = source.stat()
+    stat_key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    key = [FORMAT, kind, _digest(source, stat_key), jieba.__version__, sys.byteorder]
     if layout:  # tables of another layout of the same source live next to these
         key.append(layout)
     digest = hashlib.blake2b(json.dumps(key).encode(), digest_size=10).hexdigest()
@@ -148,19 +183,12 @@ def _write(path: Path, table: Mapping[str, int | float], typecode: str, extra: d
     if blobs:
         header["blobs"] = [len(blob) for blob in blobs]
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(json.dumps(header).encode() + b"\n")
-                f.write(words)
-                f.write(array.array(typecode, table.values()).tobytes())
-                for blob in blobs:
-                    f.write(blob)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        with _replacing(path) as f:
+            f.write(json.dumps(header).encode() + b"\n")
+            f.write(words)
+            f.write(array.array(typecode, table.values()).tobytes())
+            for blob in blobs:
+                f.write(blob)
     except OSError as exc:
         logger.debug("scrapy-simhash could not cache a table in %s: %s", path.parent, exc)
 

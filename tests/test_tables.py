@@ -7,6 +7,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import jieba
 import pytest
@@ -45,7 +46,7 @@ def test_prefix_dictionary_equals_jiebas_built_then_cached(cache: Path) -> None:
         assert tokenizer.initialized
         assert tokenizer.total == reference.total
         assert tokenizer.FREQ == reference.FREQ
-    assert [p.name.split("-")[0] for p in cache.iterdir()] == ["prefix"]
+    assert [p.name.split("-")[0] for p in cache.glob("*.table")] == ["prefix"]
     assert list(tokenizer.cut("他来到了网易杭研大厦")) == ["他", "来到", "了", "网易", "杭研", "大厦"]
 
 
@@ -54,13 +55,13 @@ def test_idf_table_equals_the_parsed_file(cache: Path) -> None:
     median = sorted(reference.values())[len(reference) // 2]
     assert tables.load_idf(IDF_TXT) == (reference, median)
     assert tables.load_idf(IDF_TXT) == (reference, median)  # from the cache
-    assert len(list(cache.iterdir())) == 1
+    assert len(list(cache.glob("*.table"))) == 1
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "header", "empty"])
 def test_a_damaged_cache_file_is_rebuilt(cache: Path, damage: str) -> None:
     tables.load_idf(IDF_TXT)
-    [path] = cache.iterdir()
+    [path] = cache.glob("*.table")
     data = path.read_bytes()
     path.write_bytes({"truncate": data[: len(data) // 2], "garbage": os.urandom(5000),
                       "header": b'{"format": "scrapy-simhash table 2", "typecode": "d", "count": 3}\n' + data,
@@ -82,7 +83,7 @@ def test_a_changed_dictionary_gets_its_own_table(cache: Path, tmp_path: Path) ->
     tokenizer = fresh_tokenizer(small)
     tables.load_prefix_dict(tokenizer)
     assert tokenizer.FREQ["公司"] == 7 and tokenizer.total == 157
-    assert len(list(cache.iterdir())) == 2
+    assert len(list(cache.glob("*.table"))) == 2
 
 
 def test_no_writable_cache_directory_still_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,12 +97,12 @@ def test_one_table_per_dictionary_content_and_stale_ones_go(cache: Path, tmp_pat
     """Two virtualenvs (two paths, the same idf.txt) share one table; tables of the older path-keyed
     scheme and tables unused for STALE_DAYS are removed when a table is written."""
     tables.load_idf(IDF_TXT)
-    [shared] = cache.iterdir()
+    [shared] = cache.glob("*.table")
     other_venv = tmp_path / "venv2" / "idf.txt"
     other_venv.parent.mkdir()
     other_venv.write_bytes(IDF_TXT.read_bytes())
     assert tables.load_idf(other_venv)[0] == reference_idf()
-    assert list(cache.iterdir()) == [shared]
+    assert list(cache.glob("*.table")) == [shared]
 
     legacy = cache / "idf-0123456789abcdef0123.table"  # the path-keyed name of earlier versions
     legacy.write_bytes(shared.read_bytes())
@@ -115,7 +116,7 @@ def test_one_table_per_dictionary_content_and_stale_ones_go(cache: Path, tmp_pat
     small = tmp_path / "idf-small.txt"
     small.write_text("鑫淼 9.5\n集团 3.25\n", "utf-8")
     tables.load_idf(small)  # a write cleans up
-    names = sorted(p.name for p in cache.iterdir())
+    names = sorted(p.name for p in cache.glob("*.table"))
     assert shared.name in names and legacy.name not in names and unused.name not in names
     assert len(names) == 2
 
@@ -183,3 +184,29 @@ def test_a_damaged_route_table_is_rebuilt(cache: Path, router_type: type, damage
     assert made == (["refused", "built"] if damage == "full" else ["built"])
     assert router.cut_block(ROUTE_TEXTS[0], {}, _hmm(), set(), 1000) == ("他", "来到", "了", "网易", "杭研", "大厦")
     assert path.read_bytes() == data  # written again
+
+
+def test_a_source_is_hashed_again_only_when_its_file_changed(cache: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The content hash that names a table is remembered by the source file's identity and times: a
+    new process (here: the in-process memo emptied) reads it back instead of hashing 6 MB again, and
+    a rewrite of the file (even to the same size and modification time) is hashed again."""
+    source = tmp_path / "idf.txt"
+    source.write_text("鑫淼 9.5\n集团 3.25\n", "utf-8")
+    opened: list[str] = []
+
+    def counting_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(str(path))
+        return open(path, *args, **kwargs)
+
+    monkeypatch.setattr(tables, "open", counting_open, raising=False)
+    first = tables.load_idf(source)
+    assert opened == [str(source)]
+    tables._digest.cache_clear()
+    assert tables.load_idf(source) == first and opened == [str(source)]  # from the memo, not hashed
+    stat = source.stat()
+    source.write_text("鑫淼 9.5\n集团 3.75\n", "utf-8")  # same size
+    os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    tables._digest.cache_clear()
+    assert tables.load_idf(source)[0] == {"鑫淼": 9.5, "集团": 3.75}
+    assert opened == [str(source)] * 2
