@@ -40,7 +40,8 @@ def _without_dates(text: str) -> str:
     last = _last_without_dates
     if last[0] is text:
         return last[1]
-    result = _DATE_TIME.sub(" ", text) if _DATE_TIME_HINT.search(text) else text
+    hinted = ("-" in text or ":" in text) and _DATE_TIME_HINT.search(text)  # the hint needs one of them
+    result = _DATE_TIME.sub(" ", text) if hinted else text
     _last_without_dates = (text, result)
     return result
 
