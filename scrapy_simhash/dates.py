@@ -137,6 +137,15 @@ _DATE_HINT_RES = (
     # January 1, 2023: the day's last digit, its suffix, a comma, spaces and the year
     re.compile(r"\d(?:st|nd|rd|th)?,?\s+(?:1[89]|2[01])\d\d", re.IGNORECASE),
 )
+# Characters a hint cannot match without, looked for first (a substring test costs a fraction of a
+# regex scan, which tests every character for a digit): 年 and 月; a separator; a slash.
+_DATE_NEEDS = (
+    lambda t: "年" in t and "月" in t,
+    lambda t: "-" in t or "/" in t or "." in t,
+    lambda t: "/" in t,
+    None,
+    None,
+)
 # A lone time changes only with a 12-hour marker: a Chinese one, or a/p + m after the minutes' digit.
 _AP_HINT_RE = re.compile(r"\d\s*[AaPp]\.?\s?[Mm]")
 # A Chinese marker changes a lone time only right before its hour, as _LONE_TIME_RE takes it.
@@ -151,7 +160,8 @@ def normalize_dates(text: str) -> str:
         for i, rx in enumerate(_DATE_RES):
             if i >= 3 and not months:
                 break
-            if _DATE_HINT_RES[i].search(text):
+            need = _DATE_NEEDS[i]
+            if (need is None or need(text)) and _DATE_HINT_RES[i].search(text):
                 text = rx.sub(_date_sub, text)
     if ":" in text and (_AP_HINT_RE.search(text) or _CN_TIME_HINT_RE.search(text)):
         text = _LONE_TIME_RE.sub(_lone_time_sub, text)

@@ -40,7 +40,8 @@ def _without_dates(text: str) -> str:
     last = _last_without_dates
     if last[0] is text:
         return last[1]
-    result = _DATE_TIME.sub(" ", text) if _DATE_TIME_HINT.search(text) else text
+    hinted = ("-" in text or ":" in text) and _DATE_TIME_HINT.search(text)  # the hint needs one of them
+    result = _DATE_TIME.sub(" ", text) if hinted else text
     _last_without_dates = (text, result)
     return result
 
@@ -67,6 +68,10 @@ _SPACE = re.compile(r"\s+")
 #: A line's hash has its top bit set, a sentence's clear: a sample by smallest hash takes sentences
 #: first and lines (table rows, headlines of related links, site chrome) only to fill up.
 _LINE_BIT = 1 << 63
+_HEX = "0123456789abcdef"
+#: A hash's first hex digit with its top bit cleared (a sentence's) or set (a line's).
+_AS_SENTENCE = {c: _HEX[i & 7] for i, c in enumerate(_HEX)}
+_AS_LINE = {c: _HEX[i | 8] for i, c in enumerate(_HEX)}
 #: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story.
 MIN_SENTENCE_CHARS = 20
 #: A body at least this share of whose characters are figures is a table of figures (an earnings
@@ -94,10 +99,14 @@ def sentence_signature(text: str) -> tuple[str, ...]:
     hash, so the sample of an original and the text of its repost agree on which sentences count,
     however the repost was cut, padded or reordered.
     """
-    hashes = sorted(
-        f"{int.from_bytes(blake2b(x.encode('utf-8'), digest_size=8).digest(), 'big') & ~_LINE_BIT | bit:016x}"
-        for x, bit in _pieces(text).items() if len(x) >= MIN_SENTENCE_CHARS and "=" not in x
-    )
+    # the digest's hex digits with the first one's top bit set (a line) or cleared (a sentence): equal
+    # lengths of lowercase hex sort as the numbers do, so no conversion to int and back
+    hashes = []
+    for x, bit in _pieces(text).items():
+        if len(x) >= MIN_SENTENCE_CHARS and "=" not in x:
+            h = blake2b(x.encode("utf-8"), digest_size=8).hexdigest()
+            hashes.append((_AS_LINE if bit else _AS_SENTENCE)[h[0]] + h[1:])
+    hashes.sort()
     return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
 
 
@@ -149,5 +158,6 @@ def number_signature(text: str) -> str:
     signatures estimate how far the number sets overlap (:func:`~.index.rule.numbers_agree`).
     """
     found = {n.replace(",", "") for n in _numbers(text)}
-    hashes = sorted(int.from_bytes(blake2b(n.encode("ascii", "replace"), digest_size=4).digest(), "big") for n in found)
-    return " ".join(f"{h:08x}" for h in hashes[:NUMBERS_MAX])
+    # 8 lowercase hex digits each: sorted as strings, sorted as the numbers are
+    hashes = sorted([blake2b(n.encode("ascii", "replace"), digest_size=4).hexdigest() for n in found])
+    return " ".join(hashes[:NUMBERS_MAX])

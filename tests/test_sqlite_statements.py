@@ -85,3 +85,21 @@ def test_the_shared_read_answers_and_stores_what_a_read_per_tier_does(tmp_path: 
     apart = _run(tmp_path / "apart.sqlite3", pairs)
     assert shared == apart
     assert sum(v[1] is not None for v in shared[0]) >= 50 and shared[1][1]  # duplicates found, buckets split
+
+
+def test_a_new_item_writes_its_band_and_sentence_rows_with_one_statement_each(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    sample = tuple(sorted(f"{rng.getrandbits(63):016x}" for _ in range(20)))
+    with SqliteIndex.open(tmp_path / "i.sqlite3") as ix:
+        ix.add([(rng.getrandbits(64), rng.getrandbits(64), f"u{i}", None, 1.0) for i in range(200)])
+        query = Query(rng.getrandbits(64), rng.getrandbits(64), 2, 3, url="new", seen_at=2.0, sentences=sample)
+        seen = _statements(ix, query)
+        assert ix._conn is not None
+        entry = ix._conn.execute("SELECT max(id) FROM entry").fetchone()[0]
+        stored = ix._conn.execute("SELECT count(*) FROM sentence WHERE entry = ?", (entry,)).fetchone()[0]
+        found = ix.lookup(query.title_fp, query.body_fp, title_k=0, body_k=0)
+    writes = {table: [s for s in seen if s.startswith(f"INSERT OR IGNORE INTO {table}(")]
+              for table in ("band", "sentence")}
+    assert len(writes["band"]) == 1 and len(writes["sentence"]) == 1, writes
+    assert stored == 12  # rule.SENTENCES_STORED rows, all from that one statement
+    assert [m.entry.id for m in found] == [entry, entry]  # both fingerprints' rows are there

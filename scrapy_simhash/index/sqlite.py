@@ -81,14 +81,6 @@ __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
 _ITEM_ERRORS = (IndexError_, ValueError, TypeError, OverflowError)
 
 
-class _ItemFailed(Exception):
-    """Carries a failed item's outcome out of its (rolled back) single-item transaction."""
-
-    def __init__(self, outcome: Outcome) -> None:
-        super().__init__(outcome.error)
-        self.outcome = outcome
-
-
 def _failed(exc: BaseException) -> Outcome:
     return Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
 
@@ -299,16 +291,32 @@ class SqliteIndex(Maintenance, QueryChecks):
         if not queries:
             return []
         if len(queries) == 1:  # the transaction is the item's savepoint: two statements fewer
-            try:
-                with self._write("check-and-add") as conn:
-                    try:
-                        return [self._decide(conn, Tables(self._rows, conn, queries[0]), queries[0], flagged)]
-                    except _ITEM_ERRORS as exc:
-                        raise _ItemFailed(_failed(exc)) from exc  # rolls the transaction back
-            except _ItemFailed as failed:
-                return [failed.outcome]
+            return [self._check_one(queries[0], flagged)]
         with self._write("check-and-add") as conn:
             return [self._one(conn, Tables(self._rows, conn, query), query, flagged) for query in queries]
+
+    def _check_one(self, query: Query, flagged: Collection[Tier]) -> Outcome:
+        """One query in a transaction of its own: :meth:`_write` unrolled (the hot path of
+        ``check_and_add``), the item's failure rolled back as its outcome."""
+        with self._lock:
+            conn = self._writable()
+            self._begin(conn)
+            try:
+                try:
+                    outcome = self._decide(conn, Tables(self._rows, conn, query), query, flagged)
+                except _ITEM_ERRORS as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    return _failed(exc)
+                conn.execute("COMMIT")
+                return outcome
+            except BaseException as exc:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise sqlite_error(self.location, exc, "check-and-add") from exc
+                raise
 
     def _decide(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
         """The rule for one query; with a request id, the answer it was already given, if any, else

@@ -180,6 +180,12 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
     rows go in: only buckets whose size before plus the rows placed reach their threshold (rare) are
     counted again after the insert."""
     table = "band" if depth == 0 else "band2"
+    if known is not None and len(known) == len(items) and all(
+            item[0] in known and known[item[0]][0] + 1 < MIN_SPLIT and not known[item[0]][1] for item in items):
+        # the usual case (distinct keys, every bucket small and none split, so none splits now:
+        # what the general path below finds): the rows go in with one statement
+        conn.execute(_insert_sql(table, len(items)), [x for item in items for x in item[:2]])
+        return []
     placed_under: dict[int, int] = {}
     for item in items:
         placed_under[item[0]] = placed_under.get(item[0], 0) + 1
@@ -222,6 +228,12 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
         if conn.execute(f"SELECT count(*) FROM {table} WHERE key = ?", (key,)).fetchone()[0] >= threshold:
             below += _split(conn, rows, table, key, tier, path, depth)
     return below
+
+
+@cache
+def _insert_sql(table: str, n: int) -> str:
+    """``INSERT OR IGNORE`` of ``n`` ``(key, fp)`` rows in one statement (not one a row)."""
+    return f"INSERT OR IGNORE INTO {table}(key, fp) VALUES {','.join(['(?, ?)'] * n)}"
 
 
 def _split(conn: sqlite3.Connection, rows: Any, table: str, key: int, tier: str, path: tuple[int, ...],

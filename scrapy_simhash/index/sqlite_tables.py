@@ -348,6 +348,7 @@ class Tables:
     def __init__(self, rows: Rows, conn: sqlite3.Connection, query: Query | None = None) -> None:
         self.rows, self.conn, self.query = rows, conn, query
         self._probed: dict[Tier, list[tuple[int, Any]]] | None = None
+        self._sentence_keys: tuple[Sequence[str], list[int]] = ((), [])  # the last hashes looked up, their keys
 
     def _prefetched(self, tier: Tier, fp: int) -> list[tuple[int, Any]] | None:
         """The band rows under ``fp``'s probes when ``fp`` is the query's, read with the other tier's."""
@@ -372,15 +373,17 @@ class Tables:
     def _sizes(self, query: Query) -> dict[int, tuple[int, bool]] | None:
         """``{key: (rows, split)}`` of the buckets the query's band rows go to, from the probe read
         (None: not read, or for another query)."""
-        if self._probed is None or query is not self.query:
+        probed = self._probed
+        if probed is None or query is not self.query:
             return None
         sizes: dict[int, tuple[int, bool]] = {}
         for tier, fp in (("title", query.title_fp), ("body", query.body_fp)):
             if fp is not None:
                 own = dict.fromkeys(self.rows.keys(tier, fp), (0, False))
-                for key, raw in self._probed[tier]:
+                for key, raw in probed[tier]:
                     if key in own:
-                        own[key] = (own[key][0] + 1, own[key][1] or sqlite_dense.is_marker(raw))
+                        n, split = own[key]
+                        own[key] = (n + 1, split or sqlite_dense.is_marker(raw))
                 sizes.update(own)
         return sizes
 
@@ -397,9 +400,10 @@ class Tables:
         # one statement: the boilerplate test of each hash (its first SENTENCE_MAX_HOLDERS rows counted)
         # sits in the outer loop over the hashes, then their holders (CROSS JOIN: sentence rows first,
         # the namespace test must not lead the plan into entry)
+        keys = sqlite_sentences.keys_of(ns or 0, hashes)
+        self._sentence_keys = (hashes, keys)  # the insert's sample is a head of them
         found = self.conn.execute(
-            _sentence_sql(len(hashes)),
-            (rule.SENTENCE_MAX_HOLDERS, ns, not_before, *sqlite_sentences.keys_of(ns or 0, hashes)),
+            _sentence_sql(len(hashes)), (rule.SENTENCE_MAX_HOLDERS, ns, not_before, *keys),
         ).fetchall()
         entries = self.rows.entries(self.conn, (row[:-1] for row in found))
         return [(e, row[-1], len(e.sentences)) for e, row in zip(entries, found, strict=True)]
@@ -428,7 +432,12 @@ class Tables:
         sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp), self._sizes(query))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
-        sqlite_sentences.insert(conn, rows.ns_id or 0, entry_id, stored)
+        if stored:
+            hashes, keys = self._sentence_keys
+            if list(hashes[: len(stored)]) != stored:
+                keys = sqlite_sentences.keys_of(rows.ns_id or 0, stored)
+            conn.execute(sqlite_sentences.insert_sql(len(stored)),
+                         [x for k in keys[: len(stored)] for x in (k, entry_id)])
         return entry_id
 
     def answered(self, token: str) -> Outcome | None:
