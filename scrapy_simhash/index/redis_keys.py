@@ -105,9 +105,9 @@ ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 _HEX = frozenset("0123456789abcdef")
-_HEADER = struct.Struct(">dHBB")
+_HEADER = struct.Struct(">dBB")
 F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
-#: The URL scheme a record leaves out, by its code (byte 12, bits 5–6).
+#: The URL scheme a record leaves out, by its code (byte 10, bits 5–6).
 SCHEMES = ("", "https://", "http://")
 
 
@@ -126,10 +126,8 @@ def as_score(value: float) -> str:
 
 def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
     """An entry's record (layout: the module docstring) as its fields; ValueError when not ours."""
-    seen, total, flags, more = _HEADER.unpack_from(record)
-    nsent, scheme = more % 32, SCHEMES[more >> 5 & 3]
-    if total != len(record):
-        raise ValueError(f"record of {len(record)} bytes says {total}")
+    seen, flags, more = _HEADER.unpack_from(record)
+    nsent, scheme, total = more % 32, SCHEMES[more >> 5 & 3], len(record)
     pos = _HEADER.size
     out: dict[str, Any] = {"seen": seen, "title_fp": None, "body_fp": None, "numbers": None,
                            "short_body": None, "url": None, "title": None}

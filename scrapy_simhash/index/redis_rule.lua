@@ -627,36 +627,49 @@ end
 -- An entry is one binary record (see redis_keys.py) cut into 64-byte chunks, the fields
 -- slot + 16 * chunk of the hash '<base>e:<id // 16>' (slot = id % 16).
 
-local CHUNK, SLOTS = 64, 16
+local SLOTS = 64  -- entries a list: an entry's record is element id % SLOTS of list e:<id // SLOTS>
 local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32, 64, 128
--- the URL's scheme a record leaves out (byte 12, bits 5-6; bit 7: the title in UTF-16-BE)
+-- the URL's scheme a record leaves out (byte 10, bits 5-6; bit 7: the title in UTF-16-BE)
 local SCHEMES = {[0] = '', 'https://', 'http://'}
 
 local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
 
-local FIRST = {}  -- entries' first chunks read or written in this call (false: none)
+local FIRST = {}  -- entries' records read or written in this call (false: none)
 
 local function first_chunk(id)
+  -- the entry's record (raw bytes), or nil (a removed entry's element is empty)
   local first = FIRST[id]
   if first == nil then
-    first = redis.call('HGET', ekey(id), id % SLOTS) or false
+    first = redis.call('LINDEX', ekey(id), id % SLOTS) or false
+    if first == '' then first = false end
     FIRST[id] = first
   end
   return first or nil
 end
 
-local function raw_record(id)
-  -- the entry's record (raw bytes), or nil
-  local first = first_chunk(id)
-  if not first then return nil end
-  if #first < 10 then return first end
-  local total = string.byte(first, 9) * 256 + string.byte(first, 10)
-  if total <= CHUNK then return first end
-  local key, slot, fields = ekey(id), id % SLOTS, {}
-  for c = 1, math.ceil(total / CHUNK) - 1 do fields[c] = slot + SLOTS * c end
-  local rest = redis.call('HMGET', key, unpack(fields))
-  for c = 1, #rest do rest[c] = rest[c] or '' end
-  return first .. table.concat(rest)
+local raw_record = first_chunk
+
+local function put_record(id, r)
+  -- the entry's record as element id % SLOTS of its list (padded with empty elements up to it)
+  local key, slot = ekey(id), id % SLOTS
+  local n = redis.call('LLEN', key)
+  if n > slot then
+    redis.call('LSET', key, slot, r)
+  else
+    local args = {}
+    for i = 1, slot - n do args[i] = '' end
+    args[#args + 1] = r
+    redis.call('RPUSH', key, unpack(args))
+  end
+  FIRST[id] = r
+end
+
+local function drop_record(id)
+  -- empty the entry's element; a list left with no record is deleted
+  local key = ekey(id)
+  redis.call('LSET', key, id % SLOTS, '')
+  FIRST[id] = false
+  if #redis.call('LPOS', key, '', 'COUNT', 0) == redis.call('LLEN', key) then redis.call('DEL', key) end
 end
 
 local function bad(id)
@@ -667,12 +680,11 @@ local function flag(flags, f) return bit.band(flags, f) ~= 0 end
 
 local function decode(id, r)
   -- {seen, flags, nsent, t, b, m (text), x (raw hashes), h, u}; raises when r is not ours
-  if #r < 12 then error(bad(id)) end
+  if #r < 10 then error(bad(id)) end
   local e = {id = id}
   local ok, err = pcall(function()
-    local seen, total, flags, nsent, pos = struct.unpack('>dHBB', r)
-    if total ~= #r then error('length') end
-    e.seen, e.len, e.flags = seen, total, flags
+    local seen, flags, nsent, pos = struct.unpack('>dBB', r)
+    e.seen, e.flags = seen, flags
     if flag(flags, F_T) then e.t = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_B) then e.b = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_NUM) then
@@ -736,8 +748,8 @@ holds = function(t, id, k)
   if t == 'th' or t == 'bh' then
     local first = first_chunk(id)
     if not first then return false end
-    if #first < 12 then error(bad(id)) end
-    local flags, pos = string.byte(first, 11), 13
+    if #first < 10 then error(bad(id)) end
+    local flags, pos = string.byte(first, 9), 11
     if t == 'bh' then
       if flag(flags, F_T) then pos = pos + W end
       if not flag(flags, F_B) then return false end
@@ -887,7 +899,7 @@ local function encode(e, seen_at, stored, pending)
   end
   for _, h in ipairs(stored) do parts[#parts + 1] = h end
   if e.short_body then flags = flags + F_H; parts[#parts + 1] = e.short_body end
-  local more = #stored  -- byte 12: the sentence hashes stored (< 32), the URL's scheme, the title's encoding
+  local more = #stored  -- byte 10: the sentence hashes stored (< 32), the URL's scheme, the title's encoding
   if more >= 32 then error(redis.error_reply('scrapy-simhash: at most 31 sentence hashes an entry')) end
   if e.url then
     local url = e.url
@@ -908,9 +920,8 @@ local function encode(e, seen_at, stored, pending)
   end
   if pending then flags = flags + F_PENDING end
   local body = table.concat(parts)
-  local total = 12 + #body
-  if total > 65535 then error(redis.error_reply('scrapy-simhash: an entry of ' .. total .. ' bytes is too long')) end
-  return struct.pack('>dHBB', num(seen_at), total, flags, more) .. body
+  if #body > 65525 then error(redis.error_reply('scrapy-simhash: an entry of ' .. #body .. ' bytes is too long')) end
+  return struct.pack('>dBB', num(seen_at), flags, more) .. body
 end
 
 local function probes(set)
@@ -934,12 +945,7 @@ local function insert(e, seen_at, nstore)
   local idb = p32(id)
   local stored = {}
   for i = 1, math.min(#(e.sentences or {}), nstore) do stored[i] = e.sentences[i] end
-  local r = encode(e, seen_at, stored, e.owner ~= nil)
-  local key, slot, args = ekey(id), id % SLOTS, {}
-  for c = 0, math.ceil(#r / CHUNK) - 1 do
-    args[#args + 1] = slot + SLOTS * c; args[#args + 1] = string.sub(r, c * CHUNK + 1, (c + 1) * CHUNK)
-  end
-  redis.call('HSET', key, unpack(args))
+  put_record(id, encode(e, seen_at, stored, e.owner ~= nil))
   redis.call('INCR', B .. 'n')
   local hour = hour_of(seen_at)
   if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then
@@ -1178,10 +1184,9 @@ local function remove(id, whole_hour)
   -- more. whole_hour: its time bucket is being dropped whole by the caller
   local e = fields(id)
   if not e then return 0 end
-  local idb, slot, f = p32(id), id % SLOTS, {}
-  for c = 0, math.ceil(e.len / CHUNK) - 1 do f[#f + 1] = slot + SLOTS * c end
-  redis.call('HDEL', ekey(id), unpack(f))
-  CACHE[id], FIRST[id] = false, false
+  local idb = p32(id)
+  drop_record(id)
+  CACHE[id] = false
   redis.call('DECR', B .. 'n')
   if flag(e.flags, F_PENDING) then
     for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
@@ -1272,14 +1277,15 @@ local function query(q)
 end
 
 local function token_keys(token, ttl)
-  -- the time buckets of request tokens that may hold token (newest first), and its record tag
-  local tag = unhex(string.sub(redis.sha1hex(token), 1, 16))
+  -- the time buckets of request tokens that may hold token (newest first), and its record tag: the
+  -- token's SHA-1 bytes 2-7 (byte 1 picks the bucket's 1/16: 52 bits of the digest in all)
+  local digest = unhex(string.sub(redis.sha1hex(token), 1, 16))
   local now = tonumber(redis.call('TIME')[1])
   local keys = {}
   for m = math.floor(now / 60), math.floor((now - ttl) / 60), -1 do
-    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. string.byte(tag, 1) % 16
+    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. string.byte(digest, 1) % 16
   end
-  return keys, tag
+  return keys, string.sub(digest, 2, 7)
 end
 
 -- redis: operations ----------------------------------------------------------------------------
@@ -1287,23 +1293,25 @@ end
 local op = A.op
 if op == 'check' then
   -- an added outcome is remembered under the request token: a retry gets its entry back
-  local tkeys, tag
+  local tkeys, tag, tokens
   if A.token then
     tkeys, tag = token_keys(A.token, A.token_ttl)
     local got = redis.call('MGET', B .. 'meta', unpack(tkeys))
     if A.marked and not got[1] then return lost() end
     for j = 1, #tkeys do
       local v = got[j + 1]
-      local i = v and find_aligned(v, tag, 12)
-      if i then return {'added', u32(v, i + 8)} end
+      local i = v and find_aligned(v, tag, 10)
+      if i then return {'added', u32(v, i + 6)} end
     end
+    tokens = got[2]
   end
   if A.q.owner then redis.call('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
   local reply = check_and_add(query(A.q), A.flagged or {})
   if A.token and reply[1] == 'added' then
-    if redis.call('APPEND', tkeys[1], tag .. p32(reply[2])) == 12 then
-      redis.call('EXPIRE', tkeys[1], A.token_ttl + 60)
-    end
+    -- written whole at its length (APPEND would leave up to as much again free)
+    -- (the bucket's expiry set when it is made, kept when it grows)
+    if tokens then redis.call('SET', tkeys[1], tokens .. tag .. p32(reply[2]), 'KEEPTTL')
+    else redis.call('SET', tkeys[1], tag .. p32(reply[2]), 'EX', A.token_ttl + 60) end
   end
   return flush(reply)
 elseif op == 'peek' then
@@ -1379,7 +1387,7 @@ elseif op == 'bucket' then
   local out = {}
   for i = 1, #v, 4 do
     local id = u32(v, i)
-    local first = redis.call('HGET', ekey(id), id % SLOTS)
+    local first = first_chunk(id)
     if first then out[#out + 1] = string.sub(v, i, i + 3) .. string.sub(first, 1, 8) end
   end
   return table.concat(out)
