@@ -161,10 +161,11 @@ def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> No
         h ^= h >> 16
         tag = b""
     page = (h >> 24) % 16
-    if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel; a mark: its mix too
-        tag, page = (h % 32768 + 32768).to_bytes(2, "big"), fmix(h ^ 0x9E3779B9) >> 28
+    if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel (sh: 7); a mark: its mix too
+        n = 1 if table == "sh" else 2
+        tag, page = (h % 2 ** (8 * n - 1) + 2 ** (8 * n - 1)).to_bytes(n, "big"), fmix(h ^ 0x9E3779B9) >> 28
         if payload == b"\0\0\0\0":
-            payload += h.to_bytes(4, "big") + b"\0\0"
+            payload += h.to_bytes(4, "big") + b"\0" * n
     key = f"{ix._base}{table}:0"
     raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
 
@@ -311,7 +312,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 8, "bb": 8, "th": 6, "bh": 6, "sh": 6, "u": 6}  # records: [tag +] payload
+    sizes = {"tb": 8, "bb": 8, "th": 6, "bh": 6, "sh": 5, "u": 6}  # records: [tag +] payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()

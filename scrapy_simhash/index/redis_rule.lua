@@ -177,7 +177,7 @@ end
 -- and a record is the fingerprint alone: its key is the record masked, so the script files an
 -- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
 -- keeps the records whose band equals the key. A spilled band's mark is the key itself.
-local TAG = {th = 2, bh = 2, sh = 2, u = 2}
+local TAG = {th = 2, bh = 2, sh = 1, u = 2}  -- tag bytes: a sentence record's is 1 (12 an entry)
 local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
@@ -279,41 +279,46 @@ end
 
 local function mix2(h) return fmix(bit.bxor(h, 0x9e3779b9) % 4294967296) end
 
-local QB = L.tag_bits or 15  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
-local QTOP = 2 ^ QB
+-- the quotient bits a keyed record's tag holds when written: 15 in 2 bytes, 7 in 1 (tests: fewer)
+local QBITS = {}
+for t in pairs(KEYED) do QBITS[t] = math.min(L.tag_bits or 15, 8 * TAG[t] - 1) end
 
-local function quotient(h, h2, a)
+local function quotient(t, h, h2, a)
   -- the QB bits of the 64-bit mix h2 * 2^32 + h from bit a up, as a record's tag: sentinel bit QB set
-  local q
+  local QB = QBITS[t]
+  local QTOP, q = 2 ^ QB, nil
   if a + QB <= 32 then q = math.floor(h / 2 ^ a) % QTOP
   elseif a >= 32 then q = math.floor(h2 / 2 ^ (a - 32)) % QTOP
   else q = math.floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
   return q + QTOP
 end
 
-local function tag_matches(s, q)
+local function tag_matches(t, s, q)
   -- does stored tag s (its known bits below its highest set bit) agree with the full tag q?
-  if s >= QTOP then return s == q end
+  if s >= 2 ^ QBITS[t] then return s == q end
   local _, e = math.frexp(s)
   local top = 2 ^ (e - 1)  -- s's sentinel bit: s holds e - 1 known bits
   return s - top == q % top
 end
 
 local function p16(n) return string.char(math.floor(n / 256), n % 256) end
+local function ptag(t, n) if TAG[t] == 1 then return string.char(n) end return p16(n) end
 
 local ZERO4 = '\0\0\0\0'
 
-local function scan_keyed(recs, each)
+local function scan_keyed(t, recs, each)
   -- each(position, tag, payload, mark h or nil) for the records of a keyed chain (a mark: two)
-  local i = 1
-  while i + 5 <= #recs do
-    local s, pay = string.byte(recs, i) * 256 + string.byte(recs, i + 1), string.sub(recs, i + 2, i + 5)
+  local i, n = 1, TAG[t]
+  local R = n + 4
+  while i + R - 1 <= #recs do
+    local s = n == 1 and string.byte(recs, i) or string.byte(recs, i) * 256 + string.byte(recs, i + 1)
+    local pay = string.sub(recs, i + n, i + n + 3)
     if pay == ZERO4 then
-      each(i, s, pay, u32(recs, i + 6))
-      i = i + 12
+      each(i, s, pay, u32(recs, i + R))
+      i = i + 2 * R
     else
       each(i, s, pay, nil)
-      i = i + 6
+      i = i + R
     end
   end
 end
@@ -382,15 +387,15 @@ local function split_keyed(t, s, flat, sides, old, new)
   local function fresh(h, pay, pg, ext)
     -- the record of a key of mix h in the half it goes to, its tag at the width after the split
     local side = sides[(h % (2 * m) == s.p) and old or new]
-    put(side, pg, p16(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
+    put(side, pg, ptag(t, quotient(t, h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
   end
   local used = {}  -- keys of an entry already given to a record whose bits ran out
   for pg, parts in pairs(chains) do
-    scan_keyed(table.concat(parts), function(_, tag, pay, mark)
+    scan_keyed(t, table.concat(parts), function(_, tag, pay, mark)
       if mark then
-        fresh(mark, pay, pg, p32(mark) .. '\0\0')
+        fresh(mark, pay, pg, p32(mark) .. string.rep('\0', TAG[t]))
       elseif tag >= 2 then
-        put(sides[(tag % 2 == 0) and old or new], pg, p16(math.floor(tag / 2)) .. pay)
+        put(sides[(tag % 2 == 0) and old or new], pg, ptag(t, math.floor(tag / 2)) .. pay)
       else
         local id = u32(pay, 1)
         for _, k in ipairs(keys_of(t, id)) do
@@ -495,20 +500,33 @@ local function locate(t, k)
   local R, found, at = TAG[t] + PAY[t], {}, {}
   if KEYED[t] then
     local a, h2 = width(t, h), mix2(h)
-    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
+    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(t, h, h2, a)
     local recs, had = chain(key, page, R)
     local i = 1
-    while i + 5 <= #recs do
-      local a, b, c, d, e, f = string.byte(recs, i, i + 5)
-      if c + d + e + f == 0 then  -- a mark: two records, the second its mix
-        if u32(recs, i + 6) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
-        i = i + 12
-      else
-        if tag_matches(a * 256 + b, q) then found[#found + 1] = string.sub(recs, i + 2, i + 5); at[#at + 1] = i end
-        i = i + 6
+    if R == 5 then  -- a 1-byte tag
+      while i + 4 <= #recs do
+        local a, c, d, e, f = string.byte(recs, i, i + 4)
+        if c + d + e + f == 0 then  -- a mark: two records, the second its mix
+          if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
+          i = i + 10
+        else
+          if tag_matches(t, a, q) then found[#found + 1] = string.sub(recs, i + 1, i + 4); at[#at + 1] = i end
+          i = i + 5
+        end
+      end
+    else
+      while i + 5 <= #recs do
+        local a, b, c, d, e, f = string.byte(recs, i, i + 5)
+        if c + d + e + f == 0 then  -- a mark: two records, the second its mix
+          if u32(recs, i + 6) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
+          i = i + 12
+        else
+          if tag_matches(t, a * 256 + b, q) then found[#found + 1] = string.sub(recs, i + 2, i + 5); at[#at + 1] = i end
+          i = i + 6
+        end
       end
     end
-    return key, page, recs, had, found, at, p16(q), h
+    return key, page, recs, had, found, at, ptag(t, q), h
   end
   local key, page, recs, had, banded = band_page(t, k)
   for i = 1, #recs - R + 1, R do
@@ -575,7 +593,7 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
     end
-    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0\0' or '')
+    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. string.rep('\0', TAG[t]) or '')
     write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
