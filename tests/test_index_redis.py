@@ -161,11 +161,10 @@ def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> No
         h ^= h >> 16
         tag = b""
     page = (h >> 24) % 16
-    if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel (sh: 7); a mark: its mix too
-        n = 1 if table == "sh" else 2
-        tag, page = (h % 2 ** (8 * n - 1) + 2 ** (8 * n - 1)).to_bytes(n, "big"), fmix(h ^ 0x9E3779B9) >> 28
+    if table in ("th", "bh", "sh", "u"):  # keyed: 7 bits of the mix and a sentinel; a mark: its mix too
+        tag, page = bytes([h % 128 + 128]), fmix(h ^ 0x9E3779B9) >> 28
         if payload == b"\0\0\0\0":
-            payload += h.to_bytes(4, "big") + b"\0" * n
+            payload += h.to_bytes(4, "big") + b"\0"
     key = f"{ix._base}{table}:0"
     raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
 
@@ -312,7 +311,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 8, "bb": 8, "th": 6, "bh": 6, "sh": 5, "u": 6}  # records: [tag +] payload
+    sizes = {"tb": 8, "bb": 8, "th": 5, "bh": 5, "sh": 5, "u": 5}  # records: [tag +] payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()
@@ -354,11 +353,12 @@ class _Boom:
         return (open, (self.marker, "w"))
 
 
-@pytest.mark.parametrize("version", [1, 3])
+@pytest.mark.parametrize("version", [1, 3, 4])
 def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str, version: int) -> None:
-    """Schema version 1 (a key per entry, fingerprint, band value and sentence) or 3 (4-byte tags
-    before every table record, the band tables shared by a tier's bands) cannot be read by this
-    layout: refused at open, read-only too, with the way out; nothing is written."""
+    """Schema version 1 (a key per entry, fingerprint, band value and sentence), 3 (4-byte tags
+    before every table record, the band tables shared by a tier's bands) or 4 (entries in hashes of
+    64-byte chunks, 2-byte sentence tags, 12-byte tokens) cannot be read by this layout: refused at
+    open, read-only too, with the way out; nothing is written."""
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     client = raw_redis(server)
     old = {"backend": "redis", "format": FORMAT, "schema_version": version, "params": IndexParams().as_dict(),

@@ -29,10 +29,12 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
 ``<prefix>:{<ns>}:seq``, ``…:n``, ``…:nbands``
     Entry id counter (``INCR``: ids are never reused, so a decision cannot point at a newer entry),
     entries, band members (``stats``).
-``<prefix>:{<ns>}:e:<id // 16>``
-    Entries, 16 a hash. An entry is one binary record (:func:`decode_record`) cut into 64-byte
-    chunks, fields ``slot + 16 × chunk`` (``slot = id % 16``): a record up to 512 bytes keeps its
-    hash compact. Records never change after insert.
+``<prefix>:{<ns>}:e:<id // 64>``
+    Entries, 64 a list: an entry is one binary record (:func:`decode_record`), element ``id % 64``
+    (a list's elements have no size limit and cost 2–4 bytes each in its 8 KB listpack nodes,
+    where a hash field of 64 bytes at most cost ~5 a chunk). A removed entry leaves an empty
+    element (its neighbours keep their places) and a list left with no record is deleted; an
+    insert pads the list with empty elements up to its place. Records never change after insert.
 ``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
     The lists the rule searches, each a *table* of fixed-size records packed into 64-byte fields
     (a key's *page*, 0–15 from its mix, continued in fields page + 16, page + 32, … when full) of
@@ -52,22 +54,23 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     A spilled band's mark is its key. ``th`` / ``bh``: title/body fingerprint → the id (4) of an
     entry holding it (a recurring headline: its sorted set by first seen, so the earliest
     non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
-    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 2-byte
-    tag and the id, the tag up to 15 bits of the key's 64-bit mix just above the bucket's address
+    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 1-byte
+    tag and the id, the tag up to 7 bits of the key's 64-bit mix just above the bucket's address
     bits and a sentinel bit over them (a split sends a record by the lowest and keeps the rest;
     one whose bits ran out is sent by its entry's key), so a record repeats nothing its entry
     holds; the ids found under a tag are verified against their entries' records (a fingerprint,
     a sampled hash, the URL), which keeps every answer exact when keys share a tag. Each spilled
     key has its own sorted set and a mark of two records: its tag and the zero id (ids start at
-    1), then its 4-byte mix and two zero bytes.
+    1), then its 4-byte mix and a zero byte.
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
     Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
     3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
     first, and sorts out only the bucket its limit falls in; ``stats`` and export read them.
 ``<prefix>:{<ns>}:r:<minute>:<k>``
-    Request tokens: 12-byte records (the token's SHA-1, 8 bytes; the id an *added* outcome returned),
-    one string per minute and 1/16 of the tokens, expiring whole :data:`~.redis.TOKEN_TTL` + 60 s
-    after it was made.
+    Request tokens: 10-byte records (bytes 2–7 of the token's SHA-1, whose first byte picks ``k``:
+    52 bits of it in all; the id an *added* outcome returned), one string per minute and 1/16 of
+    the tokens, written back whole at its length (``APPEND`` leaves up to as much again free),
+    expiring whole :data:`~.redis.TOKEN_TTL` + 60 s after it was made.
 ``<prefix>:{<ns>}:pending:<owner>``, ``<prefix>:{<ns>}:owners``, ``<prefix>:{<ns>}:alive:<owner>``
     Delivery tracking (:mod:`.owners`): the ids of an owner's pending entries, the owners with
     pending entries, and each owner's lease (a key that expires :data:`~.redis.LEASE` seconds after
@@ -76,7 +79,7 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     The latest decision about a non-new URL (hash: status, tier, distance, original id, time, title),
     and the decided URLs scored by decision time (``decisions``, purge).
 
-Entry record (big-endian): first seen (double), record length (2 bytes), flags (1: title
+Entry record (big-endian): first seen (double), flags (1: title
 fingerprint, 2: body fingerprint, 4: number signature packed, 8: number signature as text, 16:
 short-body digest, 32: URL, 64: title, 128: added pending), one byte: stored sentence hashes (low 5
 bits), the URL's scheme left out (bits 5–6: :data:`SCHEMES`), the title in UTF-16-BE (bit 7: when
@@ -97,10 +100,11 @@ from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
 #: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
-#: twice that, 8 or 10 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
-LOAD = 96
-#: The quotient bits a keyed table's record tag holds when written (2 bytes with its sentinel bit).
-TAG_BITS = 15
+#: twice that, 8 or 12 to a 64-byte field (~35 fields), far under Redis's default
+#: ``hash-max-listpack-entries`` (128). 144, not 96: a bucket's key (~80 bytes) over more records.
+LOAD = 144
+#: The quotient bits a keyed table's record tag holds when written (1 byte with its sentinel bit).
+TAG_BITS = 7
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}

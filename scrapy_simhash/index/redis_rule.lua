@@ -15,7 +15,7 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
           fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
           ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
-          keyed record's tag holds: 15; tests force fewer)
+          keyed record's tag holds: 7; tests force fewer)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
@@ -163,21 +163,21 @@ end
 -- a real record.
 
 -- Tables looked up by a longer key (a fingerprint, a sentence hash, a URL digest: 'keyed') file its
--- ids under 2 bytes of the key's mix instead of the key: a record repeats nothing the entry holds.
+-- ids under 1 byte of the key's mix instead of the key: a record repeats nothing the entry holds.
 -- The mix is 64 bits, h (taghash: the bucket, from its low bits) and h2 (a mix of h: the page, its
--- top 4 bits). A record's 2-byte tag holds the up to 15 bits of the mix just above its bucket's
+-- top 4 bits). A record's 1-byte tag holds the up to 7 bits of the mix just above its bucket's
 -- address bits, and a sentinel bit above them (quotienting): a split sends a record by the lowest
--- of them and keeps the rest, one bit fewer; a record whose bits ran out (its bucket split 15
+-- of them and keeps the rest, one bit fewer; a record whose bits ran out (its bucket split 7
 -- times since it was written) is sent by its entry's key, read from the entry. Ids found under a
 -- tag are verified against their entries (holds), so answers stay exact. A key whose ids spilled
 -- has its own sorted set (named by the whole key) and a mark of two records: tag and the zero id,
--- then h and two zero bytes (its whole mix: a mark is found exactly and never runs out of bits).
+-- then h and a zero byte (its whole mix: a mark is found exactly and never runs out of bits).
 -- Band tables, one a band ('tb0', 'tb1', ..., 'bb0', ...: tier, band number): the key is the
 -- fingerprint masked to the band's bits (limits.bands: {shift, width} a band, as Python's layout),
 -- and a record is the fingerprint alone: its key is the record masked, so the script files an
 -- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
 -- keeps the records whose band equals the key. A spilled band's mark is the key itself.
-local TAG = {th = 2, bh = 2, sh = 1, u = 2}  -- tag bytes: a sentence record's is 1 (12 an entry)
+local TAG = {th = 1, bh = 1, sh = 1, u = 1}
 local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
@@ -279,46 +279,40 @@ end
 
 local function mix2(h) return fmix(bit.bxor(h, 0x9e3779b9) % 4294967296) end
 
--- the quotient bits a keyed record's tag holds when written: 15 in 2 bytes, 7 in 1 (tests: fewer)
-local QBITS = {}
-for t in pairs(KEYED) do QBITS[t] = math.min(L.tag_bits or 15, 8 * TAG[t] - 1) end
+local QB = L.tag_bits or 7  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
+local QTOP = 2 ^ QB
 
-local function quotient(t, h, h2, a)
+local function quotient(h, h2, a)
   -- the QB bits of the 64-bit mix h2 * 2^32 + h from bit a up, as a record's tag: sentinel bit QB set
-  local QB = QBITS[t]
-  local QTOP, q = 2 ^ QB, nil
+  local q
   if a + QB <= 32 then q = math.floor(h / 2 ^ a) % QTOP
   elseif a >= 32 then q = math.floor(h2 / 2 ^ (a - 32)) % QTOP
   else q = math.floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
   return q + QTOP
 end
 
-local function tag_matches(t, s, q)
+local function tag_matches(s, q)
   -- does stored tag s (its known bits below its highest set bit) agree with the full tag q?
-  if s >= 2 ^ QBITS[t] then return s == q end
+  if s >= QTOP then return s == q end
   local _, e = math.frexp(s)
   local top = 2 ^ (e - 1)  -- s's sentinel bit: s holds e - 1 known bits
   return s - top == q % top
 end
 
-local function p16(n) return string.char(math.floor(n / 256), n % 256) end
-local function ptag(t, n) if TAG[t] == 1 then return string.char(n) end return p16(n) end
 
 local ZERO4 = '\0\0\0\0'
 
-local function scan_keyed(t, recs, each)
+local function scan_keyed(recs, each)
   -- each(position, tag, payload, mark h or nil) for the records of a keyed chain (a mark: two)
-  local i, n = 1, TAG[t]
-  local R = n + 4
-  while i + R - 1 <= #recs do
-    local s = n == 1 and string.byte(recs, i) or string.byte(recs, i) * 256 + string.byte(recs, i + 1)
-    local pay = string.sub(recs, i + n, i + n + 3)
+  local i = 1
+  while i + 4 <= #recs do
+    local s, pay = string.byte(recs, i), string.sub(recs, i + 1, i + 4)
     if pay == ZERO4 then
-      each(i, s, pay, u32(recs, i + R))
-      i = i + 2 * R
+      each(i, s, pay, u32(recs, i + 5))
+      i = i + 10
     else
       each(i, s, pay, nil)
-      i = i + R
+      i = i + 5
     end
   end
 end
@@ -387,15 +381,15 @@ local function split_keyed(t, s, flat, sides, old, new)
   local function fresh(h, pay, pg, ext)
     -- the record of a key of mix h in the half it goes to, its tag at the width after the split
     local side = sides[(h % (2 * m) == s.p) and old or new]
-    put(side, pg, ptag(t, quotient(t, h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
+    put(side, pg, string.char(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
   end
   local used = {}  -- keys of an entry already given to a record whose bits ran out
   for pg, parts in pairs(chains) do
-    scan_keyed(t, table.concat(parts), function(_, tag, pay, mark)
+    scan_keyed(table.concat(parts), function(_, tag, pay, mark)
       if mark then
-        fresh(mark, pay, pg, p32(mark) .. string.rep('\0', TAG[t]))
+        fresh(mark, pay, pg, p32(mark) .. '\0')
       elseif tag >= 2 then
-        put(sides[(tag % 2 == 0) and old or new], pg, ptag(t, math.floor(tag / 2)) .. pay)
+        put(sides[(tag % 2 == 0) and old or new], pg, string.char(math.floor(tag / 2)) .. pay)
       else
         local id = u32(pay, 1)
         for _, k in ipairs(keys_of(t, id)) do
@@ -500,33 +494,20 @@ local function locate(t, k)
   local R, found, at = TAG[t] + PAY[t], {}, {}
   if KEYED[t] then
     local a, h2 = width(t, h), mix2(h)
-    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(t, h, h2, a)
+    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
     local recs, had = chain(key, page, R)
     local i = 1
-    if R == 5 then  -- a 1-byte tag
-      while i + 4 <= #recs do
-        local a, c, d, e, f = string.byte(recs, i, i + 4)
-        if c + d + e + f == 0 then  -- a mark: two records, the second its mix
-          if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
-          i = i + 10
-        else
-          if tag_matches(t, a, q) then found[#found + 1] = string.sub(recs, i + 1, i + 4); at[#at + 1] = i end
-          i = i + 5
-        end
-      end
-    else
-      while i + 5 <= #recs do
-        local a, b, c, d, e, f = string.byte(recs, i, i + 5)
-        if c + d + e + f == 0 then  -- a mark: two records, the second its mix
-          if u32(recs, i + 6) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
-          i = i + 12
-        else
-          if tag_matches(t, a * 256 + b, q) then found[#found + 1] = string.sub(recs, i + 2, i + 5); at[#at + 1] = i end
-          i = i + 6
-        end
+    while i + 4 <= #recs do
+      local a, c, d, e, f = string.byte(recs, i, i + 4)
+      if c + d + e + f == 0 then  -- a mark: two records, the second its mix
+        if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
+        i = i + 10
+      else
+        if tag_matches(a, q) then found[#found + 1] = string.sub(recs, i + 1, i + 4); at[#at + 1] = i end
+        i = i + 5
       end
     end
-    return key, page, recs, had, found, at, ptag(t, q), h
+    return key, page, recs, had, found, at, string.char(q), h
   end
   local key, page, recs, had, banded = band_page(t, k)
   for i = 1, #recs - R + 1, R do
@@ -593,7 +574,7 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
     end
-    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. string.rep('\0', TAG[t]) or '')
+    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0' or '')
     write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
@@ -642,10 +623,10 @@ local function zeros(recs)
 end
 
 -- store: entries --------------------------------------------------------------------------------
--- An entry is one binary record (see redis_keys.py) cut into 64-byte chunks, the fields
--- slot + 16 * chunk of the hash '<base>e:<id // 16>' (slot = id % 16).
+-- An entry is one binary record (see redis_keys.py), element id % 64 of the list '<base>e:<id // 64>'
+-- (a removed entry's element is empty; a list left without records is deleted).
 
-local SLOTS = 64  -- entries a list: an entry's record is element id % SLOTS of list e:<id // SLOTS>
+local SLOTS = 64  -- entries a list
 local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32, 64, 128
 -- the URL's scheme a record leaves out (byte 10, bits 5-6; bit 7: the title in UTF-16-BE)
 local SCHEMES = {[0] = '', 'https://', 'http://'}
