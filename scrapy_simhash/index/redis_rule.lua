@@ -757,6 +757,11 @@ holds = function(t, id, k)
     end
     return string.sub(first, pos, pos + W - 1) == k
   end
+  if t == 'sh' then  -- most ids found under a 1-byte tag are others': a plain search rules them out
+    local r = first_chunk(id)
+    if not r then return false end
+    if not string.find(r, k, 11, true) then return false end
+  end
   local e = fields(id)
   if not e then return false end
   if t == 'u' then return e.u ~= nil and url_tag(e.u) == k end
