@@ -1,13 +1,14 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 4: a compact layout, ~460 bytes an entry with 12 sentence hashes and ~245 without,
-request tokens included (``benchmarks/index_size.py``; version 3 took ~560 and ~360, version 2
-~630 and ~375, version 1, a key per entry, per fingerprint, per band value and per sentence, ~5 kB
-and ~2.8 kB). Redis spends ~50–90 bytes on every
-key before its data and ~40 on every field of a large hash, but 2–4 on an element of a small hash
-(≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So nearly
-everything lives in small hashes, as binary values (``struct``-packed by the script; never
-pickle), and the hashes split as the index grows so that they stay small.
+Schema version 5: a compact layout, ~400 bytes an entry with 12 sentence hashes (~390 once its
+request token expired) and ~220 without, request tokens included (``benchmarks/index_size.py``;
+version 4 took ~460 and ~245, version 3 ~560 and ~360, version 2 ~630 and ~375, version 1, a key
+per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends
+~50–90 bytes on every key before its data and ~40 on every field of a large hash, but 2–4 on an
+element of a small hash (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's
+defaults) or of a list. So nearly everything lives in small hashes and lists, as binary values
+(``struct``-packed by the script; never pickle), and the hashes split as the index grows so that
+they stay small.
 
 ``<prefix>`` is ``simhash`` unless the URL says ``?prefix=…``; ``<ns>`` is the namespace,
 percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace lives in one slot).
@@ -40,7 +41,7 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     (a key's *page*, 0–15 from its mix, continued in fields page + 16, page + 32, … when full) of
     hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
-    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 2–3
+    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 1.5–2
     bytes a record beyond the record itself. A key with more than 4 ids (32 fingerprints: clustered
     fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>``
     (scores: first seen, or 0) and keeps a mark in their place (the sorted set's existence tells
@@ -59,7 +60,9 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     bits and a sentinel bit over them (a split sends a record by the lowest and keeps the rest;
     one whose bits ran out is sent by its entry's key), so a record repeats nothing its entry
     holds; the ids found under a tag are verified against their entries' records (a fingerprint,
-    a sampled hash, the URL), which keeps every answer exact when keys share a tag. Each spilled
+    a sampled hash, found by a plain search of the record before it is decoded, the URL), which
+    keeps every answer exact when keys share a tag (with 7 bits, ~1 in 128 of a fresh page's other
+    records, more as records lose bits). Each spilled
     key has its own sorted set and a mark of two records: its tag and the zero id (ids start at
     1), then its 4-byte mix and a zero byte.
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
