@@ -34,8 +34,9 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     Entries, 64 a list: an entry is one binary record (:func:`decode_record`), element ``id % 64``
     (a list's elements have no size limit and cost 2–4 bytes each in its 8 KB listpack nodes,
     where a hash field of 64 bytes at most cost ~5 a chunk). A removed entry leaves an empty
-    element (its neighbours keep their places) and a list left with no record is deleted; an
-    insert pads the list with empty elements up to its place. Records never change after insert.
+    element (its neighbours keep their places) and a list left with no record is deleted
+    (``LPOS``, Redis ≥ 6.0.6); an insert pads the list with empty elements up to its place.
+    Records never change after insert.
 ``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
     The lists the rule searches, each a *table* of fixed-size records packed into 64-byte fields
     (a key's *page*, 0–15 from its mix, continued in fields page + 16, page + 32, … when full) of
