@@ -237,9 +237,9 @@ class RedisBackend(Backend):
         return int(index._script("bands", index._args("bands", tc=tier[0], probes=probes), write=False))
 
     def raw_fps(self, index: Any, entry_id: int) -> tuple[Any, Any]:
-        """The two fingerprints as the entry's record holds them (bytes 12–28 of its first chunk)."""
-        record = self.raw_bytes.hget(f"{index._base}e:{entry_id // 16}", str(entry_id % 16))
-        return record[12:20].hex(), record[20:28].hex()
+        """The two fingerprints as the entry's record holds them (bytes 10–26 of its list element)."""
+        record = self.raw_bytes.lindex(f"{index._base}e:{entry_id // 64}", entry_id % 64)
+        return record[10:18].hex(), record[18:26].hex()
 
     def state(self, name: str = "index") -> Any:
         return [(k, self.raw_bytes.dump(k), self.raw.pttl(k)) for k in self.keys(name)]

@@ -161,10 +161,10 @@ def file_record(raw: Any, ix: Any, table: str, tag: bytes, payload: bytes) -> No
         h ^= h >> 16
         tag = b""
     page = (h >> 24) % 16
-    if table in ("th", "bh", "sh", "u"):  # keyed: 15 bits of the mix and a sentinel; a mark: its mix too
-        tag, page = (h % 32768 + 32768).to_bytes(2, "big"), fmix(h ^ 0x9E3779B9) >> 28
+    if table in ("th", "bh", "sh", "u"):  # keyed: 7 bits of the mix and a sentinel; a mark: its mix too
+        tag, page = bytes([h % 128 + 128]), fmix(h ^ 0x9E3779B9) >> 28
         if payload == b"\0\0\0\0":
-            payload += h.to_bytes(4, "big") + b"\0\0"
+            payload += h.to_bytes(4, "big") + b"\0"
     key = f"{ix._base}{table}:0"
     raw.hset(key, str(page), (raw.hget(key, str(page)) or b"") + tag + payload)
 
@@ -311,7 +311,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     assert meta["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
-    sizes = {"tb": 8, "bb": 8, "th": 6, "bh": 6, "sh": 6, "u": 6}  # records: [tag +] payload
+    sizes = {"tb": 8, "bb": 8, "th": 5, "bh": 5, "sh": 5, "u": 5}  # records: [tag +] payload
     kinds: collections.Counter[str] = collections.Counter()
     for raw_key in binary.scan_iter(match=f"{prefix}:*".encode()):
         key, kind = raw_key.decode(), binary.type(raw_key).decode()
@@ -319,7 +319,7 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
         head = re.match(r"[a-z]+|Z[a-z]+", name).group()  # type: ignore[union-attr]
         kinds[head] += 1
         expected = {"meta": "string", "namespaces": "hash", "seq": "string", "n": "string", "nbands": "string",
-                    "lh": "hash", "e": "hash", "t": "string", "hours": "zset", "r": "string", "pending": "set",
+                    "lh": "hash", "e": "list", "t": "string", "hours": "zset", "r": "string", "pending": "set",
                     "owners": "set", "alive": "string", "d": "hash", "decided": "zset",
                     **{t: "hash" for t in sizes}, **{"Z" + t: "zset" for t in sizes}}
         assert expected.get(head) == kind, key
@@ -329,17 +329,17 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
             for value in values(raw_key):
                 value.decode("utf-8")  # plain text
         elif head == "e":
-            chunks = binary.hgetall(raw_key)
-            for slot in (int(f) for f in chunks if int(f) < 16):  # chunk 0 of each record: its length
-                total = int.from_bytes(chunks[str(slot).encode()][8:10], "big")
-                decode_record(b"".join(chunks[str(slot + 16 * c).encode()] for c in range(-(-total // 64))), 8)
+            records = binary.lrange(raw_key, 0, -1)
+            assert 0 < len(records) <= 64 and any(records)  # a list left without records is deleted
+            for record in filter(None, records):  # empty: a removed entry's place
+                decode_record(record, 8)
         elif head in sizes:
             for value in binary.hvals(raw_key):
                 assert len(value) % sizes[head] == 0 and 0 < len(value) <= 64
         elif head.startswith("Z"):
             assert all(len(m) == 4 for m in binary.zrange(raw_key, 0, -1))  # ids
         elif head in ("t", "r"):
-            assert len(binary.get(raw_key)) % {"t": 4, "r": 12}[head] == 0
+            assert len(binary.get(raw_key)) % {"t": 4, "r": 10}[head] == 0
     assert {"e", "tb", "bb", "th", "bh", "sh", "u", "Zth", "t", "r", "pending"} <= set(kinds)
     client.close()
     binary.close()
@@ -353,11 +353,12 @@ class _Boom:
         return (open, (self.marker, "w"))
 
 
-@pytest.mark.parametrize("version", [1, 3])
+@pytest.mark.parametrize("version", [1, 3, 4])
 def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str, version: int) -> None:
-    """Schema version 1 (a key per entry, fingerprint, band value and sentence) or 3 (4-byte tags
-    before every table record, the band tables shared by a tier's bands) cannot be read by this
-    layout: refused at open, read-only too, with the way out; nothing is written."""
+    """Schema version 1 (a key per entry, fingerprint, band value and sentence), 3 (4-byte tags
+    before every table record, the band tables shared by a tier's bands) or 4 (entries in hashes of
+    64-byte chunks, 2-byte sentence tags, 12-byte tokens) cannot be read by this layout: refused at
+    open, read-only too, with the way out; nothing is written."""
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     client = raw_redis(server)
     old = {"backend": "redis", "format": FORMAT, "schema_version": version, "params": IndexParams().as_dict(),
@@ -410,7 +411,7 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
         a = ix.check_and_add(q(71, 72, url="a")).entry_id
         ix.check_and_add(q(71, None, url="dup"))
         base = ix._base
-        client.hset(f"{base}e:{a // 16}", str(a % 16), "yesterday")  # not a record of ours
+        client.lset(f"{base}e:{a // 64}", a % 64, "yesterday")  # not a record of ours
         client.hset(f"{base}d:dup", "distance", "far")
         for call in (lambda: ix.check_and_add(q(71, None)), lambda: list(ix.entries()),
                      lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):

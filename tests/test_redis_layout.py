@@ -1,4 +1,4 @@
-"""The Redis index's own layout (schema 4): records keep every title and URL as given, keys sharing a
+"""The Redis index's own layout (schema 5): records keep every title and URL as given, keys sharing a
 tag (or whose tag bits ran out) are told apart by their entries, the script files under the layout's
 bands, purge drops whole time buckets, and a random stream gets the verdicts SQLite gives. Against the
 shared test server (``SIMHASH_TEST_REDIS_URL``); helpers in ``test_index_redis.py``.
@@ -167,8 +167,8 @@ def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: s
         raw = raw_redis(url.split("?")[0], decode=False)
         levels = {t.decode(): int(v.split()[0]) for t, v in raw.hgetall(f"{red._base}lh").items()}
         assert min(levels[t] for t in ("th", "bh", "sh", "u")) >= 5, levels
-        ran_out = sum(value[i:i + 2] == b"\0\1" for key in raw.scan_iter(match=f"{red._base}sh:*".encode())
-                      for value in raw.hvals(key) for i in range(0, len(value), 6))
+        ran_out = sum(value[i] == 1 for key in raw.scan_iter(match=f"{red._base}sh:*".encode())  # 1-byte tags
+                      for value in raw.hvals(key) for i in range(0, len(value), 5))
         assert ran_out > 20, ran_out
         assert raw.zcard(f"{red._base}Ztb0:{0x2A_AAAA:016x}") > 32
         raw.close()
@@ -228,3 +228,28 @@ def test_purge_takes_a_bucket_larger_than_its_batch_in_several_calls(url: str) -
         ix.add([(rng.getrandbits(64), None, "late", None, 7200.0)])
         assert ix.purge(3600.0 + 1, batch=7) == 30
         assert [e.url for e in ix.entries()] == ["late"] and ix.stats()["band_rows"] == 3
+
+
+def test_entry_lists_keep_their_places_and_go_when_empty(url: str) -> None:
+    """Entries are the elements of lists of 64 (element id % 64): a removed entry leaves an empty
+    element, so its neighbours keep their places and stay readable, and a list left with no record
+    is deleted (an emptied index keeps none); an entry added after that gets a list again."""
+    rng = random.Random(10)
+    with open_index(url) as ix:
+        raw = raw_redis(url.split("?")[0], decode=False)
+        ids = [ix.check_and_add(q(rng.getrandbits(64), None, url=f"https://l/{i}", seen_at=1.0 + i)).entry_id
+               for i in range(70)]  # two lists: ids 1..63, 64..70
+        keys = sorted({f"{ix._base}e:{i // 64}" for i in ids})
+        assert len(keys) == 2 and all(raw.type(k) == b"list" for k in keys)
+        for i in range(0, 70, 2):
+            assert ix.forget(f"https://l/{i}") == 1
+        assert raw.lindex(f"{ix._base}e:{ids[0] // 64}", ids[0] % 64) == b""
+        assert [e.url for e in ix.entries()] == [f"https://l/{i}" for i in range(1, 70, 2)]
+        assert all(ix.lookup(e.title_fp, None, title_k=0, body_k=0)[0].entry == e for e in ix.entries())
+        for i in range(1, 70, 2):
+            assert ix.forget(f"https://l/{i}") == 1
+        assert ix.count() == 0 and not raw.exists(*keys)
+        again = ix.check_and_add(q(rng.getrandbits(64), None, url="https://l/again", seen_at=99.0)).entry_id
+        assert again == ids[-1] + 1 and [e.url for e in ix.entries()] == ["https://l/again"]
+        assert raw.llen(f"{ix._base}e:{again // 64}") == again % 64 + 1  # padded up to its place
+        raw.close()

@@ -76,7 +76,7 @@ from .redis_maintain import Maintenance
 #: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
 #: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
 #: without the URL's scheme and the title's length, CJK titles in UTF-16.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).

@@ -1,13 +1,14 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 4: a compact layout, ~460 bytes an entry with 12 sentence hashes and ~245 without,
-request tokens included (``benchmarks/index_size.py``; version 3 took ~560 and ~360, version 2
-~630 and ~375, version 1, a key per entry, per fingerprint, per band value and per sentence, ~5 kB
-and ~2.8 kB). Redis spends ~50–90 bytes on every
-key before its data and ~40 on every field of a large hash, but 2–4 on an element of a small hash
-(≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's defaults). So nearly
-everything lives in small hashes, as binary values (``struct``-packed by the script; never
-pickle), and the hashes split as the index grows so that they stay small.
+Schema version 5: a compact layout, ~400 bytes an entry with 12 sentence hashes (~390 once its
+request token expired) and ~220 without, request tokens included (``benchmarks/index_size.py``;
+version 4 took ~460 and ~245, version 3 ~560 and ~360, version 2 ~630 and ~375, version 1, a key
+per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends
+~50–90 bytes on every key before its data and ~40 on every field of a large hash, but 2–4 on an
+element of a small hash (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's
+defaults) or of a list. So nearly everything lives in small hashes and lists, as binary values
+(``struct``-packed by the script; never pickle), and the hashes split as the index grows so that
+they stay small.
 
 ``<prefix>`` is ``simhash`` unless the URL says ``?prefix=…``; ``<ns>`` is the namespace,
 percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace lives in one slot).
@@ -29,16 +30,19 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
 ``<prefix>:{<ns>}:seq``, ``…:n``, ``…:nbands``
     Entry id counter (``INCR``: ids are never reused, so a decision cannot point at a newer entry),
     entries, band members (``stats``).
-``<prefix>:{<ns>}:e:<id // 16>``
-    Entries, 16 a hash. An entry is one binary record (:func:`decode_record`) cut into 64-byte
-    chunks, fields ``slot + 16 × chunk`` (``slot = id % 16``): a record up to 512 bytes keeps its
-    hash compact. Records never change after insert.
+``<prefix>:{<ns>}:e:<id // 64>``
+    Entries, 64 a list: an entry is one binary record (:func:`decode_record`), element ``id % 64``
+    (a list's elements have no size limit and cost 2–4 bytes each in its 8 KB listpack nodes,
+    where a hash field of 64 bytes at most cost ~5 a chunk). A removed entry leaves an empty
+    element (its neighbours keep their places) and a list left with no record is deleted
+    (``LPOS``, Redis ≥ 6.0.6); an insert pads the list with empty elements up to its place.
+    Records never change after insert.
 ``<prefix>:{<ns>}:<table>:<bucket>`` and ``<prefix>:{<ns>}:lh``
     The lists the rule searches, each a *table* of fixed-size records packed into 64-byte fields
     (a key's *page*, 0–15 from its mix, continued in fields page + 16, page + 32, … when full) of
     hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
-    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 2–3
+    :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 1.5–2
     bytes a record beyond the record itself. A key with more than 4 ids (32 fingerprints: clustered
     fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>``
     (scores: first seen, or 0) and keeps a mark in their place (the sorted set's existence tells
@@ -52,22 +56,25 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     A spilled band's mark is its key. ``th`` / ``bh``: title/body fingerprint → the id (4) of an
     entry holding it (a recurring headline: its sorted set by first seen, so the earliest
     non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
-    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 2-byte
-    tag and the id, the tag up to 15 bits of the key's 64-bit mix just above the bucket's address
+    ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 1-byte
+    tag and the id, the tag up to 7 bits of the key's 64-bit mix just above the bucket's address
     bits and a sentinel bit over them (a split sends a record by the lowest and keeps the rest;
     one whose bits ran out is sent by its entry's key), so a record repeats nothing its entry
     holds; the ids found under a tag are verified against their entries' records (a fingerprint,
-    a sampled hash, the URL), which keeps every answer exact when keys share a tag. Each spilled
+    a sampled hash, found by a plain search of the record before it is decoded, the URL), which
+    keeps every answer exact when keys share a tag (with 7 bits, ~1 in 128 of a fresh page's other
+    records, more as records lose bits). Each spilled
     key has its own sorted set and a mark of two records: its tag and the zero id (ids start at
-    1), then its 4-byte mix and two zero bytes.
+    1), then its 4-byte mix and a zero byte.
 ``<prefix>:{<ns>}:t:<hour>`` and ``<prefix>:{<ns>}:hours``
     Time buckets: the ids (4 bytes each) of the entries first seen in that hour (POSIX seconds //
     3600), and the sorted set of the hours that have entries. Purge drops whole buckets, oldest
     first, and sorts out only the bucket its limit falls in; ``stats`` and export read them.
 ``<prefix>:{<ns>}:r:<minute>:<k>``
-    Request tokens: 12-byte records (the token's SHA-1, 8 bytes; the id an *added* outcome returned),
-    one string per minute and 1/16 of the tokens, expiring whole :data:`~.redis.TOKEN_TTL` + 60 s
-    after it was made.
+    Request tokens: 10-byte records (bytes 2–7 of the token's SHA-1, whose first byte picks ``k``:
+    52 bits of it in all; the id an *added* outcome returned), one string per minute and 1/16 of
+    the tokens, written back whole at its length (``APPEND`` leaves up to as much again free),
+    expiring whole :data:`~.redis.TOKEN_TTL` + 60 s after it was made.
 ``<prefix>:{<ns>}:pending:<owner>``, ``<prefix>:{<ns>}:owners``, ``<prefix>:{<ns>}:alive:<owner>``
     Delivery tracking (:mod:`.owners`): the ids of an owner's pending entries, the owners with
     pending entries, and each owner's lease (a key that expires :data:`~.redis.LEASE` seconds after
@@ -76,7 +83,7 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     The latest decision about a non-new URL (hash: status, tier, distance, original id, time, title),
     and the decided URLs scored by decision time (``decisions``, purge).
 
-Entry record (big-endian): first seen (double), record length (2 bytes), flags (1: title
+Entry record (big-endian): first seen (double), flags (1: title
 fingerprint, 2: body fingerprint, 4: number signature packed, 8: number signature as text, 16:
 short-body digest, 32: URL, 64: title, 128: added pending), one byte: stored sentence hashes (low 5
 bits), the URL's scheme left out (bits 5–6: :data:`SCHEMES`), the title in UTF-16-BE (bit 7: when
@@ -97,17 +104,18 @@ from .base import Entry, IndexError_, Query, Tier
 from .meta import TITLE_CHARS, Layout
 
 #: Records a table bucket averages before it splits (linear hashing): the fullest buckets hold about
-#: twice that, 8 or 10 to a 64-byte field, far under Redis's default ``hash-max-listpack-entries`` (128).
-LOAD = 96
-#: The quotient bits a keyed table's record tag holds when written (2 bytes with its sentinel bit).
-TAG_BITS = 15
+#: twice that, 8 or 12 to a 64-byte field (~35 fields), far under Redis's default
+#: ``hash-max-listpack-entries`` (128). 144, not 96: a bucket's key (~80 bytes) over more records.
+LOAD = 144
+#: The quotient bits a keyed table's record tag holds when written (1 byte with its sentinel bit).
+TAG_BITS = 7
 ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 _HEX = frozenset("0123456789abcdef")
-_HEADER = struct.Struct(">dHBB")
+_HEADER = struct.Struct(">dBB")
 F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
-#: The URL scheme a record leaves out, by its code (byte 12, bits 5–6).
+#: The URL scheme a record leaves out, by its code (byte 10, bits 5–6).
 SCHEMES = ("", "https://", "http://")
 
 
@@ -126,10 +134,8 @@ def as_score(value: float) -> str:
 
 def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
     """An entry's record (layout: the module docstring) as its fields; ValueError when not ours."""
-    seen, total, flags, more = _HEADER.unpack_from(record)
-    nsent, scheme = more % 32, SCHEMES[more >> 5 & 3]
-    if total != len(record):
-        raise ValueError(f"record of {len(record)} bytes says {total}")
+    seen, flags, more = _HEADER.unpack_from(record)
+    nsent, scheme, total = more % 32, SCHEMES[more >> 5 & 3], len(record)
     pos = _HEADER.size
     out: dict[str, Any] = {"seen": seen, "title_fp": None, "body_fp": None, "numbers": None,
                            "short_body": None, "url": None, "title": None}

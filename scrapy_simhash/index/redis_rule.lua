@@ -15,7 +15,7 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
           fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
           ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
-          keyed record's tag holds: 15; tests force fewer)
+          keyed record's tag holds: 7; tests force fewer)
   marked  true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
@@ -163,21 +163,21 @@ end
 -- a real record.
 
 -- Tables looked up by a longer key (a fingerprint, a sentence hash, a URL digest: 'keyed') file its
--- ids under 2 bytes of the key's mix instead of the key: a record repeats nothing the entry holds.
+-- ids under 1 byte of the key's mix instead of the key: a record repeats nothing the entry holds.
 -- The mix is 64 bits, h (taghash: the bucket, from its low bits) and h2 (a mix of h: the page, its
--- top 4 bits). A record's 2-byte tag holds the up to 15 bits of the mix just above its bucket's
+-- top 4 bits). A record's 1-byte tag holds the up to 7 bits of the mix just above its bucket's
 -- address bits, and a sentinel bit above them (quotienting): a split sends a record by the lowest
--- of them and keeps the rest, one bit fewer; a record whose bits ran out (its bucket split 15
+-- of them and keeps the rest, one bit fewer; a record whose bits ran out (its bucket split 7
 -- times since it was written) is sent by its entry's key, read from the entry. Ids found under a
 -- tag are verified against their entries (holds), so answers stay exact. A key whose ids spilled
 -- has its own sorted set (named by the whole key) and a mark of two records: tag and the zero id,
--- then h and two zero bytes (its whole mix: a mark is found exactly and never runs out of bits).
+-- then h and a zero byte (its whole mix: a mark is found exactly and never runs out of bits).
 -- Band tables, one a band ('tb0', 'tb1', ..., 'bb0', ...: tier, band number): the key is the
 -- fingerprint masked to the band's bits (limits.bands: {shift, width} a band, as Python's layout),
 -- and a record is the fingerprint alone: its key is the record masked, so the script files an
 -- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
 -- keeps the records whose band equals the key. A spilled band's mark is the key itself.
-local TAG = {th = 2, bh = 2, sh = 2, u = 2}
+local TAG = {th = 1, bh = 1, sh = 1, u = 1}
 local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
@@ -279,7 +279,7 @@ end
 
 local function mix2(h) return fmix(bit.bxor(h, 0x9e3779b9) % 4294967296) end
 
-local QB = L.tag_bits or 15  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
+local QB = L.tag_bits or 7  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
 local QTOP = 2 ^ QB
 
 local function quotient(h, h2, a)
@@ -299,21 +299,20 @@ local function tag_matches(s, q)
   return s - top == q % top
 end
 
-local function p16(n) return string.char(math.floor(n / 256), n % 256) end
 
 local ZERO4 = '\0\0\0\0'
 
 local function scan_keyed(recs, each)
   -- each(position, tag, payload, mark h or nil) for the records of a keyed chain (a mark: two)
   local i = 1
-  while i + 5 <= #recs do
-    local s, pay = string.byte(recs, i) * 256 + string.byte(recs, i + 1), string.sub(recs, i + 2, i + 5)
+  while i + 4 <= #recs do
+    local s, pay = string.byte(recs, i), string.sub(recs, i + 1, i + 4)
     if pay == ZERO4 then
-      each(i, s, pay, u32(recs, i + 6))
-      i = i + 12
+      each(i, s, pay, u32(recs, i + 5))
+      i = i + 10
     else
       each(i, s, pay, nil)
-      i = i + 6
+      i = i + 5
     end
   end
 end
@@ -382,15 +381,15 @@ local function split_keyed(t, s, flat, sides, old, new)
   local function fresh(h, pay, pg, ext)
     -- the record of a key of mix h in the half it goes to, its tag at the width after the split
     local side = sides[(h % (2 * m) == s.p) and old or new]
-    put(side, pg, p16(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
+    put(side, pg, string.char(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
   end
   local used = {}  -- keys of an entry already given to a record whose bits ran out
   for pg, parts in pairs(chains) do
     scan_keyed(table.concat(parts), function(_, tag, pay, mark)
       if mark then
-        fresh(mark, pay, pg, p32(mark) .. '\0\0')
+        fresh(mark, pay, pg, p32(mark) .. '\0')
       elseif tag >= 2 then
-        put(sides[(tag % 2 == 0) and old or new], pg, p16(math.floor(tag / 2)) .. pay)
+        put(sides[(tag % 2 == 0) and old or new], pg, string.char(math.floor(tag / 2)) .. pay)
       else
         local id = u32(pay, 1)
         for _, k in ipairs(keys_of(t, id)) do
@@ -498,17 +497,17 @@ local function locate(t, k)
     local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
     local recs, had = chain(key, page, R)
     local i = 1
-    while i + 5 <= #recs do
-      local a, b, c, d, e, f = string.byte(recs, i, i + 5)
+    while i + 4 <= #recs do
+      local a, c, d, e, f = string.byte(recs, i, i + 4)
       if c + d + e + f == 0 then  -- a mark: two records, the second its mix
-        if u32(recs, i + 6) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
-        i = i + 12
+        if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
+        i = i + 10
       else
-        if tag_matches(a * 256 + b, q) then found[#found + 1] = string.sub(recs, i + 2, i + 5); at[#at + 1] = i end
-        i = i + 6
+        if tag_matches(a, q) then found[#found + 1] = string.sub(recs, i + 1, i + 4); at[#at + 1] = i end
+        i = i + 5
       end
     end
-    return key, page, recs, had, found, at, p16(q), h
+    return key, page, recs, had, found, at, string.char(q), h
   end
   local key, page, recs, had, banded = band_page(t, k)
   for i = 1, #recs - R + 1, R do
@@ -575,7 +574,7 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
     end
-    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0\0' or '')
+    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0' or '')
     write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
@@ -624,39 +623,52 @@ local function zeros(recs)
 end
 
 -- store: entries --------------------------------------------------------------------------------
--- An entry is one binary record (see redis_keys.py) cut into 64-byte chunks, the fields
--- slot + 16 * chunk of the hash '<base>e:<id // 16>' (slot = id % 16).
+-- An entry is one binary record (see redis_keys.py), element id % 64 of the list '<base>e:<id // 64>'
+-- (a removed entry's element is empty; a list left without records is deleted).
 
-local CHUNK, SLOTS = 64, 16
+local SLOTS = 64  -- entries a list
 local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32, 64, 128
--- the URL's scheme a record leaves out (byte 12, bits 5-6; bit 7: the title in UTF-16-BE)
+-- the URL's scheme a record leaves out (byte 10, bits 5-6; bit 7: the title in UTF-16-BE)
 local SCHEMES = {[0] = '', 'https://', 'http://'}
 
 local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
 
-local FIRST = {}  -- entries' first chunks read or written in this call (false: none)
+local FIRST = {}  -- entries' records read or written in this call (false: none)
 
 local function first_chunk(id)
+  -- the entry's record (raw bytes), or nil (a removed entry's element is empty)
   local first = FIRST[id]
   if first == nil then
-    first = redis.call('HGET', ekey(id), id % SLOTS) or false
+    first = redis.call('LINDEX', ekey(id), id % SLOTS) or false
+    if first == '' then first = false end
     FIRST[id] = first
   end
   return first or nil
 end
 
-local function raw_record(id)
-  -- the entry's record (raw bytes), or nil
-  local first = first_chunk(id)
-  if not first then return nil end
-  if #first < 10 then return first end
-  local total = string.byte(first, 9) * 256 + string.byte(first, 10)
-  if total <= CHUNK then return first end
-  local key, slot, fields = ekey(id), id % SLOTS, {}
-  for c = 1, math.ceil(total / CHUNK) - 1 do fields[c] = slot + SLOTS * c end
-  local rest = redis.call('HMGET', key, unpack(fields))
-  for c = 1, #rest do rest[c] = rest[c] or '' end
-  return first .. table.concat(rest)
+local raw_record = first_chunk
+
+local function put_record(id, r)
+  -- the entry's record as element id % SLOTS of its list (padded with empty elements up to it)
+  local key, slot = ekey(id), id % SLOTS
+  local n = redis.call('LLEN', key)
+  if n > slot then
+    redis.call('LSET', key, slot, r)
+  else
+    local args = {}
+    for i = 1, slot - n do args[i] = '' end
+    args[#args + 1] = r
+    redis.call('RPUSH', key, unpack(args))
+  end
+  FIRST[id] = r
+end
+
+local function drop_record(id)
+  -- empty the entry's element; a list left with no record is deleted
+  local key = ekey(id)
+  redis.call('LSET', key, id % SLOTS, '')
+  FIRST[id] = false
+  if #redis.call('LPOS', key, '', 'COUNT', 0) == redis.call('LLEN', key) then redis.call('DEL', key) end
 end
 
 local function bad(id)
@@ -667,12 +679,11 @@ local function flag(flags, f) return bit.band(flags, f) ~= 0 end
 
 local function decode(id, r)
   -- {seen, flags, nsent, t, b, m (text), x (raw hashes), h, u}; raises when r is not ours
-  if #r < 12 then error(bad(id)) end
+  if #r < 10 then error(bad(id)) end
   local e = {id = id}
   local ok, err = pcall(function()
-    local seen, total, flags, nsent, pos = struct.unpack('>dHBB', r)
-    if total ~= #r then error('length') end
-    e.seen, e.len, e.flags = seen, total, flags
+    local seen, flags, nsent, pos = struct.unpack('>dBB', r)
+    e.seen, e.flags = seen, flags
     if flag(flags, F_T) then e.t = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_B) then e.b = string.sub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_NUM) then
@@ -736,8 +747,8 @@ holds = function(t, id, k)
   if t == 'th' or t == 'bh' then
     local first = first_chunk(id)
     if not first then return false end
-    if #first < 12 then error(bad(id)) end
-    local flags, pos = string.byte(first, 11), 13
+    if #first < 10 then error(bad(id)) end
+    local flags, pos = string.byte(first, 9), 11
     if t == 'bh' then
       if flag(flags, F_T) then pos = pos + W end
       if not flag(flags, F_B) then return false end
@@ -745,6 +756,11 @@ holds = function(t, id, k)
       return false
     end
     return string.sub(first, pos, pos + W - 1) == k
+  end
+  if t == 'sh' then  -- most ids found under a 1-byte tag are others': a plain search rules them out
+    local r = first_chunk(id)
+    if not r then return false end
+    if not string.find(r, k, 11, true) then return false end
   end
   local e = fields(id)
   if not e then return false end
@@ -887,7 +903,7 @@ local function encode(e, seen_at, stored, pending)
   end
   for _, h in ipairs(stored) do parts[#parts + 1] = h end
   if e.short_body then flags = flags + F_H; parts[#parts + 1] = e.short_body end
-  local more = #stored  -- byte 12: the sentence hashes stored (< 32), the URL's scheme, the title's encoding
+  local more = #stored  -- byte 10: the sentence hashes stored (< 32), the URL's scheme, the title's encoding
   if more >= 32 then error(redis.error_reply('scrapy-simhash: at most 31 sentence hashes an entry')) end
   if e.url then
     local url = e.url
@@ -908,9 +924,8 @@ local function encode(e, seen_at, stored, pending)
   end
   if pending then flags = flags + F_PENDING end
   local body = table.concat(parts)
-  local total = 12 + #body
-  if total > 65535 then error(redis.error_reply('scrapy-simhash: an entry of ' .. total .. ' bytes is too long')) end
-  return struct.pack('>dHBB', num(seen_at), total, flags, more) .. body
+  if #body > 65525 then error(redis.error_reply('scrapy-simhash: an entry of ' .. #body .. ' bytes is too long')) end
+  return struct.pack('>dBB', num(seen_at), flags, more) .. body
 end
 
 local function probes(set)
@@ -934,12 +949,7 @@ local function insert(e, seen_at, nstore)
   local idb = p32(id)
   local stored = {}
   for i = 1, math.min(#(e.sentences or {}), nstore) do stored[i] = e.sentences[i] end
-  local r = encode(e, seen_at, stored, e.owner ~= nil)
-  local key, slot, args = ekey(id), id % SLOTS, {}
-  for c = 0, math.ceil(#r / CHUNK) - 1 do
-    args[#args + 1] = slot + SLOTS * c; args[#args + 1] = string.sub(r, c * CHUNK + 1, (c + 1) * CHUNK)
-  end
-  redis.call('HSET', key, unpack(args))
+  put_record(id, encode(e, seen_at, stored, e.owner ~= nil))
   redis.call('INCR', B .. 'n')
   local hour = hour_of(seen_at)
   if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then
@@ -1178,10 +1188,9 @@ local function remove(id, whole_hour)
   -- more. whole_hour: its time bucket is being dropped whole by the caller
   local e = fields(id)
   if not e then return 0 end
-  local idb, slot, f = p32(id), id % SLOTS, {}
-  for c = 0, math.ceil(e.len / CHUNK) - 1 do f[#f + 1] = slot + SLOTS * c end
-  redis.call('HDEL', ekey(id), unpack(f))
-  CACHE[id], FIRST[id] = false, false
+  local idb = p32(id)
+  drop_record(id)
+  CACHE[id] = false
   redis.call('DECR', B .. 'n')
   if flag(e.flags, F_PENDING) then
     for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
@@ -1272,14 +1281,15 @@ local function query(q)
 end
 
 local function token_keys(token, ttl)
-  -- the time buckets of request tokens that may hold token (newest first), and its record tag
-  local tag = unhex(string.sub(redis.sha1hex(token), 1, 16))
+  -- the time buckets of request tokens that may hold token (newest first), and its record tag: the
+  -- token's SHA-1 bytes 2-7 (byte 1 picks the bucket's 1/16: 52 bits of the digest in all)
+  local digest = unhex(string.sub(redis.sha1hex(token), 1, 16))
   local now = tonumber(redis.call('TIME')[1])
   local keys = {}
   for m = math.floor(now / 60), math.floor((now - ttl) / 60), -1 do
-    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. string.byte(tag, 1) % 16
+    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. string.byte(digest, 1) % 16
   end
-  return keys, tag
+  return keys, string.sub(digest, 2, 7)
 end
 
 -- redis: operations ----------------------------------------------------------------------------
@@ -1287,23 +1297,25 @@ end
 local op = A.op
 if op == 'check' then
   -- an added outcome is remembered under the request token: a retry gets its entry back
-  local tkeys, tag
+  local tkeys, tag, tokens
   if A.token then
     tkeys, tag = token_keys(A.token, A.token_ttl)
     local got = redis.call('MGET', B .. 'meta', unpack(tkeys))
     if A.marked and not got[1] then return lost() end
     for j = 1, #tkeys do
       local v = got[j + 1]
-      local i = v and find_aligned(v, tag, 12)
-      if i then return {'added', u32(v, i + 8)} end
+      local i = v and find_aligned(v, tag, 10)
+      if i then return {'added', u32(v, i + 6)} end
     end
+    tokens = got[2]
   end
   if A.q.owner then redis.call('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
   local reply = check_and_add(query(A.q), A.flagged or {})
   if A.token and reply[1] == 'added' then
-    if redis.call('APPEND', tkeys[1], tag .. p32(reply[2])) == 12 then
-      redis.call('EXPIRE', tkeys[1], A.token_ttl + 60)
-    end
+    -- written whole at its length (APPEND would leave up to as much again free)
+    -- (the bucket's expiry set when it is made, kept when it grows)
+    if tokens then redis.call('SET', tkeys[1], tokens .. tag .. p32(reply[2]), 'KEEPTTL')
+    else redis.call('SET', tkeys[1], tag .. p32(reply[2]), 'EX', A.token_ttl + 60) end
   end
   return flush(reply)
 elseif op == 'peek' then
@@ -1379,7 +1391,7 @@ elseif op == 'bucket' then
   local out = {}
   for i = 1, #v, 4 do
     local id = u32(v, i)
-    local first = redis.call('HGET', ekey(id), id % SLOTS)
+    local first = first_chunk(id)
     if first then out[#out + 1] = string.sub(v, i, i + 3) .. string.sub(first, 1, 8) end
   end
   return table.concat(out)
