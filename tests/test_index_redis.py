@@ -377,6 +377,27 @@ def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(
     client.close()
 
 
+def test_a_server_older_than_the_scripts_need_is_refused_at_open(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Redis server without LPOS (< 6.0.6) is refused at open with what to do, instead of an
+    index whose every check-and-add fails in its script; nothing is written."""
+    import redis
+
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    info = redis.Redis.info
+
+    def old_server(self: Any, section: Any = None, *args: Any) -> Any:
+        answer = info(self, section, *args)
+        return {**answer, "redis_version": "6.0.5"} if section == "server" else answer
+
+    monkeypatch.setattr(redis.Redis, "info", old_server)
+    before = snapshot(server, prefix)
+    with pytest.raises(IndexOpenError, match=r"Redis 6\.0\.5; the index needs Redis 6\.0\.6 or newer"):
+        open_index(url)
+    assert snapshot(server, prefix) == before
+    monkeypatch.setattr(redis.Redis, "info", info)
+    open_index(url).close()
+
+
 def test_foreign_or_hostile_meta_is_refused_untouched(url: str, tmp_path: Path) -> None:
     server, prefix = url.split("?")[0], url.split("prefix=")[1]
     client, binary = raw_redis(server), raw_redis(server, decode=False)

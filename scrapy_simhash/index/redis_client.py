@@ -109,6 +109,7 @@ class Server:
 
         def steps() -> None:
             self.client.ping()
+            _check_version(self.client)
             verify(self.client)
             self._script, self._seq_key = script, seq_key
             self._sha = self.client.script_load(script)
@@ -243,3 +244,19 @@ class Server:
             connection.disconnect()
         if client is not None:
             client.close()
+
+
+#: The oldest server the index's scripts run on (``LPOS`` 6.0.6, ``SET … KEEPTTL`` 6.0).
+MIN_SERVER = (6, 0, 6)
+
+
+def _check_version(client: Any) -> None:
+    """Refuse a server older than :data:`MIN_SERVER` at open, rather than fail every check-and-add."""
+    version = str(client.info("server").get("redis_version", ""))
+    try:
+        parts = tuple(int(p) for p in version.split(".")[:3])
+    except ValueError:
+        return  # not a version we can read (a compatible server that reports its own): let it run
+    if parts and parts < MIN_SERVER:
+        raise ValueError(f"the server is Redis {version}; the index needs Redis "
+                         f"{'.'.join(map(str, MIN_SERVER))} or newer (its scripts use LPOS and SET KEEPTTL)")
