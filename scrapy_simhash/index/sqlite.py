@@ -270,12 +270,17 @@ class SqliteIndex(Maintenance, QueryChecks):
                 yield conn
                 conn.execute("COMMIT")
             except BaseException as exc:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise sqlite_error(self.location, exc, doing) from exc
+                self._abort(conn, exc, doing)
                 raise
+
+    def _abort(self, conn: sqlite3.Connection, exc: BaseException, doing: str) -> None:
+        """Roll back the failed transaction; an SQLite error is raised as ours, naming the index
+        (the caller re-raises anything else)."""
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise sqlite_error(self.location, exc, doing) from exc
 
     # -- the protocol ----------------------------------------------------------------------------
 
@@ -311,11 +316,7 @@ class SqliteIndex(Maintenance, QueryChecks):
                 conn.execute("COMMIT")
                 return outcome
             except BaseException as exc:
-                if conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise sqlite_error(self.location, exc, "check-and-add") from exc
+                self._abort(conn, exc, "check-and-add")
                 raise
 
     def _decide(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:

@@ -40,6 +40,7 @@ from functools import cache
 from typing import Any
 
 from .bands import TierBands
+from .sqlite_schema import insert_rows_sql
 
 #: ``band.fp`` / ``band2.fp`` of a split bucket's marker row.
 MARKER = b""
@@ -184,7 +185,7 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
             item[0] in known and known[item[0]][0] + 1 < MIN_SPLIT and not known[item[0]][1] for item in items):
         # the usual case (distinct keys, every bucket small and none split, so none splits now:
         # what the general path below finds): the rows go in with one statement
-        conn.execute(_insert_sql(table, len(items)), [x for item in items for x in item[:2]])
+        conn.execute(insert_rows_sql(table, "key, fp", len(items)), [x for item in items for x in item[:2]])
         return []
     placed_under: dict[int, int] = {}
     for item in items:
@@ -228,12 +229,6 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
         if conn.execute(f"SELECT count(*) FROM {table} WHERE key = ?", (key,)).fetchone()[0] >= threshold:
             below += _split(conn, rows, table, key, tier, path, depth)
     return below
-
-
-@cache
-def _insert_sql(table: str, n: int) -> str:
-    """``INSERT OR IGNORE`` of ``n`` ``(key, fp)`` rows in one statement (not one a row)."""
-    return f"INSERT OR IGNORE INTO {table}(key, fp) VALUES {','.join(['(?, ?)'] * n)}"
 
 
 def _split(conn: sqlite3.Connection, rows: Any, table: str, key: int, tier: str, path: tuple[int, ...],

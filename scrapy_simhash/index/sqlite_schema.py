@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import cache
+
 #: Odd, below 2**43: ``ns * FP_MIX`` never overflows a signed 64-bit integer (namespace ids < 2**20)
 #: and spreads a namespace id over many bits (two namespaces' keys meet only far from near copies).
 FP_MIX = 0x6A09E667F3B
@@ -15,6 +17,14 @@ def fp_key_sql(column: str) -> str:
     :meth:`.sqlite_tables.Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
     mask = f"(ns * {FP_MIX:#x})"
     return f"CASE typeof({column}) WHEN 'integer' THEN ({column} | {mask}) - ({column} & {mask}) ELSE {column} END"
+
+
+@cache
+def insert_rows_sql(table: str, columns: str, n: int) -> str:
+    """``INSERT OR IGNORE`` of ``n`` rows of ``columns`` (a comma list) in one statement: a
+    statement's overhead once, not once a row as ``executemany`` pays it."""
+    one = "(" + ", ".join("?" * len(columns.split(","))) + ")"
+    return f"INSERT OR IGNORE INTO {table}({columns}) VALUES {','.join([one] * n)}"
 
 
 SCHEMA = f"""

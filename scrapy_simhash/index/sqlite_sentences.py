@@ -28,7 +28,8 @@ from __future__ import annotations
 import sqlite3
 import struct
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
+
+from .sqlite_schema import insert_rows_sql
 
 #: Bytes of each sampled hash kept in the entry row (``entry.sentences``).
 PREFIX_BYTES = 4
@@ -116,18 +117,10 @@ def resolve(conn: sqlite3.Connection, ns: int, blobs: Mapping[int, bytes | None]
             for entry, found in keys(conn, ns, blobs).items()}
 
 
-@cache
-def insert_sql(n: int) -> str:
-    """``INSERT OR IGNORE`` of ``n`` ``(key, entry)`` rows in one statement (a statement's overhead
-    once, not per row as ``executemany``)."""
-    return f"INSERT OR IGNORE INTO sentence(key, entry) VALUES {','.join(['(?, ?)'] * n)}"
-
-
-def insert(conn: sqlite3.Connection, ns: int, entry: int, sample: Iterable[str]) -> None:
-    """The ``sentence`` rows of a new entry's sample."""
-    keys = keys_of(ns, sample)
+def insert(conn: sqlite3.Connection, entry: int, keys: Sequence[int]) -> None:
+    """The ``sentence`` rows of a new entry, under the :func:`keys_of` its sample."""
     if keys:
-        conn.execute(insert_sql(len(keys)), [x for k in keys for x in (k, entry)])
+        conn.execute(insert_rows_sql("sentence", "key, entry", len(keys)), [x for k in keys for x in (k, entry)])
 
 
 def delete(conn: sqlite3.Connection, ns: int, doomed: Iterable[tuple[int, bytes | None]]) -> None:

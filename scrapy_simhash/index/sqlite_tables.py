@@ -436,8 +436,7 @@ class Tables:
             hashes, keys = self._sentence_keys
             if list(hashes[: len(stored)]) != stored:
                 keys = sqlite_sentences.keys_of(rows.ns_id or 0, stored)
-            conn.execute(sqlite_sentences.insert_sql(len(stored)),
-                         [x for k in keys[: len(stored)] for x in (k, entry_id)])
+            sqlite_sentences.insert(conn, entry_id, keys[: len(stored)])
         return entry_id
 
     def answered(self, token: str) -> Outcome | None:
