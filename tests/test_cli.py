@@ -505,6 +505,39 @@ def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_trans
     assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
 
 
+@pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs os.getpriority")
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_jobs_workers_run_nicer_than_the_parent(tmp_path: Path, start: str) -> None:
+    """The parent's check-and-adds are the serial part of a --jobs run: its workers run
+    WORKER_NICE nicer, forked (no other thread) or spawned (another thread runs)."""
+    from scrapy_simhash.cli.dedup import WORKER_NICE
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(100)), "utf-8")
+    program = f"""
+import json, multiprocessing, os, threading
+from scrapy_simhash import cli
+from scrapy_simhash.dedup import Deduplicator
+if {start!r} == "spawn":
+    threading.Thread(target=threading.Event().wait, args=(60,), daemon=True).start()
+seen = set()
+decide_many = Deduplicator.decide_many
+def looking(self, *args, **kwargs):
+    seen.update(os.getpriority(os.PRIO_PROCESS, c.pid) for c in multiprocessing.active_children())
+    return decide_many(self, *args, **kwargs)
+Deduplicator.decide_many = looking
+code = cli.main(["dedup", {str(src)!r}, "--index", {str(tmp_path / "i.sqlite3")!r}, "--jobs", "2", "-q",
+                 "--no-progress"])
+print(json.dumps([code, os.getpriority(os.PRIO_PROCESS, 0), sorted(seen)]))
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    code, parent, seen = json.loads(proc.stdout.splitlines()[-1])
+    assert code == 0
+    assert seen == [min(parent + WORKER_NICE, 19)], (parent, seen)
+
+
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (["dedup", "x.jsonl"], ["nonsense"], ["check", "--index", "i.sqlite3"],
                  ["purge", "--index", "i.sqlite3", "--older-than", "-3"]):
