@@ -67,3 +67,27 @@ def test_the_first_fingerprint_builds_no_prefix_dictionary_and_jieba_still_loads
 
     assert result == {"built": not COMPILED, "fp": True, "words": ["他", "来到", "了", "网易", "杭研", "大厦"],
                       "initialized": True, "jieba_cache": []}
+
+
+PLAIN = """
+import json, sys
+from scrapy_simhash.cli import main
+code = main(["dedup", sys.argv[1], "--index", sys.argv[2], "-q", "--no-progress"])
+plain = "lxml" in sys.modules
+from scrapy_simhash.html_text import html_to_text
+text = html_to_text("<div><p>第一段</p><p>second &amp; last</p></div>")
+print(json.dumps({"code": code, "plain": plain, "text": text, "html": "lxml.html" in sys.modules}))
+"""
+
+
+def test_a_run_of_plain_text_does_not_import_lxml_which_the_first_html_loads(tmp_path: Path) -> None:
+    """lxml (~12 ms of every start) is imported at the first HTML parsed, not by a run of plain text."""
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"url": "u", "title": "北京今日发布暴雨蓝色预警",
+                               "body": "北京市气象台今天下午发布暴雨蓝色预警信号，预计夜间有大到暴雨。 Rain & wind."},
+                              ensure_ascii=False) + "\n", "utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", PLAIN, str(src), str(tmp_path / "i.sqlite3")],
+                         capture_output=True, text=True, env=env, check=True, cwd=str(tmp_path))
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"code": 0, "plain": False, "text": "第一段\nsecond & last", "html": True}
