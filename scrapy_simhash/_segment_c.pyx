@@ -20,7 +20,7 @@ a block where the route puts them, as word numbers, making no string for a token
 """
 
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
-from cpython.list cimport PyList_GET_ITEM
+from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_4BYTE_KIND, PyUnicode_Compare, PyUnicode_FromKindAndData
 from cpython.object cimport PyObject
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
@@ -694,16 +694,16 @@ cdef class _IdfKeys:
     cache misses."""
 
     cdef Table table
-    cdef list words  # the table's words, kept: their identity tells whether this is still their index
+    cdef tuple words  # the table's words, kept: their identity tells whether this is still their index
 
-    def __cinit__(self, list words):
+    def __cinit__(self, tuple words):
         cdef Py_ssize_t i, n = len(words)
         cdef uint64_t key
         cdef Slot *slot
         self.words = words
         _table_init(&self.table, n * 3 // 4)  # 270,000 words in 2^19 slots (8 MB), not 2^20
         for i in range(n):
-            word = <object> PyList_GET_ITEM(words, i)
+            word = <object> PyTuple_GET_ITEM(words, i)
             if type(word) is not str:
                 continue
             key = _pack(<str> word, 0, len(<str> word))
@@ -721,7 +721,7 @@ cdef class _IdfKeys:
 cdef _IdfKeys _last_idf_keys = None
 
 
-cdef _IdfKeys _idf_keys(list words):
+cdef _IdfKeys _idf_keys(tuple words):
     """The :class:`_IdfKeys` of ``words``, built once per table (~10 ms) and shared."""
     global _last_idf_keys
     if _last_idf_keys is None or _last_idf_keys.words is not words:
@@ -761,7 +761,7 @@ cdef class Vocabulary:
     cdef Py_ssize_t capacity
     cdef dict word_idf
     cdef object stop_words, table, median
-    cdef list sorted_words       # the IDF table's words, sorted (a tables.SortedTable), else None
+    cdef tuple sorted_words      # the IDF table's words, sorted (a tables.SortedTable), else None
     cdef const double[:] sorted_values
     cdef _IdfKeys idf_keys       # its packable words hashed (None: bisect every word)
 
@@ -771,7 +771,7 @@ cdef class Vocabulary:
             raise MemoryError()
         self.word_idf, self.stop_words, self.table, self.median = word_idf, stop_words, idf, median
         words = getattr(idf, "_words", None)
-        if type(words) is list and type(idf).__name__ == "SortedTable":  # looked up here, not through Mapping.get
+        if type(words) is tuple and type(idf).__name__ == "SortedTable":  # looked up here, not through Mapping.get
             self.sorted_words, self.sorted_values = words, idf._values
             self.idf_keys = _idf_keys(words)
         self.char_ids = <int *> calloc(65536, sizeof(int))
@@ -880,7 +880,7 @@ cdef class Vocabulary:
 
     cdef object _idf_of(self, str word):
         """``idf.get(word, median)``; a SortedTable bisected here as its ``__getitem__`` does."""
-        cdef list words = self.sorted_words
+        cdef tuple words = self.sorted_words
         cdef Py_ssize_t lo = 0, hi, mid
         cdef uint64_t key
         cdef Slot *slot
@@ -893,11 +893,11 @@ cdef class Vocabulary:
         hi = len(words)
         while lo < hi:  # bisect_left
             mid = (lo + hi) // 2
-            if PyUnicode_Compare(<object> PyList_GET_ITEM(words, mid), word) < 0:
+            if PyUnicode_Compare(<object> PyTuple_GET_ITEM(words, mid), word) < 0:
                 lo = mid + 1
             else:
                 hi = mid
-        if lo < len(words) and PyUnicode_Compare(<object> PyList_GET_ITEM(words, lo), word) == 0:
+        if lo < len(words) and PyUnicode_Compare(<object> PyTuple_GET_ITEM(words, lo), word) == 0:
             return self.sorted_values[lo]
         return self.median
 
