@@ -34,7 +34,7 @@ Replies carry entries as their raw records (decoded by redis_keys.py).
 -- library functions as locals: an upvalue read is one VM step, a global table's field two lookups
 local sbyte, ssub, sfind, schar, tconcat = string.byte, string.sub, string.find, string.char, table.concat
 local bit_band, bit_bxor, bit_rshift, floor, spack, sunpack = bit.band, bit.bxor, bit.rshift, math.floor, struct.pack, struct.unpack
-local rcall = redis.call
+local rcall, sformat = redis.call, string.format
 
 local A = cjson.decode(ARGV[1])
 local B, L = A.base, A.limits or {}
@@ -175,7 +175,7 @@ local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
 -- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
-local BAND, BANDW, BANDS = {}, {}, {t = {}, b = {}}
+local BAND, BANDW, BANDS, FINDB = {}, {}, {t = {}, b = {}}, {}
 for tc, layout in pairs(L.bands or {}) do
   for n, band in ipairs(layout) do
     local t, words = tc .. 'b' .. (n - 1), {}
@@ -190,9 +190,20 @@ for tc, layout in pairs(L.bands or {}) do
     end
     BAND[t], BANDW[t], TAG[t], PAY[t], SPILL[t] = words, touched, 0, W, 32
     BANDS[tc][n] = t
+    -- the whole bytes inside the band (bits 8m .. 8m + 7 is byte W - m of a record): a page is
+    -- searched for them (string.find) instead of testing every record's band; exact when the band
+    -- is those bytes
+    local m_lo, m_hi = math.ceil(band[1] / 8), math.floor((band[1] + band[2]) / 8) - 1
+    if m_hi >= m_lo then
+      FINDB[t] = {W - 1 - m_hi, m_hi - m_lo + 1, band[1] % 8 == 0 and band[2] % 8 == 0}
+    end
   end
 end
 local PAGES, PAGE = 16, 64
+-- field names as strings: a number passed to redis.call, or joined to a string, is formatted by
+-- sprintf (~2-4k instructions; a table read is ~0.1k)
+local FIELDS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31', '32', '33', '34', '35', '36', '37', '38', '39', '40', '41', '42', '43', '44', '45', '46', '47', '48', '49', '50', '51', '52', '53', '54', '55', '56', '57', '58', '59', '60', '61', '62', '63', '64', '65', '66', '67', '68', '69', '70', '71', '72', '73', '74', '75', '76', '77', '78', '79', '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95', '96', '97', '98', '99', '100', '101', '102', '103', '104', '105', '106', '107', '108', '109', '110', '111', '112', '113', '114', '115', '116', '117', '118', '119', '120', '121', '122', '123', '124', '125', '126', '127'}
+local function fname(n) return FIELDS[n] or n end
 local LH = {}
 local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
 local keys_of  -- keys_of(t, id): the keys entry id files in keyed table t (see the entries)
@@ -312,32 +323,19 @@ end
 
 local PAGED = {}  -- this call's chains read or written: PAGED[key][page] = {records, fields}
 
-local function chain(key, page, R, n)
+local function chain(key, page, R)
   -- the records of a page and its continuations (each full but the last): {string, fields}.
-  -- n fields a read: one HGET (a keyed table's chains are mostly one field), or an HMGET of n
-  -- (a band table's chains hold several: a band key of 16 bits holds ~15 fingerprints at 1M;
-  -- a field asked for and absent costs far less than a call)
+  -- One HGET a field (an HMGET of several costs as much a field: the listpack scan is most of a
+  -- lookup, and a field asked for and absent is a whole scan)
   local known = PAGED[key] and PAGED[key][page]
   if known then return known[1], known[2] end
   local per = floor(PAGE / R) * R
   local parts, j = {}, 0
   while true do
-    local got
-    if not n or n == 1 then
-      got = {rcall('HGET', key, page + PAGES * j)}
-    else
-      local names = {}
-      for i = 1, n do names[i] = page + PAGES * (j + i - 1) end
-      got = rcall('HMGET', key, unpack(names))
-    end
-    local more = true
-    for i = 1, #got do
-      local v = got[i]
-      if not v then more = false; break end
-      parts[j + 1], j = v, j + 1
-      if #v < per then more = false; break end
-    end
-    if not more or #got == 0 then break end
+    local v = rcall('HGET', key, fname(page + PAGES * j))
+    if not v then break end
+    parts[j + 1], j = v, j + 1
+    if #v < per then break end
   end
   local recs = tconcat(parts)
   PAGED[key] = PAGED[key] or {}
@@ -367,11 +365,11 @@ end
 local function write_chain(key, page, recs, R, had)
   -- store a page's records (one string) in fields page, page + 16, ... (had: its fields before)
   local values, args = pack(recs, R), {}
-  for j, v in ipairs(values) do args[#args + 1] = page + PAGES * (j - 1); args[#args + 1] = v end
+  for j, v in ipairs(values) do args[#args + 1] = fname(page + PAGES * (j - 1)); args[#args + 1] = v end
   if #args > 0 then rcall('HSET', key, unpack(args)) end
   if had > #values then
     local gone = {}
-    for j = #values, had - 1 do gone[#gone + 1] = page + PAGES * j end
+    for j = #values, had - 1 do gone[#gone + 1] = fname(page + PAGES * j) end
     rcall('HDEL', key, unpack(gone))
   end
   paged(key, page, recs, #values)
@@ -452,7 +450,7 @@ local DIRTY = {}
 
 local function save(t)
   local s = LH[t]
-  rcall('HSET', B .. 'lh', t, s.L .. ' ' .. s.p .. ' ' .. s.n)
+  rcall('HSET', B .. 'lh', t, sformat('%d %d %d', s.L, s.p, s.n))
   DIRTY[t] = nil
 end
 
@@ -472,7 +470,7 @@ local function flush(reply)
   local args = {}
   for t in pairs(DIRTY) do
     local s = LH[t]
-    args[#args + 1] = t; args[#args + 1] = s.L .. ' ' .. s.p .. ' ' .. s.n
+    args[#args + 1] = t; args[#args + 1] = sformat('%d %d %d', s.L, s.p, s.n)
   end
   if #args > 0 then rcall('HSET', B .. 'lh', unpack(args)) end
   return reply
@@ -480,24 +478,38 @@ end
 
 local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 
+local BANDED = {}  -- BANDED[t][k]: {bucket key, page, banded, level, split pointer} of this call
+
 local function band_page(t, k)
   -- a band table's bucket key, page, chain and fields for key k, and banded(s, i): is the band of
-  -- the record at position i of s k?
+  -- the record at position i of s k? (kept for the call while the table does not split)
+  local st, by = state(t), BANDED[t]
+  if not by then by = {}; BANDED[t] = by end
+  local c = by[k]
+  if c and c[4] == st.L and c[5] == st.p then
+    local recs, had = chain(c[1], c[2], W)
+    return c[1], c[2], recs, had, c[3]
+  end
   local h = bandhash(t, k, 1)
   local key, page = B .. t .. ':' .. address(t, h), page_of(h)
-  local recs, had = chain(key, page, W, 4)
-  local words = BANDW[t]
+  local recs, had = chain(key, page, W)
+  local words, banded = BANDW[t], nil
   local o1, m1 = words[1][1], words[1][2]
   local k1 = bit_band(u32(k, o1 + 1), m1)
-  if #words == 1 then return key, page, recs, had, function(s, i) return bit_band(u32(s, i + o1), m1) == k1 end end
-  local ks = {}
-  for j, w in ipairs(words) do ks[j] = bit_band(u32(k, w[1] + 1), w[2]) end
-  return key, page, recs, had, function(s, i)
-    for j, w in ipairs(words) do
-      if bit_band(u32(s, i + w[1]), w[2]) ~= ks[j] then return false end
+  if #words == 1 then
+    banded = function(s, i) return bit_band(u32(s, i + o1), m1) == k1 end
+  else
+    local ks = {}
+    for j, w in ipairs(words) do ks[j] = bit_band(u32(k, w[1] + 1), w[2]) end
+    banded = function(s, i)
+      for j, w in ipairs(words) do
+        if bit_band(u32(s, i + w[1]), w[2]) ~= ks[j] then return false end
+      end
+      return true
     end
-    return true
   end
+  by[k] = {key, page, banded, st.L, st.p}
+  return key, page, recs, had, banded
 end
 
 local function locate(t, k)
@@ -529,8 +541,22 @@ local function locate(t, k)
   local key, page, recs, had, banded = band_page(t, k)
   local known = memo(key, page)[k]
   if known then return key, page, recs, had, known[1], known[2], '' end
-  for i = 1, #recs - R + 1, R do
-    if banded(recs, i) then found[#found + 1] = ssub(recs, i, i + R - 1); at[#at + 1] = i end
+  local fb = FINDB[t]
+  if fb then  -- the records holding the band's whole bytes where k has them (at a record's offset)
+    local o, bytes, init = fb[1], ssub(k, fb[1] + 1, fb[1] + fb[2]), 1
+    while true do
+      local i = sfind(recs, bytes, init, true)
+      if not i then break end
+      local r = i - o
+      if r >= 1 and (r - 1) % R == 0 and (fb[3] or banded(recs, r)) then
+        found[#found + 1] = ssub(recs, r, r + R - 1); at[#at + 1] = r
+      end
+      init = i + 1
+    end
+  else
+    for i = 1, #recs - R + 1, R do
+      if banded(recs, i) then found[#found + 1] = ssub(recs, i, i + R - 1); at[#at + 1] = i end
+    end
   end
   memo(key, page)[k] = {found, at}
   return key, page, recs, had, found, at, ''
@@ -602,9 +628,9 @@ local function list_add(t, k, rec, score, scores)
   local per = floor(PAGE / R) * R  -- every field of a chain but its last is full
   local last = #recs - per * math.max(had - 1, 0)
   if had > 0 and last + R <= per then
-    rcall('HSET', key, page + PAGES * (had - 1), ssub(recs, #recs - last + 1) .. tag .. rec)
+    rcall('HSET', key, fname(page + PAGES * (had - 1)), ssub(recs, #recs - last + 1) .. tag .. rec)
   else
-    rcall('HSET', key, page + PAGES * had, tag .. rec)
+    rcall('HSET', key, fname(page + PAGES * had), tag .. rec)
     had = had + 1
   end
   paged(key, page, recs .. tag .. rec, had)
