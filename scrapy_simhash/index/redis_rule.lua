@@ -238,6 +238,10 @@ end
 
 local function masked(t, fp)
   -- the key fingerprint fp is filed under in band table t: fp masked to the band's bits
+  if W == 8 then
+    local m, a, b = BAND[t], sunpack('>I4I4', fp)
+    return spack('>I4I4', bit_band(a, m[1]) % 4294967296, bit_band(b, m[2]) % 4294967296)
+  end
   local out = {}
   for j, m in ipairs(BAND[t]) do out[j] = p32(bit_band(u32(fp, 4 * j - 3), m) % 4294967296) end
   return tconcat(out)
@@ -247,8 +251,9 @@ local function bandhash(t, s, i)
   -- 32 bits of the band key of the record (or key) at position i of s in band table t: the words
   -- the band touches, masked, folded and mixed by one multiplication (no string made: a split
   -- hashes every record it moves)
-  local h = 0
-  for _, w in ipairs(BANDW[t]) do
+  local h, words = 0, BANDW[t]
+  for j = 1, #words do
+    local w = words[j]
     local x = bit_band(u32(s, i + w[1]), w[2])
     h = bit_bxor(h, x, bit_rshift(x, 15)) % 4294967296
   end
@@ -294,6 +299,9 @@ local function quotient(h, h2, a)
   else q = floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
   return q + QTOP
 end
+
+-- TOP[s]: the sentinel bit of a stored tag s (its highest set bit; 0.5 for 0, which no tag is)
+local TOP = {[0] = 0.5, 1, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128}
 
 local function tag_matches(s, q)
   -- does stored tag s (its known bits below its highest set bit) agree with the full tag q?
@@ -515,9 +523,9 @@ end
 local function locate(t, k)
   -- the bucket key, page, its chain {records, fields}, the payloads filed under k there and their
   -- positions, the tag a new record of k starts with ('' in a band table), and a keyed k's mix
-  local h = taghash(k)
   local R, found, at = TAG[t] + PAY[t], {}, {}
   if KEYED[t] then
+    local h = taghash(k)
     local a, h2 = width(t, h), mix2(h)
     local key, page, q = B .. t .. ':' .. h % 2 ^ a, floor(h2 / 268435456), quotient(h, h2, a)
     local recs, had = chain(key, page, R)
@@ -530,7 +538,8 @@ local function locate(t, k)
         if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
         i = i + 10
       else
-        if tag_matches(a, q) then found[#found + 1] = ssub(recs, i + 1, i + 4); at[#at + 1] = i end
+        local top = TOP[a]  -- tag_matches(a, q), inline: the stored tag's known bits agree with q's
+        if (a >= QTOP and a == q) or (a < QTOP and a - top == q % top) then found[#found + 1] = ssub(recs, i + 1, i + 4); at[#at + 1] = i end
         i = i + 5
       end
     end
@@ -569,8 +578,8 @@ end
 local function spilled(t, k, found)
   -- k's payloads are in its sorted set (its mark is among found)
   local zero = mark_of(t, k)
-  for _, f in ipairs(found) do
-    if f == zero then return rcall('EXISTS', spill_key(t, k)) == 1 end
+  for i = 1, #found do
+    if found[i] == zero then return rcall('EXISTS', spill_key(t, k)) == 1 end
   end
   return false
 end
@@ -578,9 +587,10 @@ end
 local function inline(t, k, found, skip)
   -- the indices of found that are k's own payloads: all of them, or in a keyed table the ids (not
   -- the marks: ids start at 1) whose entries hold k; skip: an index left out
-  local zero, out = string.rep('\0', PAY[t]), {}
-  for i, f in ipairs(found) do
-    if i ~= skip and (not KEYED[t] or (f ~= zero and holds(t, u32(f, 1), k))) then out[#out + 1] = i end
+  local out, keyed = {}, KEYED[t]
+  for i = 1, #found do
+    local f = found[i]
+    if i ~= skip and (not keyed or (f ~= ZERO4 and holds(t, u32(f, 1), k))) then out[#out + 1] = i end
   end
   return out
 end
@@ -607,7 +617,7 @@ local function list_add(t, k, rec, score, scores)
   local key, page, recs, had, found, at, tag, h = locate(t, k)
   if spilled(t, k, found) then return false, rcall('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
   local mine = inline(t, k, found)
-  for _, i in ipairs(mine) do if found[i] == rec then return false, false end end
+  for j = 1, #mine do if found[mine[j]] == rec then return false, false end end
   local R = TAG[t] + PAY[t]
   if SPILL[t] and #mine >= SPILL[t] then  -- spill: k's payloads go to a sorted set, a mark stays
     local own = {}
@@ -836,12 +846,13 @@ local function candidates(tc, probes, near, k)
   -- are found by locate, which keeps them for this call: an insert that follows files the new
   -- fingerprint under the same keys and finds them there, not by a second scan of the page
   local out = {}
-  for _, probe in ipairs(probes) do
-    local t, key = probe[1], probe[2]
+  for j = 1, #probes do
+    local t, key = probes[j][1], probes[j][2]
     local _, _, _, _, found = locate(t, key)
     local fps = found
     if spilled(t, key, found) then fps = rcall('ZRANGE', spill_key(t, key), 0, -1) end  -- its mark
-    for _, fp in ipairs(fps) do
+    for i = 1, #fps do
+      local fp = fps[i]
       if not near or (#fp == W and near(fp) <= k) then out[#out + 1] = fp end
     end
   end
