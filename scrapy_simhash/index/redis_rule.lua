@@ -170,6 +170,10 @@ end
 -- and a record is the fingerprint alone: its key is the record masked, so the script files an
 -- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
 -- keeps the records whose band equals the key. A spilled band's mark is the key itself.
+-- field names as strings: a number passed to redis.call, or joined to a string, is formatted by
+-- sprintf (~2-4k instructions; a table read is ~0.1k)
+local FIELDS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31', '32', '33', '34', '35', '36', '37', '38', '39', '40', '41', '42', '43', '44', '45', '46', '47', '48', '49', '50', '51', '52', '53', '54', '55', '56', '57', '58', '59', '60', '61', '62', '63', '64', '65', '66', '67', '68', '69', '70', '71', '72', '73', '74', '75', '76', '77', '78', '79', '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95', '96', '97', '98', '99', '100', '101', '102', '103', '104', '105', '106', '107', '108', '109', '110', '111', '112', '113', '114', '115', '116', '117', '118', '119', '120', '121', '122', '123', '124', '125', '126', '127'}
+local function fname(n) return FIELDS[n] or n end
 local TAG = {th = 1, bh = 1, sh = 1, u = 1}
 local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
@@ -177,33 +181,26 @@ local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
 -- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
 local BAND, BANDW, BANDS, FINDB = {}, {}, {t = {}, b = {}}, {}
 for tc, layout in pairs(L.bands or {}) do
-  for n, band in ipairs(layout) do
-    local t, words = tc .. 'b' .. (n - 1), {}
+  for n = 1, #layout do
+    local shift, bits = layout[n][1], layout[n][2]
+    local t, words, touched = tc .. 'b' .. fname(n - 1), {}, {}
     for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up: the band's bits among them
       local lo = 32 * (W / 4 - i)
-      local from, to = math.max(lo, band[1]), math.min(lo + 32, band[1] + band[2])
-      words[i] = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
-    end
-    local touched = {}  -- {position in a record, mask} of the words the band touches
-    for i, m in ipairs(words) do
-      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end
+      local from, to = shift > lo and shift or lo, shift + bits < lo + 32 and shift + bits or lo + 32
+      local m = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
+      words[i] = m
+      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end  -- {position in a record, mask}
     end
     BAND[t], BANDW[t], TAG[t], PAY[t], SPILL[t] = words, touched, 0, W, 32
     BANDS[tc][n] = t
-    -- the whole bytes inside the band (bits 8m .. 8m + 7 is byte W - m of a record): a page is
+    -- the whole bytes inside the band (bits 8m .. 8m + 7 are byte W - m of a record): a page is
     -- searched for them (string.find) instead of testing every record's band; exact when the band
     -- is those bytes
-    local m_lo, m_hi = math.ceil(band[1] / 8), math.floor((band[1] + band[2]) / 8) - 1
-    if m_hi >= m_lo then
-      FINDB[t] = {W - 1 - m_hi, m_hi - m_lo + 1, band[1] % 8 == 0 and band[2] % 8 == 0}
-    end
+    local m_lo, m_hi = (shift + 7 - (shift + 7) % 8) / 8, (shift + bits - (shift + bits) % 8) / 8 - 1
+    if m_hi >= m_lo then FINDB[t] = {W - 1 - m_hi, m_hi - m_lo + 1, shift % 8 == 0 and bits % 8 == 0} end
   end
 end
 local PAGES, PAGE = 16, 64
--- field names as strings: a number passed to redis.call, or joined to a string, is formatted by
--- sprintf (~2-4k instructions; a table read is ~0.1k)
-local FIELDS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31', '32', '33', '34', '35', '36', '37', '38', '39', '40', '41', '42', '43', '44', '45', '46', '47', '48', '49', '50', '51', '52', '53', '54', '55', '56', '57', '58', '59', '60', '61', '62', '63', '64', '65', '66', '67', '68', '69', '70', '71', '72', '73', '74', '75', '76', '77', '78', '79', '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95', '96', '97', '98', '99', '100', '101', '102', '103', '104', '105', '106', '107', '108', '109', '110', '111', '112', '113', '114', '115', '116', '117', '118', '119', '120', '121', '122', '123', '124', '125', '126', '127'}
-local function fname(n) return FIELDS[n] or n end
 local LH = {}
 local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
 local keys_of  -- keys_of(t, id): the keys entry id files in keyed table t (see the entries)
@@ -299,9 +296,6 @@ local function quotient(h, h2, a)
   else q = floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
   return q + QTOP
 end
-
--- TOP[s]: the sentinel bit of a stored tag s (its highest set bit; 0.5 for 0, which no tag is)
-local TOP = {[0] = 0.5, 1, 2, 2, 4, 4, 4, 4, 8, 8, 8, 8, 8, 8, 8, 8, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 16, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128, 128}
 
 local function tag_matches(s, q)
   -- does stored tag s (its known bits below its highest set bit) agree with the full tag q?
@@ -538,7 +532,15 @@ local function locate(t, k)
         if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
         i = i + 10
       else
-        local top = TOP[a]  -- tag_matches(a, q), inline: the stored tag's known bits agree with q's
+        -- tag_matches(a, q) inline (no call a record): a whole tag is q, or its known bits, those
+        -- below its sentinel bit (top, found by comparisons: a is a byte), agree with q's
+        local top = a
+        if a < QTOP then
+          if a >= 16 then
+            if a >= 64 then top = a >= 128 and 128 or 64 else top = a >= 32 and 32 or 16 end
+          elseif a >= 4 then top = a >= 8 and 8 or 4
+          else top = a >= 2 and 2 or 1 end
+        end
         if (a >= QTOP and a == q) or (a < QTOP and a - top == q % top) then found[#found + 1] = ssub(recs, i + 1, i + 4); at[#at + 1] = i end
         i = i + 5
       end
