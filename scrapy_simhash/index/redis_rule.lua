@@ -107,12 +107,31 @@ local function distance_to(fp, limit)
   -- dist(other, fp, limit) as a function of other, fp's words unpacked once
   if #fp ~= 8 then return function(other) return dist(other, fp, limit) end end
   local f1, f2 = sunpack('>I4I4', fp)
-  return function(other)
+  if limit >= 16 then
+    return function(other)
+      if #other ~= 8 then return limit + 1 end
+      local o1, o2 = sunpack('>I4I4', other)
+      local d = bits_upto(bit_bxor(o1, f1), limit)
+      if d > limit then return d end
+      return d + bits_upto(bit_bxor(o2, f2), limit - d)
+    end
+  end
+  return function(other)  -- bits_upto inline: most candidates are far, and a call costs more than a bit
     if #other ~= 8 then return limit + 1 end
     local o1, o2 = sunpack('>I4I4', other)
-    local d = bits_upto(bit_bxor(o1, f1), limit)
-    if d > limit then return d end
-    return d + bits_upto(bit_bxor(o2, f2), limit - d)
+    local d, x = 0, bit_bxor(o1, f1)
+    while x ~= 0 do
+      d = d + 1
+      if d > limit then return d end
+      x = bit_band(x, x - 1)
+    end
+    x = bit_bxor(o2, f2)
+    while x ~= 0 do
+      d = d + 1
+      if d > limit then return d end
+      x = bit_band(x, x - 1)
+    end
+    return d
   end
 end
 
@@ -708,15 +727,20 @@ local raw_record = first_chunk
 
 local function put_record(id, r)
   -- the entry's record as element id % SLOTS of its list (padded with empty elements up to it)
+  -- Ids come in order, so the list mostly holds the elements before it: one RPUSH, and only when
+  -- the list was shorter (ids used by failed calls) or longer is the element taken back and placed
   local key, slot = ekey(id), id % SLOTS
-  local n = rcall('LLEN', key)
-  if n > slot then
-    rcall('LSET', key, slot, r)
-  else
-    local args = {}
-    for i = 1, slot - n do args[i] = '' end
-    args[#args + 1] = r
-    rcall('RPUSH', key, unpack(args))
+  local n = rcall('RPUSH', key, r) - 1  -- the elements it held
+  if n ~= slot then
+    rcall('RPOP', key)
+    if n > slot then
+      rcall('LSET', key, slot, r)
+    else
+      local args = {}
+      for i = 1, slot - n do args[i] = '' end
+      args[#args + 1] = r
+      rcall('RPUSH', key, unpack(args))
+    end
   end
   FIRST[id] = r
 end
