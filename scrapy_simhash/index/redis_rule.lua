@@ -23,8 +23,9 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
           sentences_shared, short_body (absent when None), figures (boolean),
           probe = {t = {{band number, key}, ...}, b = ...}: the band keys to read candidates from
           (fingerprints masked to a band, fixed-width hex, computed in Python: a layout that
-          probes neighbours sends more than the pigeonhole bands' own); a new entry is filed
-          under its fingerprints masked to each band, by the script
+          probes neighbours sends more than the pigeonhole bands' own; absent: the bands' own,
+          masked here); a new entry is filed under its fingerprints masked to each band, by the
+          script
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
 Fingerprints never become Lua numbers: they are raw bytes, compared 32 bits at a time.
@@ -1022,6 +1023,20 @@ local function probes(set)
   return out
 end
 
+local function own_probes(q)
+  -- a check's probes when the query has none (its layout probes its own bands: redis_keys.py):
+  -- {band table, key} for each band of each fingerprint, the key it is filed under
+  local out = {t = {}, b = {}}
+  for _, tier in ipairs({{'t', q.title_fp}, {'b', q.body_fp}}) do
+    local tc, fp = tier[1], tier[2]
+    if fp then
+      local tables = BANDS[tc]
+      for n = 1, #tables do out[tc][n] = {tables[n], masked(tables[n], fp)} end
+    end
+  end
+  return out
+end
+
 local function insert(e, seen_at, nstore)
   -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner}; returns its id
   local id = rcall('INCR', B .. 'seq')
@@ -1348,15 +1363,16 @@ local function purge(older, batch)
   return {n, 0}
 end
 
-local function query(q)
-  -- the query with its fingerprints, sentence hashes, digest and probe keys as raw bytes
+local function query(q, checked)
+  -- the query with its fingerprints, sentence hashes, digest and probe keys as raw bytes (checked:
+  -- a check's query, whose probes are its bands' keys when it sends none)
   if q.title_fp then q.title_fp = unhex(q.title_fp) end
   if q.body_fp then q.body_fp = unhex(q.body_fp) end
   if q.short_body then q.short_body = unhex(q.short_body) end
   local sentences = {}
   for i, h in ipairs(q.sentences or {}) do sentences[i] = unhex(h) end
   q.sentences = sentences
-  q.probe = probes(q.probe)
+  if checked and not q.probe then q.probe = own_probes(q) else q.probe = probes(q.probe) end
   return q
 end
 
@@ -1390,7 +1406,7 @@ if op == 'check' then
     tokens = got[2]
   end
   if A.q.owner then rcall('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
-  local reply = check_and_add(query(A.q), A.flagged or {})
+  local reply = check_and_add(query(A.q, true), A.flagged or {})
   if A.token and reply[1] == 'added' then
     -- written whole at its length (APPEND would leave up to as much again free)
     -- (the bucket's expiry set when it is made, kept when it grows)
@@ -1399,7 +1415,7 @@ if op == 'check' then
   end
   return flush(reply)
 elseif op == 'peek' then
-  local tc, m = peek(query(A.q))
+  local tc, m = peek(query(A.q, true))
   if not tc then return {'new'} end
   return match_reply(tc, m)
 elseif op == 'lookup' then
