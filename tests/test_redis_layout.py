@@ -212,7 +212,7 @@ def test_a_check_whose_layout_probes_its_own_bands_sends_no_probes(url: str) -> 
         first = ix.check_and_add(q(tfp, bfp, url="a")).entry_id
         for tc, fp in (("t", tfp), ("b", bfp)):
             bands = ix._limits["bands"][tc]
-            for n, (shift, _) in enumerate(bands):
+            for n in range(len(bands)):
                 near = fp  # one bit off in every band but n: only band n's key is the entry's
                 for other, (s, _) in enumerate(bands):
                     near ^= 0 if other == n else 1 << s
