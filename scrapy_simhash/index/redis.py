@@ -24,7 +24,8 @@ hex strings, are stored as raw bytes, and the script computes Hamming distances 
 (``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). The band layout comes from
 here (each band's shift and width, in the script's limits) and so do the keys a query probes
 (:meth:`.redis_keys.Keys.probe_keys`: a layout that probes neighbours plugs in without touching
-the script); the script files a new fingerprint under its bands by masking it. Every candidate
+the script; one that probes its own bands' keys, the default, sends none and the script masks the
+query's fingerprints); the script files a new fingerprint under its bands by masking it. Every candidate
 is verified by its exact distance, as in SQLite. The tier rule in the script is a
 section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one verdict table,
 and ``tests/test_index_redis.py`` feeds both backends the same random stream.
