@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import Query, open_index
+from scrapy_simhash.index.redis_keys import Keys
 from tests.test_index_protocol import raw_redis
 from tests.test_index_redis import colliding, mix, q
 
@@ -198,6 +199,33 @@ def test_the_script_files_under_the_layouts_bands_and_reads_the_probe_keys(url: 
         assert ix.lookup(fp ^ (1 << 63), None, title_k=2, body_k=0)[0].entry.id == first
         assert ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "a"  # a and c: 1 bit each
         assert ix.forget("a") == 1 and ix.lookup(fp ^ 1, None, title_k=2, body_k=0)[0].entry.url == "c"
+
+
+def test_a_check_whose_layout_probes_its_own_bands_sends_no_probes(url: str) -> None:
+    """The pigeonhole layout probes the keys a fingerprint is filed under: a check sends none (the
+    script masks the query's fingerprints itself, as when it files them); a layout that probes
+    other keys sends them. Each band alone finds the story (the others differ by a bit each)."""
+    rng = random.Random(11)
+    with open_index(url) as ix:
+        tfp, bfp = rng.getrandbits(64), rng.getrandbits(64)
+        assert "probe" not in ix._k.query(q(tfp, bfp))
+        first = ix.check_and_add(q(tfp, bfp, url="a")).entry_id
+        for tc, fp in (("t", tfp), ("b", bfp)):
+            bands = ix._limits["bands"][tc]
+            for n in range(len(bands)):
+                near = fp  # one bit off in every band but n: only band n's key is the entry's
+                for other, (s, _) in enumerate(bands):
+                    near ^= 0 if other == n else 1 << s
+                k = len(bands) - 1
+                query = Query(title_fp=near, body_fp=bfp, title_k=k, body_k=0) if tc == "t" else \
+                    Query(title_fp=None, body_fp=near, title_k=2, body_k=k)
+                m = ix.peek(query)
+                assert m is not None and (m.tier[0], m.entry.id, m.distance) == (tc, first, k), (tc, n)
+        ix._k.probe_keys = lambda tier, fp: Keys.band_keys(ix._k, tier, fp)[1:]  # type: ignore[method-assign]
+        assert [n for n, _ in ix._k.query(q(tfp, bfp))["probe"]["t"]] == [1, 2]
+        assert ix.peek(q(tfp, bfp)).entry.id == first  # type: ignore[union-attr]
+        (_, _), (s1, _), (s2, _) = ix._limits["bands"]["t"]
+        assert ix.peek(q(tfp ^ (1 << s1) ^ (1 << s2), None)) is None  # only band 0 agrees: not probed
 
 
 def test_purge_drops_whole_time_buckets_and_sorts_out_only_the_last(url: str) -> None:

@@ -24,7 +24,8 @@ hex strings, are stored as raw bytes, and the script computes Hamming distances 
 (``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). The band layout comes from
 here (each band's shift and width, in the script's limits) and so do the keys a query probes
 (:meth:`.redis_keys.Keys.probe_keys`: a layout that probes neighbours plugs in without touching
-the script); the script files a new fingerprint under its bands by masking it. Every candidate
+the script; one that probes its own bands' keys, the default, sends none and the script masks the
+query's fingerprints); the script files a new fingerprint under its bands by masking it. Every candidate
 is verified by its exact distance, as in SQLite. The tier rule in the script is a
 section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one verdict table,
 and ``tests/test_index_redis.py`` feeds both backends the same random stream.
@@ -45,6 +46,7 @@ run it when no crawler is writing to that namespace, as with the SQLite index's 
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -122,6 +124,7 @@ class RedisIndex(Maintenance, QueryChecks):
 
     def __init__(self) -> None:  # use RedisIndex.open()
         self._server: Server
+        self._common: tuple[Any, str] | None = None  # (base, limits, marker) and their JSON (_args)
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -224,9 +227,15 @@ class RedisIndex(Maintenance, QueryChecks):
         return self._server.script(doing, [args], write=write, retry=retry)[0]
 
     def _args(self, op: str, **fields: Any) -> str:
-        """The script's one argument: a JSON object (None values left out: absent, not null)."""
-        args = {"op": op, "base": self._base, "limits": self._limits, "marked": self._marked or None, **fields}
-        return json.dumps({k: v for k, v in args.items() if v is not None}, ensure_ascii=False)
+        """The script's one argument: a JSON object (None values left out: absent, not null). What
+        every call repeats (base, limits, marker) is encoded once, and again only when it changed."""
+        common = (self._base, self._limits, self._marked)
+        if self._common is None or self._common[0] != common:
+            head = {"base": self._base, "limits": self._limits, "marked": self._marked or None}
+            text = json.dumps({k: v for k, v in head.items() if v is not None}, ensure_ascii=False)
+            self._common = (copy.deepcopy(common), text[1:-1])
+        body = json.dumps({"op": op, **{k: v for k, v in fields.items() if v is not None}}, ensure_ascii=False)
+        return f"{body[:-1]},{self._common[1]}}}"
 
     # -- the protocol --------------------------------------------------------------------------------
 

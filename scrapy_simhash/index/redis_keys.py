@@ -190,6 +190,11 @@ class Keys:
         neighbours may return more than :meth:`band_keys`; the pigeonhole bands probe their own)."""
         return self.band_keys(tier, fp)
 
+    def probes_own_bands(self) -> bool:
+        """Are a query's probe keys its bands' keys (:meth:`probe_keys` not replaced)? Then a check
+        sends none and the script takes the keys it files the fingerprint under."""
+        return getattr(self.probe_keys, "__func__", None) is Keys.probe_keys
+
     def probes(self, tfp: int | None, bfp: int | None) -> dict[str, list[list[Any]]]:
         """The probe keys of a query's fingerprints per tier character, as the script reads them."""
         return {c: [] if fp is None else [[n, self.hex(key)] for n, key in self.probe_keys(tier, fp)]
@@ -238,6 +243,6 @@ class Keys:
             "short_body": query.short_body,
             "figures": bool(query.figures),
             "owner": query.owner,
-            "probe": self.probes(tfp, bfp),
+            "probe": None if self.probes_own_bands() else self.probes(tfp, bfp),
         }
         return {k: v for k, v in fields.items() if v is not None}

@@ -23,13 +23,19 @@ key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded onc
           sentences_shared, short_body (absent when None), figures (boolean),
           probe = {t = {{band number, key}, ...}, b = ...}: the band keys to read candidates from
           (fingerprints masked to a band, fixed-width hex, computed in Python: a layout that
-          probes neighbours sends more than the pigeonhole bands' own); a new entry is filed
-          under its fingerprints masked to each band, by the script
+          probes neighbours sends more than the pigeonhole bands' own; absent: the bands' own,
+          masked here); a new entry is filed under its fingerprints masked to each band, by the
+          script
   flagged (check) {t = true, b = true, s = true}: tiers recorded as 'flagged'
   token, token_ttl (check) the request token and how long an added outcome is remembered
 Fingerprints never become Lua numbers: they are raw bytes, compared 32 bits at a time.
 Replies carry entries as their raw records (decoded by redis_keys.py).
 ]]
+
+-- library functions as locals: an upvalue read is one VM step, a global table's field two lookups
+local sbyte, ssub, sfind, schar, tconcat = string.byte, string.sub, string.find, string.char, table.concat
+local bit_band, bit_bxor, bit_rshift, floor, spack, sunpack = bit.band, bit.bxor, bit.rshift, math.floor, struct.pack, struct.unpack
+local rcall, sformat = redis.call, string.format
 
 local A = cjson.decode(ARGV[1])
 local B, L = A.base, A.limits or {}
@@ -41,37 +47,37 @@ local function lost()
   return redis.error_reply('scrapy-simhash: the index lost its keys (the server was restarted without '
     .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
 end
-if A.marked and not (A.op == 'check' and A.token) and redis.call('EXISTS', B .. 'meta') == 0 then return lost() end
+if A.marked and not (A.op == 'check' and A.token) and rcall('EXISTS', B .. 'meta') == 0 then return lost() end
 
 -- store: bytes -----------------------------------------------------------------------------------
 
-local function p32(n)
-  return string.char(bit.rshift(n, 24), bit.band(bit.rshift(n, 16), 255), bit.band(bit.rshift(n, 8), 255),
-    bit.band(n, 255))
+local function p32(n)  -- 0 <= n < 2^32 as 4 bytes, big-endian
+  return spack('>I4', n)
 end
 
 local function unhex(s)
-  -- hex digits (a multiple of 8 of them) as raw bytes
-  if #s == 8 then return p32(tonumber(s, 16)) end
+  -- hex digits (a multiple of 8 of them) as raw bytes (one pack a fingerprint of 64 bits)
+  if #s == 16 then return spack('>I4I4', tonumber(ssub(s, 1, 8), 16), tonumber(ssub(s, 9, 16), 16)) end
+  if #s == 8 then return spack('>I4', tonumber(s, 16)) end
   local out = {}
-  for i = 1, #s, 8 do out[#out + 1] = p32(tonumber(string.sub(s, i, i + 7), 16)) end
-  return table.concat(out)
+  for i = 1, #s, 8 do out[#out + 1] = spack('>I4', tonumber(ssub(s, i, i + 7), 16)) end
+  return tconcat(out)
 end
 
 local function tohex(s)
-  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+  return (string.gsub(s, '.', function(c) return string.format('%02x', sbyte(c)) end))
 end
 
 local function u32(s, i)
-  local a, b, c, d = string.byte(s, i, i + 3)
+  local a, b, c, d = sbyte(s, i, i + 3)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
 local function popcount(x)
-  x = bit.band(x - bit.band(bit.rshift(x, 1), 0x55555555), 0xFFFFFFFF)
-  x = bit.band(x, 0x33333333) + bit.band(bit.rshift(x, 2), 0x33333333)
-  x = bit.band(x + bit.rshift(x, 4), 0x0F0F0F0F)
-  return bit.band(x, 0xFF) + bit.band(bit.rshift(x, 8), 0xFF) + bit.band(bit.rshift(x, 16), 0xFF) + bit.rshift(x, 24)
+  x = bit_band(x - bit_band(bit_rshift(x, 1), 0x55555555), 0xFFFFFFFF)
+  x = bit_band(x, 0x33333333) + bit_band(bit_rshift(x, 2), 0x33333333)
+  x = bit_band(x + bit_rshift(x, 4), 0x0F0F0F0F)
+  return bit_band(x, 0xFF) + bit_band(bit_rshift(x, 8), 0xFF) + bit_band(bit_rshift(x, 16), 0xFF) + bit_rshift(x, 24)
 end
 
 local function bits_upto(x, limit)
@@ -82,7 +88,7 @@ local function bits_upto(x, limit)
   while x ~= 0 do
     d = d + 1
     if d > limit then return d end
-    x = bit.band(x, x - 1)  -- clears the lowest set bit (bit ops wrap x - 1 to 32 bits)
+    x = bit_band(x, x - 1)  -- clears the lowest set bit (bit ops wrap x - 1 to 32 bits)
   end
   return d
 end
@@ -92,7 +98,7 @@ local function dist(a, b, limit)
   if #a ~= #b then return limit + 1 end  -- not one of our fingerprints: never a candidate
   local d = 0
   for i = 1, #a, 4 do
-    d = d + bits_upto(bit.bxor(u32(a, i), u32(b, i)), limit - d)
+    d = d + bits_upto(bit_bxor(u32(a, i), u32(b, i)), limit - d)
     if d > limit then return d end
   end
   return d
@@ -101,25 +107,32 @@ end
 local function distance_to(fp, limit)
   -- dist(other, fp, limit) as a function of other, fp's words unpacked once
   if #fp ~= 8 then return function(other) return dist(other, fp, limit) end end
-  local f1, f2 = struct.unpack('>I4I4', fp)
-  return function(other)
-    if #other ~= 8 then return limit + 1 end
-    local o1, o2 = struct.unpack('>I4I4', other)
-    local d = bits_upto(bit.bxor(o1, f1), limit)
-    if d > limit then return d end
-    return d + bits_upto(bit.bxor(o2, f2), limit - d)
+  local f1, f2 = sunpack('>I4I4', fp)
+  if limit >= 16 then
+    return function(other)
+      if #other ~= 8 then return limit + 1 end
+      local o1, o2 = sunpack('>I4I4', other)
+      local d = bits_upto(bit_bxor(o1, f1), limit)
+      if d > limit then return d end
+      return d + bits_upto(bit_bxor(o2, f2), limit - d)
+    end
   end
-end
-
-local function distance_at(fp, limit)
-  -- dist(the fingerprint at position i of s, fp, limit) as a function of s and i, in place
-  if #fp ~= 8 then return function(s, i) return dist(string.sub(s, i, i + #fp - 1), fp, limit) end end
-  local f1, f2 = struct.unpack('>I4I4', fp)
-  return function(s, i)
-    local o1, o2 = struct.unpack('>I4I4', s, i)
-    local d = bits_upto(bit.bxor(o1, f1), limit)
-    if d > limit then return d end
-    return d + bits_upto(bit.bxor(o2, f2), limit - d)
+  return function(other)  -- bits_upto inline: most candidates are far, and a call costs more than a bit
+    if #other ~= 8 then return limit + 1 end
+    local o1, o2 = sunpack('>I4I4', other)
+    local d, x = 0, bit_bxor(o1, f1)
+    while x ~= 0 do
+      d = d + 1
+      if d > limit then return d end
+      x = bit_band(x, x - 1)
+    end
+    x = bit_bxor(o2, f2)
+    while x ~= 0 do
+      d = d + 1
+      if d > limit then return d end
+      x = bit_band(x, x - 1)
+    end
+    return d
   end
 end
 
@@ -143,7 +156,7 @@ local function find_aligned(s, rec, stride)
   -- 1-based position of rec in s at a multiple of stride (default #rec) from its start, or nil
   local r, init = stride or #rec, 1
   while true do
-    local i = string.find(s, rec, init, true)
+    local i = sfind(s, rec, init, true)
     if not i then return nil end
     if (i - 1) % r == 0 then return i end
     init = i + 1
@@ -177,26 +190,34 @@ end
 -- and a record is the fingerprint alone: its key is the record masked, so the script files an
 -- entry's fingerprint under its bands itself, a split places a record by itself, and a lookup
 -- keeps the records whose band equals the key. A spilled band's mark is the key itself.
+-- field names as strings: a number passed to redis.call, or joined to a string, is formatted by
+-- sprintf (~2-4k instructions; a table read is ~0.1k)
+local FIELDS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31', '32', '33', '34', '35', '36', '37', '38', '39', '40', '41', '42', '43', '44', '45', '46', '47', '48', '49', '50', '51', '52', '53', '54', '55', '56', '57', '58', '59', '60', '61', '62', '63', '64', '65', '66', '67', '68', '69', '70', '71', '72', '73', '74', '75', '76', '77', '78', '79', '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95', '96', '97', '98', '99', '100', '101', '102', '103', '104', '105', '106', '107', '108', '109', '110', '111', '112', '113', '114', '115', '116', '117', '118', '119', '120', '121', '122', '123', '124', '125', '126', '127'}
+local function fname(n) return FIELDS[n] or n end
 local TAG = {th = 1, bh = 1, sh = 1, u = 1}
 local PAY = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
 -- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
-local BAND, BANDW, BANDS = {}, {}, {t = {}, b = {}}
+local BAND, BANDW, BANDS, FINDB = {}, {}, {t = {}, b = {}}, {}
 for tc, layout in pairs(L.bands or {}) do
-  for n, band in ipairs(layout) do
-    local t, words = tc .. 'b' .. (n - 1), {}
+  for n = 1, #layout do
+    local shift, bits = layout[n][1], layout[n][2]
+    local t, words, touched = tc .. 'b' .. fname(n - 1), {}, {}
     for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up: the band's bits among them
       local lo = 32 * (W / 4 - i)
-      local from, to = math.max(lo, band[1]), math.min(lo + 32, band[1] + band[2])
-      words[i] = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
-    end
-    local touched = {}  -- {position in a record, mask} of the words the band touches
-    for i, m in ipairs(words) do
-      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end
+      local from, to = shift > lo and shift or lo, shift + bits < lo + 32 and shift + bits or lo + 32
+      local m = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
+      words[i] = m
+      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end  -- {position in a record, mask}
     end
     BAND[t], BANDW[t], TAG[t], PAY[t], SPILL[t] = words, touched, 0, W, 32
     BANDS[tc][n] = t
+    -- the whole bytes inside the band (bits 8m .. 8m + 7 are byte W - m of a record): a page is
+    -- searched for them (string.find) instead of testing every record's band; exact when the band
+    -- is those bytes
+    local m_lo, m_hi = (shift + 7 - (shift + 7) % 8) / 8, (shift + bits - (shift + bits) % 8) / 8 - 1
+    if m_hi >= m_lo then FINDB[t] = {W - 1 - m_hi, m_hi - m_lo + 1, shift % 8 == 0 and bits % 8 == 0} end
   end
 end
 local PAGES, PAGE = 16, 64
@@ -207,7 +228,7 @@ local keys_of  -- keys_of(t, id): the keys entry id files in keyed table t (see 
 local function state(t)
   -- a table's linear-hashing state; every table's is read at the first use (one HGETALL of lh)
   if next(LH) == nil then
-    local flat = redis.call('HGETALL', B .. 'lh')
+    local flat = rcall('HGETALL', B .. 'lh')
     for i = 1, #flat, 2 do
       local l, p, n = string.match(flat[i + 1], '^(%d+) (%d+) (%d+)$')
       if not n then error(redis.error_reply('scrapy-simhash: table state ' .. flat[i] .. ' is unreadable')) end
@@ -220,43 +241,48 @@ local function state(t)
   return s
 end
 
-local function mul32(a, c)  -- a * c mod 2^32, exactly in doubles
-  local a1, a0 = math.floor(a / 65536), a % 65536
-  local c1, c0 = math.floor(c / 65536), c % 65536
+local function mul32(a, c)  -- a * c mod 2^32, exactly in doubles (no call: % and / are VM steps)
+  local a0, c0 = a % 65536, c % 65536
+  local a1, c1 = (a - a0) / 65536, (c - c0) / 65536
   return ((a1 * c0 + a0 * c1) % 65536 * 65536 + a0 * c0) % 4294967296
 end
 
 local function fmix(h)  -- MurmurHash3's finalizer: every bit of h moves every bit of the result
-  h = mul32(bit.bxor(h, bit.rshift(h, 16)) % 4294967296, 0x85ebca6b)
-  h = mul32(bit.bxor(h, bit.rshift(h, 13)) % 4294967296, 0xc2b2ae35)
-  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+  h = mul32(bit_bxor(h, bit_rshift(h, 16)) % 4294967296, 0x85ebca6b)
+  h = mul32(bit_bxor(h, bit_rshift(h, 13)) % 4294967296, 0xc2b2ae35)
+  return bit_bxor(h, bit_rshift(h, 16)) % 4294967296
 end
 
 local function masked(t, fp)
   -- the key fingerprint fp is filed under in band table t: fp masked to the band's bits
+  if W == 8 then
+    local m, a, b = BAND[t], sunpack('>I4I4', fp)
+    return spack('>I4I4', bit_band(a, m[1]) % 4294967296, bit_band(b, m[2]) % 4294967296)
+  end
   local out = {}
-  for j, m in ipairs(BAND[t]) do out[j] = p32(bit.band(u32(fp, 4 * j - 3), m) % 4294967296) end
-  return table.concat(out)
+  for j, m in ipairs(BAND[t]) do out[j] = p32(bit_band(u32(fp, 4 * j - 3), m) % 4294967296) end
+  return tconcat(out)
 end
 
 local function bandhash(t, s, i)
   -- 32 bits of the band key of the record (or key) at position i of s in band table t: the words
   -- the band touches, masked, folded and mixed by one multiplication (no string made: a split
   -- hashes every record it moves)
-  local h = 0
-  for _, w in ipairs(BANDW[t]) do
-    local x = bit.band(u32(s, i + w[1]), w[2])
-    h = bit.bxor(h, x, bit.rshift(x, 15)) % 4294967296
+  local h, words = 0, BANDW[t]
+  for j = 1, #words do
+    local w = words[j]
+    local x = bit_band(u32(s, i + w[1]), w[2])
+    h = bit_bxor(h, x, bit_rshift(x, 15)) % 4294967296
   end
   h = mul32(h, 0x9e3779b1)
-  return bit.bxor(h, bit.rshift(h, 16)) % 4294967296
+  return bit_bxor(h, bit_rshift(h, 16)) % 4294967296
 end
 
 local function taghash(tag)
   -- 32 bits of a keyed table's key for its bucket (low bits): longer than 4 bytes, it may be a
   -- fingerprint, whose bits cluster, so it is mixed (a 32-bit fingerprint is taken as it is)
   if #tag < 8 then return u32(tag, 1) end
-  return fmix(bit.bxor(u32(tag, 1), fmix(u32(tag, #tag - 3))) % 4294967296)
+  return fmix(bit_bxor(u32(tag, 1), fmix(u32(tag, #tag - 3))) % 4294967296)
 end
 
 local function address(t, h)
@@ -267,7 +293,7 @@ local function address(t, h)
   return a
 end
 
-local function page_of(h) return math.floor(h / 16777216) % PAGES end
+local function page_of(h) return (h - h % 16777216) / 16777216 % PAGES end
 
 -- keyed tables: the second half of a key's mix, its page, the quotient bits above a bucket's address
 
@@ -277,7 +303,7 @@ local function width(t, h)  -- the number of address bits of h's bucket
   return s.L
 end
 
-local function mix2(h) return fmix(bit.bxor(h, 0x9e3779b9) % 4294967296) end
+local function mix2(h) return fmix(bit_bxor(h, 0x9e3779b9) % 4294967296) end
 
 local QB = L.tag_bits or 7  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
 local QTOP = 2 ^ QB
@@ -285,9 +311,9 @@ local QTOP = 2 ^ QB
 local function quotient(h, h2, a)
   -- the QB bits of the 64-bit mix h2 * 2^32 + h from bit a up, as a record's tag: sentinel bit QB set
   local q
-  if a + QB <= 32 then q = math.floor(h / 2 ^ a) % QTOP
-  elseif a >= 32 then q = math.floor(h2 / 2 ^ (a - 32)) % QTOP
-  else q = math.floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
+  if a + QB <= 32 then q = floor(h / 2 ^ a) % QTOP
+  elseif a >= 32 then q = floor(h2 / 2 ^ (a - 32)) % QTOP
+  else q = floor(h / 2 ^ a) + (h2 % 2 ^ (a + QB - 32)) * 2 ^ (32 - a) end
   return q + QTOP
 end
 
@@ -306,7 +332,7 @@ local function scan_keyed(recs, each)
   -- each(position, tag, payload, mark h or nil) for the records of a keyed chain (a mark: two)
   local i = 1
   while i + 4 <= #recs do
-    local s, pay = string.byte(recs, i), string.sub(recs, i + 1, i + 4)
+    local s, pay = sbyte(recs, i), ssub(recs, i + 1, i + 4)
     if pay == ZERO4 then
       each(i, s, pay, u32(recs, i + 5))
       i = i + 10
@@ -321,45 +347,52 @@ local PAGED = {}  -- this call's chains read or written: PAGED[key][page] = {rec
 
 local function chain(key, page, R)
   -- the records of a page and its continuations (each full but the last): {string, fields}.
-  -- One HGET a field (an HMGET of several costs as much a field, and most chains are one field)
+  -- One HGET a field (an HMGET of several costs as much a field: the listpack scan is most of a
+  -- lookup, and a field asked for and absent is a whole scan)
   local known = PAGED[key] and PAGED[key][page]
   if known then return known[1], known[2] end
-  local per = math.floor(PAGE / R) * R
+  local per = floor(PAGE / R) * R
   local parts, j = {}, 0
   while true do
-    local v = redis.call('HGET', key, page + PAGES * j)
+    local v = rcall('HGET', key, fname(page + PAGES * j))
     if not v then break end
     parts[j + 1], j = v, j + 1
     if #v < per then break end
   end
-  local recs = table.concat(parts)
+  local recs = tconcat(parts)
   PAGED[key] = PAGED[key] or {}
-  PAGED[key][page] = {recs, j}
+  PAGED[key][page] = {recs, j, {}}
   return recs, j
+end
+
+local function memo(key, page)
+  -- the lookups this call made in a chain as it is now ({} when unread; a write replaces it)
+  local known = PAGED[key] and PAGED[key][page]
+  return known and known[3] or {}
 end
 
 local function paged(key, page, recs, fields)
   -- a chain as this call wrote it
   PAGED[key] = PAGED[key] or {}
-  PAGED[key][page] = {recs, fields}
+  PAGED[key][page] = {recs, fields, {}}
 end
 
 local function pack(recs, R)
   -- a page's records as the values of its fields: whole records, PAGE // R a field
-  local per, out = math.floor(PAGE / R) * R, {}
-  for i = 1, #recs, per do out[#out + 1] = string.sub(recs, i, i + per - 1) end
+  local per, out = floor(PAGE / R) * R, {}
+  for i = 1, #recs, per do out[#out + 1] = ssub(recs, i, i + per - 1) end
   return out
 end
 
 local function write_chain(key, page, recs, R, had)
   -- store a page's records (one string) in fields page, page + 16, ... (had: its fields before)
   local values, args = pack(recs, R), {}
-  for j, v in ipairs(values) do args[#args + 1] = page + PAGES * (j - 1); args[#args + 1] = v end
-  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+  for j, v in ipairs(values) do args[#args + 1] = fname(page + PAGES * (j - 1)); args[#args + 1] = v end
+  if #args > 0 then rcall('HSET', key, unpack(args)) end
   if had > #values then
     local gone = {}
-    for j = #values, had - 1 do gone[#gone + 1] = page + PAGES * j end
-    redis.call('HDEL', key, unpack(gone))
+    for j = #values, had - 1 do gone[#gone + 1] = fname(page + PAGES * j) end
+    rcall('HDEL', key, unpack(gone))
   end
   paged(key, page, recs, #values)
 end
@@ -372,7 +405,7 @@ local function split_keyed(t, s, flat, sides, old, new)
     local f = tonumber(flat[i])
     local pg = f % PAGES
     chains[pg] = chains[pg] or {}
-    chains[pg][math.floor(f / PAGES) + 1] = flat[i + 1]
+    chains[pg][floor(f / PAGES) + 1] = flat[i + 1]
   end
   local function put(side, pg, rec)
     side[pg] = side[pg] or {}
@@ -381,21 +414,21 @@ local function split_keyed(t, s, flat, sides, old, new)
   local function fresh(h, pay, pg, ext)
     -- the record of a key of mix h in the half it goes to, its tag at the width after the split
     local side = sides[(h % (2 * m) == s.p) and old or new]
-    put(side, pg, string.char(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
+    put(side, pg, schar(quotient(h, mix2(h), s.L + 1)) .. pay .. (ext or ''))
   end
   local used = {}  -- keys of an entry already given to a record whose bits ran out
   for pg, parts in pairs(chains) do
-    scan_keyed(table.concat(parts), function(_, tag, pay, mark)
+    scan_keyed(tconcat(parts), function(_, tag, pay, mark)
       if mark then
         fresh(mark, pay, pg, p32(mark) .. '\0')
       elseif tag >= 2 then
-        put(sides[(tag % 2 == 0) and old or new], pg, string.char(math.floor(tag / 2)) .. pay)
+        put(sides[(tag % 2 == 0) and old or new], pg, schar(floor(tag / 2)) .. pay)
       else
         local id = u32(pay, 1)
         for _, k in ipairs(keys_of(t, id)) do
           local h = taghash(k)
           local u = id .. ':' .. k
-          if not used[u] and h % m == s.p and math.floor(mix2(h) / 268435456) == pg then
+          if not used[u] and h % m == s.p and floor(mix2(h) / 268435456) == pg then
             used[u] = true
             fresh(h, pay, pg)
             break
@@ -409,7 +442,7 @@ end
 local function split_bucket(t, s)
   local m, R = 2 ^ s.L, TAG[t] + PAY[t]
   local old, new = B .. t .. ':' .. s.p, B .. t .. ':' .. (s.p + m)
-  local flat = redis.call('HGETALL', old)
+  local flat = rcall('HGETALL', old)
   local sides = {[old] = {}, [new] = {}}
   if KEYED[t] then
     split_keyed(t, s, flat, sides, old, new)
@@ -417,7 +450,7 @@ local function split_bucket(t, s)
     for i = 2, #flat, 2 do
       local v = flat[i]
       for j = 1, #v, R do
-        local rec = string.sub(v, j, j + R - 1)
+        local rec = ssub(v, j, j + R - 1)
         local h = bandhash(t, v, j)
         local side = sides[(h % (2 * m) == s.p) and old or new]
         local pg = page_of(h)
@@ -426,10 +459,10 @@ local function split_bucket(t, s)
       end
     end
   end
-  redis.call('DEL', old)
+  rcall('DEL', old)
   PAGED[old], PAGED[new] = nil, nil
   for key, pages in pairs(sides) do
-    for pg, recs in pairs(pages) do write_chain(key, pg, table.concat(recs), R, 0) end
+    for pg, recs in pairs(pages) do write_chain(key, pg, tconcat(recs), R, 0) end
   end
   s.p = s.p + 1
   if s.p == m then s.L, s.p = s.L + 1, 0 end
@@ -439,7 +472,7 @@ local DIRTY = {}
 
 local function save(t)
   local s = LH[t]
-  redis.call('HSET', B .. 'lh', t, s.L .. ' ' .. s.p .. ' ' .. s.n)
+  rcall('HSET', B .. 'lh', t, sformat('%d %d %d', s.L, s.p, s.n))
   DIRTY[t] = nil
 end
 
@@ -459,60 +492,104 @@ local function flush(reply)
   local args = {}
   for t in pairs(DIRTY) do
     local s = LH[t]
-    args[#args + 1] = t; args[#args + 1] = s.L .. ' ' .. s.p .. ' ' .. s.n
+    args[#args + 1] = t; args[#args + 1] = sformat('%d %d %d', s.L, s.p, s.n)
   end
-  if #args > 0 then redis.call('HSET', B .. 'lh', unpack(args)) end
+  if #args > 0 then rcall('HSET', B .. 'lh', unpack(args)) end
   return reply
 end
 
 local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 
+local BANDED = {}  -- BANDED[t][k]: {bucket key, page, banded, level, split pointer} of this call
+
 local function band_page(t, k)
   -- a band table's bucket key, page, chain and fields for key k, and banded(s, i): is the band of
-  -- the record at position i of s k?
+  -- the record at position i of s k? (kept for the call while the table does not split)
+  local st, by = state(t), BANDED[t]
+  if not by then by = {}; BANDED[t] = by end
+  local c = by[k]
+  if c and c[4] == st.L and c[5] == st.p then
+    local recs, had = chain(c[1], c[2], W)
+    return c[1], c[2], recs, had, c[3]
+  end
   local h = bandhash(t, k, 1)
   local key, page = B .. t .. ':' .. address(t, h), page_of(h)
   local recs, had = chain(key, page, W)
-  local words = BANDW[t]
+  local words, banded = BANDW[t], nil
   local o1, m1 = words[1][1], words[1][2]
-  local k1 = bit.band(u32(k, o1 + 1), m1)
-  if #words == 1 then return key, page, recs, had, function(s, i) return bit.band(u32(s, i + o1), m1) == k1 end end
-  local ks = {}
-  for j, w in ipairs(words) do ks[j] = bit.band(u32(k, w[1] + 1), w[2]) end
-  return key, page, recs, had, function(s, i)
-    for j, w in ipairs(words) do
-      if bit.band(u32(s, i + w[1]), w[2]) ~= ks[j] then return false end
+  local k1 = bit_band(u32(k, o1 + 1), m1)
+  if #words == 1 then
+    banded = function(s, i) return bit_band(u32(s, i + o1), m1) == k1 end
+  else
+    local ks = {}
+    for j, w in ipairs(words) do ks[j] = bit_band(u32(k, w[1] + 1), w[2]) end
+    banded = function(s, i)
+      for j, w in ipairs(words) do
+        if bit_band(u32(s, i + w[1]), w[2]) ~= ks[j] then return false end
+      end
+      return true
     end
-    return true
   end
+  by[k] = {key, page, banded, st.L, st.p}
+  return key, page, recs, had, banded
 end
 
 local function locate(t, k)
   -- the bucket key, page, its chain {records, fields}, the payloads filed under k there and their
   -- positions, the tag a new record of k starts with ('' in a band table), and a keyed k's mix
-  local h = taghash(k)
   local R, found, at = TAG[t] + PAY[t], {}, {}
   if KEYED[t] then
+    local h = taghash(k)
     local a, h2 = width(t, h), mix2(h)
-    local key, page, q = B .. t .. ':' .. h % 2 ^ a, math.floor(h2 / 268435456), quotient(h, h2, a)
+    local key, page, q = B .. t .. ':' .. h % 2 ^ a, floor(h2 / 268435456), quotient(h, h2, a)
     local recs, had = chain(key, page, R)
+    local known = memo(key, page)[k]
+    if known then return key, page, recs, had, known[1], known[2], known[3], h end
     local i = 1
     while i + 4 <= #recs do
-      local a, c, d, e, f = string.byte(recs, i, i + 4)
+      local a, c, d, e, f = sbyte(recs, i, i + 4)
       if c + d + e + f == 0 then  -- a mark: two records, the second its mix
         if u32(recs, i + 5) == h then found[#found + 1] = ZERO4; at[#at + 1] = i end
         i = i + 10
       else
-        if tag_matches(a, q) then found[#found + 1] = string.sub(recs, i + 1, i + 4); at[#at + 1] = i end
+        -- tag_matches(a, q) inline (no call a record): a whole tag is q, or its known bits, those
+        -- below its sentinel bit (top, found by comparisons: a is a byte), agree with q's
+        local top = a
+        if a < QTOP then
+          if a >= 16 then
+            if a >= 64 then top = a >= 128 and 128 or 64 else top = a >= 32 and 32 or 16 end
+          elseif a >= 4 then top = a >= 8 and 8 or 4
+          else top = a >= 2 and 2 or 1 end
+        end
+        if (a >= QTOP and a == q) or (a < QTOP and a - top == q % top) then found[#found + 1] = ssub(recs, i + 1, i + 4); at[#at + 1] = i end
         i = i + 5
       end
     end
-    return key, page, recs, had, found, at, string.char(q), h
+    local tag = schar(q)
+    memo(key, page)[k] = {found, at, tag}
+    return key, page, recs, had, found, at, tag, h
   end
   local key, page, recs, had, banded = band_page(t, k)
-  for i = 1, #recs - R + 1, R do
-    if banded(recs, i) then found[#found + 1] = string.sub(recs, i, i + R - 1); at[#at + 1] = i end
+  local known = memo(key, page)[k]
+  if known then return key, page, recs, had, known[1], known[2], '' end
+  local fb = FINDB[t]
+  if fb then  -- the records holding the band's whole bytes where k has them (at a record's offset)
+    local o, bytes, init = fb[1], ssub(k, fb[1] + 1, fb[1] + fb[2]), 1
+    while true do
+      local i = sfind(recs, bytes, init, true)
+      if not i then break end
+      local r = i - o
+      if r >= 1 and (r - 1) % R == 0 and (fb[3] or banded(recs, r)) then
+        found[#found + 1] = ssub(recs, r, r + R - 1); at[#at + 1] = r
+      end
+      init = i + 1
+    end
+  else
+    for i = 1, #recs - R + 1, R do
+      if banded(recs, i) then found[#found + 1] = ssub(recs, i, i + R - 1); at[#at + 1] = i end
+    end
   end
+  memo(key, page)[k] = {found, at}
   return key, page, recs, had, found, at, ''
 end
 
@@ -523,8 +600,8 @@ end
 local function spilled(t, k, found)
   -- k's payloads are in its sorted set (its mark is among found)
   local zero = mark_of(t, k)
-  for _, f in ipairs(found) do
-    if f == zero then return redis.call('EXISTS', spill_key(t, k)) == 1 end
+  for i = 1, #found do
+    if found[i] == zero then return rcall('EXISTS', spill_key(t, k)) == 1 end
   end
   return false
 end
@@ -532,9 +609,10 @@ end
 local function inline(t, k, found, skip)
   -- the indices of found that are k's own payloads: all of them, or in a keyed table the ids (not
   -- the marks: ids start at 1) whose entries hold k; skip: an index left out
-  local zero, out = string.rep('\0', PAY[t]), {}
-  for i, f in ipairs(found) do
-    if i ~= skip and (not KEYED[t] or (f ~= zero and holds(t, u32(f, 1), k))) then out[#out + 1] = i end
+  local out, keyed = {}, KEYED[t]
+  for i = 1, #found do
+    local f = found[i]
+    if i ~= skip and (not keyed or (f ~= ZERO4 and holds(t, u32(f, 1), k))) then out[#out + 1] = i end
   end
   return out
 end
@@ -543,15 +621,15 @@ local function list(t, k)
   -- k's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
   local _, _, _, _, found = locate(t, k)
   if spilled(t, k, found) then return nil, spill_key(t, k) end
-  if not KEYED[t] then return table.concat(found), nil end
+  if not KEYED[t] then return tconcat(found), nil end
   local out = {}
   for _, i in ipairs(inline(t, k, found)) do out[#out + 1] = found[i] end
-  return table.concat(out), nil
+  return tconcat(out), nil
 end
 
 local function records(s, r)
   local out = {}
-  for i = 1, #s, r do out[#out + 1] = string.sub(s, i, i + r - 1) end
+  for i = 1, #s, r do out[#out + 1] = ssub(s, i, i + r - 1) end
   return out
 end
 
@@ -559,9 +637,9 @@ local function list_add(t, k, rec, score, scores)
   -- file payload rec under k (once); scores(recs) gives the scores of inline payloads when they
   -- spill. Returns whether k had no payloads before, and whether rec was added
   local key, page, recs, had, found, at, tag, h = locate(t, k)
-  if spilled(t, k, found) then return false, redis.call('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
+  if spilled(t, k, found) then return false, rcall('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
   local mine = inline(t, k, found)
-  for _, i in ipairs(mine) do if found[i] == rec then return false, false end end
+  for j = 1, #mine do if found[mine[j]] == rec then return false, false end end
   local R = TAG[t] + PAY[t]
   if SPILL[t] and #mine >= SPILL[t] then  -- spill: k's payloads go to a sorted set, a mark stays
     local own = {}
@@ -569,22 +647,22 @@ local function list_add(t, k, rec, score, scores)
     local args, s = {}, scores(own)
     for j, x in ipairs(own) do args[#args + 1] = s[j]; args[#args + 1] = x end
     args[#args + 1] = score; args[#args + 1] = rec
-    redis.call('ZADD', spill_key(t, k), unpack(args))
+    rcall('ZADD', spill_key(t, k), unpack(args))
     for j = #mine, 1, -1 do
       local i = at[mine[j]]
-      recs = string.sub(recs, 1, i - 1) .. string.sub(recs, i + R)
+      recs = ssub(recs, 1, i - 1) .. ssub(recs, i + R)
     end
     local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0' or '')
     write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
   end
-  local per = math.floor(PAGE / R) * R  -- every field of a chain but its last is full
+  local per = floor(PAGE / R) * R  -- every field of a chain but its last is full
   local last = #recs - per * math.max(had - 1, 0)
   if had > 0 and last + R <= per then
-    redis.call('HSET', key, page + PAGES * (had - 1), string.sub(recs, #recs - last + 1) .. tag .. rec)
+    rcall('HSET', key, fname(page + PAGES * (had - 1)), ssub(recs, #recs - last + 1) .. tag .. rec)
   else
-    redis.call('HSET', key, page + PAGES * had, tag .. rec)
+    rcall('HSET', key, fname(page + PAGES * had), tag .. rec)
     had = had + 1
   end
   paged(key, page, recs .. tag .. rec, had)
@@ -599,14 +677,14 @@ local function list_remove(t, k, rec)
   local removed = nil
   if spilled(t, k, found) then
     local z = spill_key(t, k)
-    removed = redis.call('ZREM', z, rec) == 1
-    if redis.call('EXISTS', z) == 1 then return false, removed end
+    removed = rcall('ZREM', z, rec) == 1
+    if rcall('EXISTS', z) == 1 then return false, removed end
     rec = zero  -- the sorted set is gone: so is its mark
   end
   for i, f in ipairs(found) do
     if f == rec then
       local len = (KEYED[t] and f == zero) and 2 * R or R  -- a keyed table's mark is two records
-      write_chain(key, page, string.sub(recs, 1, at[i] - 1) .. string.sub(recs, at[i] + len), R, had)
+      write_chain(key, page, ssub(recs, 1, at[i] - 1) .. ssub(recs, at[i] + len), R, had)
       grew(t, -1)
       local empty = #found == 1
       if KEYED[t] then empty = rec == zero or #inline(t, k, found, i) == 0 end
@@ -631,7 +709,7 @@ local F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N, F_PENDING = 1, 2, 4, 8, 16, 32,
 -- the URL's scheme a record leaves out (byte 10, bits 5-6; bit 7: the title in UTF-16-BE)
 local SCHEMES = {[0] = '', 'https://', 'http://'}
 
-local function ekey(id) return B .. 'e:' .. math.floor(id / SLOTS) end
+local function ekey(id) return B .. 'e:' .. floor(id / SLOTS) end
 
 local FIRST = {}  -- entries' records read or written in this call (false: none)
 
@@ -639,7 +717,7 @@ local function first_chunk(id)
   -- the entry's record (raw bytes), or nil (a removed entry's element is empty)
   local first = FIRST[id]
   if first == nil then
-    first = redis.call('LINDEX', ekey(id), id % SLOTS) or false
+    first = rcall('LINDEX', ekey(id), id % SLOTS) or false
     if first == '' then first = false end
     FIRST[id] = first
   end
@@ -650,15 +728,20 @@ local raw_record = first_chunk
 
 local function put_record(id, r)
   -- the entry's record as element id % SLOTS of its list (padded with empty elements up to it)
+  -- Ids come in order, so the list mostly holds the elements before it: one RPUSH, and only when
+  -- the list was shorter (ids used by failed calls) or longer is the element taken back and placed
   local key, slot = ekey(id), id % SLOTS
-  local n = redis.call('LLEN', key)
-  if n > slot then
-    redis.call('LSET', key, slot, r)
-  else
-    local args = {}
-    for i = 1, slot - n do args[i] = '' end
-    args[#args + 1] = r
-    redis.call('RPUSH', key, unpack(args))
+  local n = rcall('RPUSH', key, r) - 1  -- the elements it held
+  if n ~= slot then
+    rcall('RPOP', key)
+    if n > slot then
+      rcall('LSET', key, slot, r)
+    else
+      local args = {}
+      for i = 1, slot - n do args[i] = '' end
+      args[#args + 1] = r
+      rcall('RPUSH', key, unpack(args))
+    end
   end
   FIRST[id] = r
 end
@@ -666,45 +749,45 @@ end
 local function drop_record(id)
   -- empty the entry's element; a list left with no record is deleted
   local key = ekey(id)
-  redis.call('LSET', key, id % SLOTS, '')
+  rcall('LSET', key, id % SLOTS, '')
   FIRST[id] = false
-  if #redis.call('LPOS', key, '', 'COUNT', 0) == redis.call('LLEN', key) then redis.call('DEL', key) end
+  if #rcall('LPOS', key, '', 'COUNT', 0) == rcall('LLEN', key) then rcall('DEL', key) end
 end
 
 local function bad(id)
   return redis.error_reply('scrapy-simhash: entry ' .. id .. ' is unreadable (not a record of ours)')
 end
 
-local function flag(flags, f) return bit.band(flags, f) ~= 0 end
+local function flag(flags, f) return bit_band(flags, f) ~= 0 end
 
 local function decode(id, r)
   -- {seen, flags, nsent, t, b, m (text), x (raw hashes), h, u}; raises when r is not ours
   if #r < 10 then error(bad(id)) end
   local e = {id = id}
   local ok, err = pcall(function()
-    local seen, flags, nsent, pos = struct.unpack('>dBB', r)
+    local seen, flags, nsent, pos = sunpack('>dBB', r)
     e.seen, e.flags = seen, flags
-    if flag(flags, F_T) then e.t = string.sub(r, pos, pos + W - 1); pos = pos + W end
-    if flag(flags, F_B) then e.b = string.sub(r, pos, pos + W - 1); pos = pos + W end
+    if flag(flags, F_T) then e.t = ssub(r, pos, pos + W - 1); pos = pos + W end
+    if flag(flags, F_B) then e.b = ssub(r, pos, pos + W - 1); pos = pos + W end
     if flag(flags, F_NUM) then
-      local n = string.byte(r, pos); pos = pos + 1
+      local n = sbyte(r, pos); pos = pos + 1
       local words = {}
       for i = 1, n do words[i] = string.format('%08x', u32(r, pos)); pos = pos + 4 end
-      e.m = table.concat(words, ' ')
+      e.m = tconcat(words, ' ')
     elseif flag(flags, F_NUMTEXT) then
-      local n = string.byte(r, pos) * 256 + string.byte(r, pos + 1)
-      e.m = string.sub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
+      local n = sbyte(r, pos) * 256 + sbyte(r, pos + 1)
+      e.m = ssub(r, pos + 2, pos + 1 + n); pos = pos + 2 + n
     end
     local more = nsent  -- the byte also holds the URL's scheme and the title's encoding
     nsent = more % 32
     e.nsent = nsent
     e.x = {}
-    for i = 1, nsent do e.x[i] = string.sub(r, pos, pos + 7); pos = pos + 8 end
-    if flag(flags, F_H) then e.h = string.sub(r, pos, pos + 7); pos = pos + 8 end
+    for i = 1, nsent do e.x[i] = ssub(r, pos, pos + 7); pos = pos + 8 end
+    if flag(flags, F_H) then e.h = ssub(r, pos, pos + 7); pos = pos + 8 end
     if flag(flags, F_U) then
-      local n = string.byte(r, pos)
-      if n >= 128 then n = (n - 128) * 256 + string.byte(r, pos + 1); pos = pos + 1 end
-      e.u = SCHEMES[math.floor(more / 32) % 4] .. string.sub(r, pos + 1, pos + n); pos = pos + 1 + n
+      local n = sbyte(r, pos)
+      if n >= 128 then n = (n - 128) * 256 + sbyte(r, pos + 1); pos = pos + 1 end
+      e.u = SCHEMES[floor(more / 32) % 4] .. ssub(r, pos + 1, pos + n); pos = pos + 1 + n
     end
     if pos - 1 > #r then error('truncated') end
   end)
@@ -730,7 +813,7 @@ local function seen_of(id)
   if e then return e.seen end
   local first = first_chunk(id)
   if not first or #first < 8 then error(bad(id)) end
-  return (struct.unpack('>d', first))
+  return (sunpack('>d', first))
 end
 
 local function seens(recs)
@@ -739,7 +822,7 @@ local function seens(recs)
   return out
 end
 
-local function url_tag(url) return unhex(string.sub(redis.sha1hex(url), 1, 16)) end
+local function url_tag(url) return unhex(ssub(redis.sha1hex(url), 1, 16)) end
 
 holds = function(t, id, k)
   -- a keyed table's verification: the title/body fingerprint (in the record's first chunk), a
@@ -748,19 +831,19 @@ holds = function(t, id, k)
     local first = first_chunk(id)
     if not first then return false end
     if #first < 10 then error(bad(id)) end
-    local flags, pos = string.byte(first, 9), 11
+    local flags, pos = sbyte(first, 9), 11
     if t == 'bh' then
       if flag(flags, F_T) then pos = pos + W end
       if not flag(flags, F_B) then return false end
     elseif not flag(flags, F_T) then
       return false
     end
-    return string.sub(first, pos, pos + W - 1) == k
+    return ssub(first, pos, pos + W - 1) == k
   end
   if t == 'sh' then  -- most ids found under a 1-byte tag are others': a plain search rules them out
     local r = first_chunk(id)
     if not r then return false end
-    if not string.find(r, k, 11, true) then return false end
+    if not sfind(r, k, 11, true) then return false end
   end
   local e = fields(id)
   if not e then return false end
@@ -779,27 +862,25 @@ keys_of = function(t, id)
 end
 
 local function hour_of(seen)
-  return string.format('%.0f', math.floor(num(seen) / 3600))
+  return string.format('%.0f', floor(num(seen) / 3600))
 end
 
 -- store: candidates, holders, sentence_holders, insert, record ----------------------------------
 
 local function candidates(tc, probes, near, k)
   -- stored fingerprints sharing a band with the query's (each probe {band table, key} once;
-  -- members may repeat); with near(s, i) (the distance of the fingerprint at position i of s),
-  -- only those within k: the page is read in place, a substring made for the near ones only
+  -- members may repeat); with near(fp) (its distance), only those within k. The band's records
+  -- are found by locate, which keeps them for this call: an insert that follows files the new
+  -- fingerprint under the same keys and finds them there, not by a second scan of the page
   local out = {}
-  for _, probe in ipairs(probes) do
-    local t, key = probe[1], probe[2]
-    local _, _, recs, _, banded = band_page(t, key)
-    if find_aligned(recs, key, W) and redis.call('EXISTS', spill_key(t, key)) == 1 then  -- its mark
-      for _, fp in ipairs(redis.call('ZRANGE', spill_key(t, key), 0, -1)) do
-        if not near or (#fp == W and near(fp, 1) <= k) then out[#out + 1] = fp end
-      end
-    else
-      for i = 1, #recs - W + 1, W do
-        if banded(recs, i) and (not near or near(recs, i) <= k) then out[#out + 1] = string.sub(recs, i, i + W - 1) end
-      end
+  for j = 1, #probes do
+    local t, key = probes[j][1], probes[j][2]
+    local _, _, _, _, found = locate(t, key)
+    local fps = found
+    if spilled(t, key, found) then fps = rcall('ZRANGE', spill_key(t, key), 0, -1) end  -- its mark
+    for i = 1, #fps do
+      local fp = fps[i]
+      if not near or (#fp == W and near(fp) <= k) then out[#out + 1] = fp end
     end
   end
   return out
@@ -824,9 +905,9 @@ local function holders(tc, fp, nb, limit, offset)
   end
   local rows
   if limit then
-    rows = redis.call('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES', 'LIMIT', offset, limit)
+    rows = rcall('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES', 'LIMIT', offset, limit)
   else
-    rows = redis.call('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES', 'LIMIT', offset, -1)
+    rows = rcall('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES', 'LIMIT', offset, -1)
   end
   for j = 1, #rows, 2 do out[#out + 1] = {id = u32(rows[j], 1), seen = tonumber(rows[j + 1])} end
   return out
@@ -845,8 +926,8 @@ local function sentence_holders(hashes, nb)
         local s = seen_of(id)
         if s >= num(nb) then rows[#rows + 1] = {id, s} end
       end
-    elseif redis.call('ZCARD', z) < L.sentence_max_holders then
-      local flat = redis.call('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES')
+    elseif rcall('ZCARD', z) < L.sentence_max_holders then
+      local flat = rcall('ZRANGEBYSCORE', z, nb, '+inf', 'WITHSCORES')
       for j = 1, #flat, 2 do rows[#rows + 1] = {u32(flat[j], 1), tonumber(flat[j + 1])} end
     end
     if v == nil or #v / 4 < L.sentence_max_holders then
@@ -867,7 +948,7 @@ local function utf16(s)
   -- UTF-8 text (as JSON decodes it) in UTF-16-BE: two bytes a CJK character instead of three
   local out, i = {}, 1
   while i <= #s do
-    local c, a, b, d = string.byte(s, i, i + 3)
+    local c, a, b, d = sbyte(s, i, i + 3)
     local cp
     if c < 128 then cp, i = c, i + 1
     elseif c < 224 then cp, i = (c % 32) * 64 + a % 64, i + 2
@@ -875,12 +956,12 @@ local function utf16(s)
     else cp, i = (((c % 8) * 64 + a % 64) * 64 + b % 64) * 64 + d % 64, i + 4 end
     if cp >= 65536 then
       cp = cp - 65536
-      out[#out + 1] = struct.pack('>HH', 55296 + math.floor(cp / 1024), 56320 + cp % 1024)
+      out[#out + 1] = spack('>HH', 55296 + floor(cp / 1024), 56320 + cp % 1024)
     else
-      out[#out + 1] = struct.pack('>H', cp)
+      out[#out + 1] = spack('>H', cp)
     end
   end
-  return table.concat(out)
+  return tconcat(out)
 end
 
 local function encode(e, seen_at, stored, pending)
@@ -891,14 +972,14 @@ local function encode(e, seen_at, stored, pending)
   if e.numbers then
     local words = split(e.numbers)
     local packed = #words < 256
-    for _, w in ipairs(words) do packed = packed and #w == 8 and string.find(w, '^[0-9a-f]+$') ~= nil end
+    for _, w in ipairs(words) do packed = packed and #w == 8 and sfind(w, '^[0-9a-f]+$') ~= nil end
     if packed then
       flags = flags + F_NUM
-      parts[#parts + 1] = string.char(#words)
+      parts[#parts + 1] = schar(#words)
       for _, w in ipairs(words) do parts[#parts + 1] = unhex(w) end
     else
       flags = flags + F_NUMTEXT
-      parts[#parts + 1] = struct.pack('>H', #e.numbers) .. e.numbers
+      parts[#parts + 1] = spack('>H', #e.numbers) .. e.numbers
     end
   end
   for _, h in ipairs(stored) do parts[#parts + 1] = h end
@@ -908,14 +989,14 @@ local function encode(e, seen_at, stored, pending)
   if e.url then
     local url = e.url
     for code = 1, 2 do
-      if string.sub(url, 1, #SCHEMES[code]) == SCHEMES[code] then
-        url, more = string.sub(url, #SCHEMES[code] + 1), more + 32 * code
+      if ssub(url, 1, #SCHEMES[code]) == SCHEMES[code] then
+        url, more = ssub(url, #SCHEMES[code] + 1), more + 32 * code
         break
       end
     end
     if #url >= 32768 then error(redis.error_reply('scrapy-simhash: a URL of ' .. #url .. ' bytes is too long')) end
     flags = flags + F_U
-    parts[#parts + 1] = (#url < 128 and string.char(#url) or struct.pack('>H', 32768 + #url)) .. url
+    parts[#parts + 1] = (#url < 128 and schar(#url) or spack('>H', 32768 + #url)) .. url
   end
   if e.title then  -- the record's last field: its length is the record's
     local wide = utf16(e.title)
@@ -923,9 +1004,9 @@ local function encode(e, seen_at, stored, pending)
     if #wide < #e.title then parts[#parts + 1], more = wide, more + 128 else parts[#parts + 1] = e.title end
   end
   if pending then flags = flags + F_PENDING end
-  local body = table.concat(parts)
+  local body = tconcat(parts)
   if #body > 65525 then error(redis.error_reply('scrapy-simhash: an entry of ' .. #body .. ' bytes is too long')) end
-  return struct.pack('>dBB', num(seen_at), flags, more) .. body
+  return spack('>dBB', num(seen_at), flags, more) .. body
 end
 
 local function probes(set)
@@ -942,29 +1023,43 @@ local function probes(set)
   return out
 end
 
+local function own_probes(q)
+  -- a check's probes when the query has none (its layout probes its own bands: redis_keys.py):
+  -- {band table, key} for each band of each fingerprint, the key it is filed under
+  local out = {t = {}, b = {}}
+  for _, tier in ipairs({{'t', q.title_fp}, {'b', q.body_fp}}) do
+    local tc, fp = tier[1], tier[2]
+    if fp then
+      local tables = BANDS[tc]
+      for n = 1, #tables do out[tc][n] = {tables[n], masked(tables[n], fp)} end
+    end
+  end
+  return out
+end
+
 local function insert(e, seen_at, nstore)
   -- add an entry {title_fp, body_fp, url, title, numbers, sentences, short_body, owner}; returns its id
-  local id = redis.call('INCR', B .. 'seq')
+  local id = rcall('INCR', B .. 'seq')
   if id >= 4294967296 then return error(redis.error_reply('scrapy-simhash: the namespace ran out of entry ids')) end
   local idb = p32(id)
   local stored = {}
   for i = 1, math.min(#(e.sentences or {}), nstore) do stored[i] = e.sentences[i] end
   put_record(id, encode(e, seen_at, stored, e.owner ~= nil))
-  redis.call('INCR', B .. 'n')
+  rcall('INCR', B .. 'n')
   local hour = hour_of(seen_at)
-  if redis.call('APPEND', B .. 't:' .. hour, idb) == 4 then
-    redis.call('ZADD', B .. 'hours', hour, hour)
+  if rcall('APPEND', B .. 't:' .. hour, idb) == 4 then
+    rcall('ZADD', B .. 'hours', hour, hour)
     -- the hour before is complete: written again at its length (APPEND leaves up to as much again free)
-    local before = redis.call('ZREVRANGEBYSCORE', B .. 'hours', '(' .. hour, '-inf', 'LIMIT', 0, 1)[1]
+    local before = rcall('ZREVRANGEBYSCORE', B .. 'hours', '(' .. hour, '-inf', 'LIMIT', 0, 1)[1]
     if before then
-      local v = redis.call('GET', B .. 't:' .. before)
-      if v then redis.call('SET', B .. 't:' .. before, v) end
+      local v = rcall('GET', B .. 't:' .. before)
+      if v then rcall('SET', B .. 't:' .. before, v) end
     end
   end
   if e.url then list_add('u', url_tag(e.url), idb, 0, zeros) end
   if e.owner then  -- pending until its item is delivered (or released)
-    redis.call('SADD', B .. 'pending:' .. e.owner, id)
-    redis.call('SADD', B .. 'owners', e.owner)
+    rcall('SADD', B .. 'pending:' .. e.owner, id)
+    rcall('SADD', B .. 'owners', e.owner)
   end
   for _, h in ipairs(stored) do list_add('sh', h, idb, seen_at, seens) end
   local new_bands = 0
@@ -977,18 +1072,18 @@ local function insert(e, seen_at, nstore)
       end
     end
   end
-  if new_bands > 0 then redis.call('INCRBY', B .. 'nbands', new_bands) end
+  if new_bands > 0 then rcall('INCRBY', B .. 'nbands', new_bands) end
   return id
 end
 
 local function record(q, tc, m, status, seen_at)
   -- the latest decision about q.url
   local dk = B .. 'd:' .. q.url
-  redis.call('DEL', dk)
+  rcall('DEL', dk)
   local args = {'status', status, 'tier', tc, 'distance', m.d, 'original', m.id, 'decided_at', seen_at}
   if q.title then args[#args + 1] = 'title'; args[#args + 1] = q.title end
-  redis.call('HSET', dk, unpack(args))
-  redis.call('ZADD', B .. 'decided', seen_at, q.url)
+  rcall('HSET', dk, unpack(args))
+  rcall('ZADD', B .. 'decided', seen_at, q.url)
 end
 
 -- rule.py: numbers_agree -----------------------------------------------------------------------
@@ -1061,7 +1156,7 @@ local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
   local distances, cands, d = {}, {}, distance_to(fp, k)
-  for _, other in ipairs(candidates(tc, keys, distance_at(fp, k), k)) do
+  for _, other in ipairs(candidates(tc, keys, distance_to(fp, k), k)) do
     if distances[other] == nil then
       distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
@@ -1101,7 +1196,7 @@ local function sentence_tier(q, nb)
     -- shared sentences that are not lines (signatures.is_line: the top bit set)
     local sentences = e.shared
     for _, h in ipairs(x) do
-      if mine[h] and string.byte(h, 1) >= 128 then sentences = sentences - 1 end
+      if mine[h] and sbyte(h, 1) >= 128 then sentences = sentences - 1 end
     end
     if sentences_match(e.shared, e.stored, q.sentences_shared, distance, item)
         and (sentences >= L.sentences_figures or numbers_agree(q.numbers, f.m, q.title_numbers, true)) then
@@ -1171,15 +1266,15 @@ end
 
 local function drop_from_hour(hour, idb)
   local key = B .. 't:' .. hour
-  local v = redis.call('GET', key)
+  local v = rcall('GET', key)
   local i = v and find_aligned(v, idb)
   if not i then return end
-  v = string.sub(v, 1, i - 1) .. string.sub(v, i + 4)
+  v = ssub(v, 1, i - 1) .. ssub(v, i + 4)
   if v == '' then
-    redis.call('DEL', key)
-    redis.call('ZREM', B .. 'hours', hour)
+    rcall('DEL', key)
+    rcall('ZREM', B .. 'hours', hour)
   else
-    redis.call('SET', key, v)
+    rcall('SET', key, v)
   end
 end
 
@@ -1191,9 +1286,9 @@ local function remove(id, whole_hour)
   local idb = p32(id)
   drop_record(id)
   CACHE[id] = false
-  redis.call('DECR', B .. 'n')
+  rcall('DECR', B .. 'n')
   if flag(e.flags, F_PENDING) then
-    for _, owner in ipairs(redis.call('SMEMBERS', B .. 'owners')) do redis.call('SREM', B .. 'pending:' .. owner, id) end
+    for _, owner in ipairs(rcall('SMEMBERS', B .. 'owners')) do rcall('SREM', B .. 'pending:' .. owner, id) end
   end
   for _, h in ipairs(e.x) do list_remove('sh', h, idb) end
   local dropped = 0
@@ -1206,22 +1301,22 @@ local function remove(id, whole_hour)
       end
     end
   end
-  if dropped > 0 then redis.call('DECRBY', B .. 'nbands', dropped) end
+  if dropped > 0 then rcall('DECRBY', B .. 'nbands', dropped) end
   if e.u then list_remove('u', url_tag(e.u), idb) end
   if not whole_hour then drop_from_hour(hour_of(e.seen), idb) end
   return 1
 end
 
 local function forget_decision(url)
-  redis.call('DEL', B .. 'd:' .. url)
-  redis.call('ZREM', B .. 'decided', url)
+  rcall('DEL', B .. 'd:' .. url)
+  rcall('ZREM', B .. 'decided', url)
 end
 
 local function url_ids(url)
   -- ids of the entries with this URL
   local v, z = list('u', url_tag(url))
   local out = {}
-  for _, rec in ipairs(v and records(v, 4) or redis.call('ZRANGE', z, 0, -1)) do
+  for _, rec in ipairs(v and records(v, 4) or rcall('ZRANGE', z, 0, -1)) do
     local e = fields(u32(rec, 1))
     if e and e.u == url then out[#out + 1] = e.id end
   end
@@ -1232,17 +1327,17 @@ local function purge(older, batch)
   -- remove up to batch entries first seen before older: whole time buckets first (oldest first),
   -- then the entries of the bucket older falls in. Returns {removed, more}
   local n, last = 0, hour_of(older)
-  for _, hour in ipairs(redis.call('ZRANGEBYSCORE', B .. 'hours', '-inf', last)) do
+  for _, hour in ipairs(rcall('ZRANGEBYSCORE', B .. 'hours', '-inf', last)) do
     local key = B .. 't:' .. hour
-    local v = redis.call('GET', key) or ''
+    local v = rcall('GET', key) or ''
     if hour ~= last then
       local take = math.min(#v / 4, batch - n)
       for i = #v - 4 * take + 1, #v, 4 do n = n + remove(u32(v, i), true) end
       if take == #v / 4 then
-        redis.call('DEL', key)
-        redis.call('ZREM', B .. 'hours', hour)
+        rcall('DEL', key)
+        rcall('ZREM', B .. 'hours', hour)
       else
-        redis.call('SET', key, string.sub(v, 1, #v - 4 * take))
+        rcall('SET', key, ssub(v, 1, #v - 4 * take))
         return {n, 1}
       end
     else
@@ -1253,14 +1348,14 @@ local function purge(older, batch)
         if e and e.seen < num(older) and n < batch then
           n = n + remove(id, true)
         elseif e then
-          keep[#keep + 1] = string.sub(v, i, i + 3)
+          keep[#keep + 1] = ssub(v, i, i + 3)
         end
       end
       if #keep == 0 then
-        redis.call('DEL', key)
-        redis.call('ZREM', B .. 'hours', hour)
+        rcall('DEL', key)
+        rcall('ZREM', B .. 'hours', hour)
       elseif #keep < #v / 4 then
-        redis.call('SET', key, table.concat(keep))
+        rcall('SET', key, tconcat(keep))
       end
     end
     if n >= batch then return {n, 1} end
@@ -1268,28 +1363,29 @@ local function purge(older, batch)
   return {n, 0}
 end
 
-local function query(q)
-  -- the query with its fingerprints, sentence hashes, digest and probe keys as raw bytes
+local function query(q, checked)
+  -- the query with its fingerprints, sentence hashes, digest and probe keys as raw bytes (checked:
+  -- a check's query, whose probes are its bands' keys when it sends none)
   if q.title_fp then q.title_fp = unhex(q.title_fp) end
   if q.body_fp then q.body_fp = unhex(q.body_fp) end
   if q.short_body then q.short_body = unhex(q.short_body) end
   local sentences = {}
   for i, h in ipairs(q.sentences or {}) do sentences[i] = unhex(h) end
   q.sentences = sentences
-  q.probe = probes(q.probe)
+  if checked and not q.probe then q.probe = own_probes(q) else q.probe = probes(q.probe) end
   return q
 end
 
 local function token_keys(token, ttl)
   -- the time buckets of request tokens that may hold token (newest first), and its record tag: the
   -- token's SHA-1 bytes 2-7 (byte 1 picks the bucket's 1/16: 52 bits of the digest in all)
-  local digest = unhex(string.sub(redis.sha1hex(token), 1, 16))
-  local now = tonumber(redis.call('TIME')[1])
+  local digest = unhex(ssub(redis.sha1hex(token), 1, 16))
+  local now = tonumber(rcall('TIME')[1])
   local keys = {}
-  for m = math.floor(now / 60), math.floor((now - ttl) / 60), -1 do
-    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. string.byte(digest, 1) % 16
+  for m = floor(now / 60), floor((now - ttl) / 60), -1 do
+    keys[#keys + 1] = B .. 'r:' .. m .. ':' .. sbyte(digest, 1) % 16
   end
-  return keys, string.sub(digest, 2, 7)
+  return keys, ssub(digest, 2, 7)
 end
 
 -- redis: operations ----------------------------------------------------------------------------
@@ -1300,7 +1396,7 @@ if op == 'check' then
   local tkeys, tag, tokens
   if A.token then
     tkeys, tag = token_keys(A.token, A.token_ttl)
-    local got = redis.call('MGET', B .. 'meta', unpack(tkeys))
+    local got = rcall('MGET', B .. 'meta', unpack(tkeys))
     if A.marked and not got[1] then return lost() end
     for j = 1, #tkeys do
       local v = got[j + 1]
@@ -1309,17 +1405,17 @@ if op == 'check' then
     end
     tokens = got[2]
   end
-  if A.q.owner then redis.call('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
-  local reply = check_and_add(query(A.q), A.flagged or {})
+  if A.q.owner then rcall('SET', B .. 'alive:' .. A.q.owner, '1', 'EX', A.lease) end
+  local reply = check_and_add(query(A.q, true), A.flagged or {})
   if A.token and reply[1] == 'added' then
     -- written whole at its length (APPEND would leave up to as much again free)
     -- (the bucket's expiry set when it is made, kept when it grows)
-    if tokens then redis.call('SET', tkeys[1], tokens .. tag .. p32(reply[2]), 'KEEPTTL')
-    else redis.call('SET', tkeys[1], tag .. p32(reply[2]), 'EX', A.token_ttl + 60) end
+    if tokens then rcall('SET', tkeys[1], tokens .. tag .. p32(reply[2]), 'KEEPTTL')
+    else rcall('SET', tkeys[1], tag .. p32(reply[2]), 'EX', A.token_ttl + 60) end
   end
   return flush(reply)
 elseif op == 'peek' then
-  local tc, m = peek(query(A.q))
+  local tc, m = peek(query(A.q, true))
   if not tc then return {'new'} end
   return match_reply(tc, m)
 elseif op == 'lookup' then
@@ -1342,7 +1438,7 @@ elseif op == 'remove' then
     local done = purge(A.value, A.batch)
     n, more = done[1], done[2]
     if more == 0 then
-      for _, url in ipairs(redis.call('ZRANGEBYSCORE', B .. 'decided', '-inf', '(' .. A.value)) do
+      for _, url in ipairs(rcall('ZRANGEBYSCORE', B .. 'decided', '-inf', '(' .. A.value)) do
         forget_decision(url)
       end
     end
@@ -1355,9 +1451,9 @@ elseif op == 'remove' then
   return flush({n, more})
 elseif op == 'deliver' then
   -- ids: entries whose items reached storage; no longer pending
-  local n, owners = 0, redis.call('SMEMBERS', B .. 'owners')
+  local n, owners = 0, rcall('SMEMBERS', B .. 'owners')
   for _, id in ipairs(A.ids) do
-    for _, owner in ipairs(owners) do n = n + redis.call('SREM', B .. 'pending:' .. owner, id) end
+    for _, owner in ipairs(owners) do n = n + rcall('SREM', B .. 'pending:' .. owner, id) end
   end
   return n
 elseif op == 'release' then
@@ -1365,20 +1461,20 @@ elseif op == 'release' then
   -- a dead owner. {removed, 0} as 'remove'
   local n = 0
   if A.owner then
-    for _, id in ipairs(redis.call('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id)) end
-    redis.call('DEL', B .. 'pending:' .. A.owner)
-    redis.call('SREM', B .. 'owners', A.owner)
+    for _, id in ipairs(rcall('SMEMBERS', B .. 'pending:' .. A.owner)) do n = n + remove(tonumber(id)) end
+    rcall('DEL', B .. 'pending:' .. A.owner)
+    rcall('SREM', B .. 'owners', A.owner)
   else
-    local owners = redis.call('SMEMBERS', B .. 'owners')
+    local owners = rcall('SMEMBERS', B .. 'owners')
     for _, id in ipairs(A.ids) do
       for _, owner in ipairs(owners) do
-        if redis.call('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id); break end
+        if rcall('SISMEMBER', B .. 'pending:' .. owner, id) == 1 then n = n + remove(id); break end
       end
     end
   end
   return flush({n, 0})
 elseif op == 'heartbeat' then
-  redis.call('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
+  rcall('SET', B .. 'alive:' .. A.owner, '1', 'EX', A.lease)
   return 1
 elseif op == 'records' then
   -- ids -> {id, record or false, ...}
@@ -1387,27 +1483,27 @@ elseif op == 'records' then
   return out
 elseif op == 'bucket' then
   -- the time bucket hour: {id, first seen (repr-exact: 8 bytes), ...} packed as 12-byte records
-  local v = redis.call('GET', B .. 't:' .. A.hour) or ''
+  local v = rcall('GET', B .. 't:' .. A.hour) or ''
   local out = {}
   for i = 1, #v, 4 do
     local id = u32(v, i)
     local first = first_chunk(id)
-    if first then out[#out + 1] = string.sub(v, i, i + 3) .. string.sub(first, 1, 8) end
+    if first then out[#out + 1] = ssub(v, i, i + 3) .. ssub(first, 1, 8) end
   end
-  return table.concat(out)
+  return tconcat(out)
 elseif op == 'span' then
   -- {oldest, newest} first-seen times (8-byte doubles), or {} when empty
-  local hours = redis.call('ZRANGE', B .. 'hours', 0, 0)
+  local hours = rcall('ZRANGE', B .. 'hours', 0, 0)
   if #hours == 0 then return {} end
   local out = {}
-  for j, hour in ipairs({hours[1], redis.call('ZRANGE', B .. 'hours', -1, -1)[1]}) do
-    local v = redis.call('GET', B .. 't:' .. hour) or ''
+  for j, hour in ipairs({hours[1], rcall('ZRANGE', B .. 'hours', -1, -1)[1]}) do
+    local v = rcall('GET', B .. 't:' .. hour) or ''
     local best = nil
     for i = 1, #v, 4 do
       local s = seen_of(u32(v, i))
       if best == nil or (j == 1 and s < best) or (j == 2 and s > best) then best = s end
     end
-    out[j] = struct.pack('>d', best)
+    out[j] = spack('>d', best)
   end
   return out
 elseif op == 'bands' then
