@@ -1344,3 +1344,143 @@ def chars_in(object text_, bytes bitmap):
         if cp < 65536 and bits[cp >> 3] >> (cp & 7) & 1:
             out.add(c)
     return out
+
+
+# -- hints.py: the regex hints' answers in one pass --------------------------------------------------
+
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
+
+cdef enum:
+    # the bits of a character in hints.py's class table, and the flags hint_flags answers (hints.H_*)
+    _C_DIGIT = 1
+    _C_SPACE = 2
+    _C_SYM = 4
+    _C_CJK = 8
+    _H_SPACE_RUN = 1
+    _H_YEAR = 2
+    _H_DATE0 = 4
+    _H_DATE1 = 8
+    _H_DATE2 = 16
+    _H_AP = 32
+    _H_CN_TIME = 64
+    _H_SPACE_NL = 128
+    _H_ADVERSARIAL = 256
+    _H_DATE_TIME = 512
+    _H_EXACT = 1024
+    _H_ALL = 1023
+
+
+cdef inline Py_UCS4 _at(int kind, void *data, Py_ssize_t n, Py_ssize_t i) noexcept:
+    """The character at ``i``, NUL past the end (a NUL is no digit, space or mark any hint needs)."""
+    return PyUnicode_READ(kind, data, i) if 0 <= i < n else 0
+
+
+cdef inline Py_ssize_t _skip_spaces(int kind, void *data, Py_ssize_t n, Py_ssize_t i,
+                                     const unsigned char *cls) noexcept:
+    cdef Py_UCS4 c
+    while i < n:
+        c = PyUnicode_READ(kind, data, i)
+        if c > 0xFFFF or not cls[c] & _C_SPACE:
+            break
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t _digits(int kind, void *data, Py_ssize_t n, Py_ssize_t i,
+                               const unsigned char *cls) noexcept:
+    """How many digits (``\\d``) start at ``i``."""
+    cdef Py_ssize_t j = i
+    cdef Py_UCS4 c
+    while j < n:
+        c = PyUnicode_READ(kind, data, j)
+        if c > 0xFFFF or not cls[c] & _C_DIGIT:
+            break
+        j += 1
+    return j - i
+
+
+cdef inline bint _is(Py_UCS4 c, const unsigned char *cls, unsigned char bit) noexcept:
+    return c <= 0xFFFF and cls[c] & bit
+
+
+def hint_flags(object text_, bytes classes):
+    """:func:`.hints.hint_flags_python` in one pass over ``text``: which of the hints hold (``hints.H_*``),
+    with ``H_EXACT``; every hint without ``H_EXACT`` when the text holds a character outside the BMP.
+    ``classes``: 65,536 bytes, a BMP code point's ``hints`` class bits."""
+    cdef str text = _exact(text_)
+    cdef const unsigned char *cls = <const unsigned char *> PyBytes_AS_STRING(classes)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void *data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i, j, k
+    cdef Py_UCS4 c, p = 0, d, s
+    cdef unsigned char cc
+    cdef bint digit_before = False  # the last character before this one that is not \s is a \d
+    cdef int flags = 0
+    if PyBytes_GET_SIZE(classes) != 65536:
+        raise ValueError("a class table of the BMP is 65,536 bytes")
+    for i in range(n):
+        c = PyUnicode_READ(kind, data, i)
+        if c > 0xFFFF:
+            return _H_ALL
+        cc = cls[c]
+        if cc & _C_DIGIT:
+            d = _at(kind, data, n, i + 1)
+            if (d == 45 or d == 58) and _is(_at(kind, data, n, i + 2), cls, _C_DIGIT):  # \d[-:]\d
+                flags |= _H_DATE_TIME
+            if d == 45 or d == 47 or d == 46:  # \d([-/.])\d{1,2}\1\d
+                s = d
+                if _is(_at(kind, data, n, i + 2), cls, _C_DIGIT) and (
+                        (_at(kind, data, n, i + 3) == s and _is(_at(kind, data, n, i + 4), cls, _C_DIGIT))
+                        or (_is(_at(kind, data, n, i + 3), cls, _C_DIGIT) and _at(kind, data, n, i + 4) == s
+                            and _is(_at(kind, data, n, i + 5), cls, _C_DIGIT))):
+                    flags |= _H_DATE1 | (_H_DATE2 if s == 47 else 0)
+            if ((c == 49 and (d == 56 or d == 57)) or (c == 50 and (d == 48 or d == 49))) and _is(
+                    _at(kind, data, n, i + 2), cls, _C_DIGIT) and _is(_at(kind, data, n, i + 3), cls, _C_DIGIT):
+                flags |= _H_YEAR  # (?:1[89]|2[01])\d\d
+        elif cc & _C_SPACE:
+            if c != 10:
+                d = _at(kind, data, n, i + 1)
+                if c != 32 or (d != 10 and _is(d, cls, _C_SPACE)):  # [^\S\n](?:[^\S\n]+|(?<! ))
+                    flags |= _H_SPACE_RUN
+            elif p == 32 or _is(_at(kind, data, n, i + 1), cls, _C_SPACE):  # a \n that " *\n\s*" changes
+                flags |= _H_SPACE_NL
+        elif cc & _C_SYM:
+            if p == 32 or _is(p, cls, _C_CJK):  # SYM(?<=[CJK ]SYM)
+                flags |= _H_ADVERSARIAL
+        elif c == 0x5E74 and digit_before:  # \d\s*年\s*\d{1,2}\s*月\s*\d{1,2}\s*[日号]
+            j = _skip_spaces(kind, data, n, i + 1, cls)
+            k = _digits(kind, data, n, j, cls)
+            if 1 <= k <= 2:
+                j = _skip_spaces(kind, data, n, j + k, cls)
+                if _at(kind, data, n, j) == 0x6708:
+                    j = _skip_spaces(kind, data, n, j + 1, cls)
+                    k = _digits(kind, data, n, j, cls)
+                    if 1 <= k <= 2:
+                        j = _skip_spaces(kind, data, n, j + k, cls)
+                        d = _at(kind, data, n, j)
+                        if d == 0x65E5 or d == 0x53F7:
+                            flags |= _H_DATE0
+        elif (c == 65 or c == 97 or c == 80 or c == 112) and digit_before:  # \d\s*[AaPp]\.?\s?[Mm]
+            j = i + 1
+            if _at(kind, data, n, j) == 46:
+                j += 1
+            if _is(_at(kind, data, n, j), cls, _C_SPACE):
+                j += 1
+            d = _at(kind, data, n, j)
+            if d == 77 or d == 109:
+                flags |= _H_AP
+        elif ((c == 0x5348 and (p == 0x4E0A or p == 0x4E0B or p == 0x4E2D))  # 上午 下午 中午
+              or (c == 0x4E0A and (p == 0x65E9 or p == 0x665A))  # 早上 晚上
+              or (c == 0x6668 and (p == 0x65E9 or p == 0x51CC or p == 0x6E05))  # 早晨 凌晨 清晨
+              or (c == 0x665A and p == 0x508D)  # 傍晚
+              or (c == 0x95F4 and (p == 0x665A or p == 0x591C))):  # 晚间 夜间: (?:上午|…)\s*\d{1,2}:\d{2}
+            j = _skip_spaces(kind, data, n, i + 1, cls)
+            k = _digits(kind, data, n, j, cls)
+            if 1 <= k <= 2 and _at(kind, data, n, j + k) == 58 and _digits(kind, data, n, j + k + 1, cls) >= 2:
+                flags |= _H_CN_TIME
+        if cc & _C_DIGIT:
+            digit_before = True
+        elif not cc & _C_SPACE:
+            digit_before = False
+        p = c
+    return flags | _H_EXACT

@@ -22,7 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ._compiled import _segment_c  # the compiled character scan, or None
-from .dates import normalize_dates
+from .dates import normalize_dates_flags
+from .hints import H_ADVERSARIAL, H_ALL, H_EXACT, H_SPACE_NL, H_SPACE_RUN, hint_flags
 from .html_text import (
     MAX_INPUT_CHARS,
     decode_html_bytes,
@@ -227,7 +228,15 @@ _ADVERSARIAL_HINT_RE = re.compile(rf"{_SYM_CHAR}(?<=[{_CJK} ]{_SYM_CHAR})")
 
 def _normalize_chars(text: str) -> str:
     """Width, punctuation, invisible characters, dates and whitespace; no symbol stripping."""
-    # Each rule runs only when the text holds a character its pattern cannot match without.
+    return _normalize_chars_flags(text)[0]
+
+
+def _normalize_chars_flags(text: str) -> tuple[str, int]:
+    """:func:`_normalize_chars`, and the hints (:mod:`.hints`) of a text of which the result is the
+    ``strip()``: a symbol the stripping could need to remove is among them."""
+    # Each rule runs only when the text holds a character its pattern cannot match without, or when
+    # the compiled pass of hints (one scan for all of them; asked again after a rule changed the text)
+    # says the pattern has something to do.
     if "\r" in text:
         text = _CRLF_RE.sub("\n", text)
     text = _translate_chars(text)
@@ -235,13 +244,22 @@ def _normalize_chars(text: str) -> str:
         text = _DASH_RUN_RE.sub("-", text)
     if "…" in text or "..." in text or "。。。" in text:
         text = _ELLIPSIS_RE.sub("…", text)
-    text = _SPACE_RUN_RE.sub(" ", text)
-    text = normalize_dates(text)
-    return _SPACE_NL_RE.sub("\n", text).strip()
+    flags = hint_flags(text)
+    if flags & H_SPACE_RUN:  # a match always changes the text
+        text = _SPACE_RUN_RE.sub(" ", text)
+        flags = hint_flags(text)
+    text, flags = normalize_dates_flags(text, flags)
+    # " *\n\s*" → "\n" puts a line break next to what it keeps: no symbol gets a CJK character or a
+    # space before it, so the flags still hold every symbol the stripping needs
+    if flags & H_SPACE_NL:
+        text = _SPACE_NL_RE.sub("\n", text)
+    return text.strip(), flags
 
 
-def _strip_adversarial(text: str) -> str:
-    return _ADVERSARIAL_RE.sub("", text) if _ADVERSARIAL_HINT_RE.search(text) else text
+def _strip_adversarial(text: str, flags: int = H_ALL) -> str:
+    if flags & H_ADVERSARIAL and (flags & H_EXACT or _ADVERSARIAL_HINT_RE.search(text)):
+        return _ADVERSARIAL_RE.sub("", text)
+    return text
 
 
 def normalize_text(text: str) -> str:
@@ -257,7 +275,7 @@ def normalize_text(text: str) -> str:
     """
     if not text:
         return ""
-    return _strip_adversarial(_normalize_chars(text))
+    return _strip_adversarial(*_normalize_chars_flags(text))
 
 
 def normalize_body(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = False) -> str:

@@ -1,0 +1,85 @@
+"""The compiled pass of hints answers what each hint's regex answers (``hints.hint_flags_python``).
+
+A wrong "no" would skip a rule that had work to do (a date left unconverted, a run of spaces left),
+so every bit is compared with its regex on generated texts made of the characters the hints look
+at, and on real articles at each stage a hint is asked at.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scrapy_simhash import hints, normalize
+from scrapy_simhash._compiled import _segment_c
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+compiled = pytest.mark.skipif(_segment_c is None, reason="the compiled extension is not built")
+
+_BITS = [
+    "0", "1", "2", "8", "9", "18", "19", "20", "21", "2023", "1999", "123", "\u0661", "\uff11", "年", "月", "日", "号",
+    "-", "/", ".", ":", ",", " ", "  ", "\n", "\t", "\u3000", "\xa0", "\x00", "A", "a", "P", "p", "M", "m", "x",
+    "st", "上", "下", "中", "早", "晚", "凌", "清", "傍", "夜", "午", "晨", "间", "上午", "下午", "晚上", "傍晚",
+    "*", "|", "@", "★", "·", "\\", "文", "\u4e00", "\uf900", "\U00020001", "\U0001f600",
+]
+texts = st.lists(st.sampled_from(_BITS), max_size=24).map("".join)
+
+
+@compiled
+@settings(max_examples=6000, deadline=None)
+@given(texts)
+def test_compiled_hints_equal_the_regexes(text: str) -> None:
+    flags = hints.hint_flags(text)
+    if any(ord(c) > 0xFFFF for c in text):
+        assert flags == hints.H_ALL  # no answer: every rule runs its own pattern
+    else:
+        assert flags == hints.hint_flags_python(text)
+
+
+@compiled
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2023 年 1 月 1 日", "2023年123月1日", "8:30 p.m", "8:30 p. m", "8:30\u3000PM", "8 \n\tam", "下午 8:30",
+        "下午123:30", "傍晚8:3", "12/1/2", "1.12.1", "1-1-1", "1-123-1", "a \nb", "a\n b", "a\nb", "中 *", "中*",
+        "\u0663\u0660:\u0661", "2\u0660\u0661\u0662", "1899", "2200", "x\xa0y", "x \ty",
+    ],
+)
+def test_compiled_hints_on_texts_that_need_the_rules(text: str) -> None:
+    assert hints.hint_flags(text) == hints.hint_flags_python(text)
+
+
+@compiled
+def test_every_bmp_character_alone_and_after_a_digit() -> None:
+    for c in map(chr, range(0x10000)):
+        for text in (c, "1" + c + "1", c + "\n" + c):
+            assert hints.hint_flags(text) == hints.hint_flags_python(text), repr(text)
+
+
+@compiled
+@pytest.mark.parametrize("name", ["zh/inews-bdci2019.jsonl.gz", "en/reuters21578.jsonl.gz"])
+def test_real_articles_hints(name: str) -> None:
+    path = CORPUS / name
+    if not path.is_file():
+        pytest.skip(f"corpus file missing: {path} (../shared/corpus next to the repo)")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if n >= 300:
+                break
+            rec = json.loads(line)
+            for raw in (rec.get("title") or "", rec.get("body") or ""):
+                text = normalize._translate_chars(normalize.to_text(raw))
+                for stage in (text, normalize._SPACE_RUN_RE.sub(" ", text), normalize.normalize_text(text)):
+                    assert hints.hint_flags(stage) == hints.hint_flags_python(stage)
+
+
+def test_without_the_compiled_pass_every_hint_is_a_maybe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hints, "_compiled", lambda: hints._maybe)
+    assert hints.hint_flags("2023年1月1日 下午8:30") == hints.H_ALL
+    # and the rules then run their own patterns: the same normalization
+    assert normalize.normalize_text("2023年1月1日 下午8:30  购*买") == "2023-01-01 20:30 购买"
