@@ -1356,6 +1356,7 @@ cdef enum:
     _C_SPACE = 2
     _C_SYM = 4
     _C_CJK = 8
+    _C_FOLD = 16  # not ASCII, yet a case-insensitive pattern's ASCII letter matches it (ſ for s, K for k)
     _H_SPACE_RUN = 1
     _H_YEAR = 2
     _H_DATE0 = 4
@@ -1366,8 +1367,11 @@ cdef enum:
     _H_SPACE_NL = 128
     _H_ADVERSARIAL = 256
     _H_DATE_TIME = 512
-    _H_EXACT = 1024
-    _H_ALL = 1023
+    _H_DATE3 = 1024
+    _H_DATE4 = 2048
+    _H_MONTHS = 4096
+    _H_EXACT = 8192
+    _H_ALL = 8191
 
 
 cdef inline Py_UCS4 _at(int kind, void *data, Py_ssize_t n, Py_ssize_t i) noexcept:
@@ -1403,6 +1407,45 @@ cdef inline bint _is(Py_UCS4 c, const unsigned char *cls, unsigned char bit) noe
     return c <= 0xFFFF and cls[c] & bit
 
 
+cdef inline Py_UCS4 _lower(Py_UCS4 c) noexcept:
+    """An ASCII letter lower-cased (what bytes.lower does), any other character as it is."""
+    return <Py_UCS4> (<unsigned int> c + 32) if 65 <= c <= 90 else c
+
+
+cdef inline bint _month(Py_UCS4 a, Py_UCS4 b, Py_UCS4 c) noexcept:
+    """Are these three lower-case characters the start of a month's name (dates._MONTH_PREFIXES)?"""
+    if a == 106:  # j
+        return b == 97 and c == 110 or b == 117 and (c == 110 or c == 108)  # jan jun jul
+    if a == 102:
+        return b == 101 and c == 98  # feb
+    if a == 109:
+        return b == 97 and (c == 114 or c == 121)  # mar may
+    if a == 97:
+        return b == 112 and c == 114 or b == 117 and c == 103  # apr aug
+    if a == 115:
+        return b == 101 and c == 112  # sep
+    if a == 111:
+        return b == 99 and c == 116  # oct
+    if a == 110:
+        return b == 111 and c == 118  # nov
+    if a == 100:
+        return b == 101 and c == 99  # dec
+    return False
+
+
+cdef inline bint _ordinal(Py_UCS4 a, Py_UCS4 b) noexcept:
+    """st, nd, rd or th (lower case)."""
+    return (a == 115 and b == 116 or a == 110 and b == 100 or a == 114 and b == 100
+            or a == 116 and b == 104)
+
+
+cdef inline bint _year(int kind, void *data, Py_ssize_t n, Py_ssize_t i, const unsigned char *cls) noexcept:
+    """(?:1[89]|2[01])\\d\\d at ``i``."""
+    cdef Py_UCS4 c = _at(kind, data, n, i), d = _at(kind, data, n, i + 1)
+    return (((c == 49 and (d == 56 or d == 57)) or (c == 50 and (d == 48 or d == 49)))
+            and _is(_at(kind, data, n, i + 2), cls, _C_DIGIT) and _is(_at(kind, data, n, i + 3), cls, _C_DIGIT))
+
+
 def hint_flags(object text_, bytes classes):
     """:func:`.hints.hint_flags_python` in one pass over ``text``: which of the hints hold (``hints.H_*``),
     with ``H_EXACT``; every hint without ``H_EXACT`` when the text holds a character outside the BMP.
@@ -1416,6 +1459,7 @@ def hint_flags(object text_, bytes classes):
     cdef unsigned char cc
     cdef bint digit_before = False  # the last character before this one that is not \s is a \d
     cdef int flags = 0
+    cdef Py_UCS4 a1 = 0, a2 = 0  # the last two ASCII characters, lower-cased (text.encode("ascii", "ignore").lower())
     if PyBytes_GET_SIZE(classes) != 65536:
         raise ValueError("a class table of the BMP is 65,536 bytes")
     for i in range(n):
@@ -1423,8 +1467,29 @@ def hint_flags(object text_, bytes classes):
         if c > 0xFFFF:
             return _H_ALL
         cc = cls[c]
+        if cc & _C_FOLD:
+            return _H_ALL
+        if c < 128:
+            c = _lower(c)
+            if _month(a2, a1, c):
+                flags |= _H_MONTHS
+            a2, a1 = a1, c
+            c = PyUnicode_READ(kind, data, i)
         if cc & _C_DIGIT:
             d = _at(kind, data, n, i + 1)
+            # \d(?:st|nd|rd|th)?\s+(?:jan|feb|…) and \d(?:st|nd|rd|th)?,?\s+(?:1[89]|2[01])\d\d, case-insensitive
+            j = i + 1
+            if _ordinal(_lower(d), _lower(_at(kind, data, n, i + 2))):
+                j += 2
+            k = _skip_spaces(kind, data, n, j, cls)
+            if k > j and _month(_lower(_at(kind, data, n, k)), _lower(_at(kind, data, n, k + 1)),
+                                _lower(_at(kind, data, n, k + 2))):
+                flags |= _H_DATE3
+            if _at(kind, data, n, j) == 44:
+                j += 1
+                k = _skip_spaces(kind, data, n, j, cls)
+            if k > j and _year(kind, data, n, k, cls):
+                flags |= _H_DATE4
             if (d == 45 or d == 58) and _is(_at(kind, data, n, i + 2), cls, _C_DIGIT):  # \d[-:]\d
                 flags |= _H_DATE_TIME
             if d == 45 or d == 47 or d == 46:  # \d([-/.])\d{1,2}\1\d
@@ -1434,9 +1499,8 @@ def hint_flags(object text_, bytes classes):
                         or (_is(_at(kind, data, n, i + 3), cls, _C_DIGIT) and _at(kind, data, n, i + 4) == s
                             and _is(_at(kind, data, n, i + 5), cls, _C_DIGIT))):
                     flags |= _H_DATE1 | (_H_DATE2 if s == 47 else 0)
-            if ((c == 49 and (d == 56 or d == 57)) or (c == 50 and (d == 48 or d == 49))) and _is(
-                    _at(kind, data, n, i + 2), cls, _C_DIGIT) and _is(_at(kind, data, n, i + 3), cls, _C_DIGIT):
-                flags |= _H_YEAR  # (?:1[89]|2[01])\d\d
+            if _year(kind, data, n, i, cls):
+                flags |= _H_YEAR
         elif cc & _C_SPACE:
             if c != 10:
                 d = _at(kind, data, n, i + 1)

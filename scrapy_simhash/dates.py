@@ -11,7 +11,7 @@ import datetime
 import re
 from collections.abc import Mapping
 
-from .hints import H_AP, H_CN_TIME, H_DATE0, H_DATE1, H_DATE2, H_EXACT, H_YEAR, hint_flags
+from .hints import H_AP, H_CN_TIME, H_DATE0, H_DATE1, H_DATE2, H_DATE3, H_DATE4, H_EXACT, H_MONTHS, H_YEAR, hint_flags
 
 _MONTHS = {
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
@@ -159,7 +159,13 @@ def normalize_dates(text: str) -> str:
     return normalize_dates_flags(text, hint_flags(text))[0]
 
 
-_DATE_HINT_FLAGS = (H_DATE0, H_DATE1, H_DATE2)
+_DATE_HINT_FLAGS = (H_DATE0, H_DATE1, H_DATE2, H_DATE3, H_DATE4)
+
+
+def has_month_letters(text: str) -> bool:
+    """Does ``text`` hold the first three letters of a month's name (the last two date patterns' need)?"""
+    ascii_lower = text.encode("ascii", "ignore").lower()
+    return any(m in ascii_lower for m in _MONTH_PREFIXES)
 
 
 def normalize_dates_flags(text: str, flags: int) -> tuple[str, int]:
@@ -167,14 +173,11 @@ def normalize_dates_flags(text: str, flags: int) -> tuple[str, int]:
     and its flags. Exact flags answer the hints; others (``H_ALL``) leave them to their patterns."""
     exact = flags & H_EXACT
     if flags & H_YEAR and (exact or _YEAR_HINT_RE.search(text)):
-        ascii_lower = text.encode("ascii", "ignore").lower()
-        months = any(m in ascii_lower for m in _MONTH_PREFIXES)
+        months = flags & H_MONTHS if exact else has_month_letters(text)
         for i, rx in enumerate(_DATE_RES):
-            if i >= 3:
-                if not months:
-                    break
-                hinted = _DATE_HINT_RES[i].search(text)
-            elif exact:
+            if i >= 3 and not months:
+                break
+            if exact:
                 hinted = flags & _DATE_HINT_FLAGS[i]
             else:
                 need = _DATE_NEEDS[i]

@@ -29,13 +29,18 @@ H_CN_TIME = 64  # dates._CN_TIME_HINT_RE (下午8:30)
 H_SPACE_NL = 128  # normalize._SPACE_NL_RE.sub("\n", text) != text
 H_ADVERSARIAL = 256  # normalize._ADVERSARIAL_HINT_RE (a symbol after a CJK character or a space)
 H_DATE_TIME = 512  # signatures._DATE_TIME_HINT (\d[-:]\d)
-H_ALL = 1023
-H_EXACT = 1024  # the bits above are the regexes' answers, not "maybe"
+H_DATE3 = 1024  # dates._DATE_HINT_RES[3] (1 January 2023)
+H_DATE4 = 2048  # dates._DATE_HINT_RES[4] (January 1, 2023)
+H_MONTHS = 4096  # the first three letters of a month's name among the text's ASCII characters (dates)
+H_ALL = 8191
+H_EXACT = 8192  # the bits above are the regexes' answers, not "maybe"
 
-# the class bits of a BMP character in the compiled pass's table
-_DIGIT, _SPACE, _SYM, _CJK = 1, 2, 4, 8
+# the class bits of a BMP character in the compiled pass's table; _FOLD: a character other than ASCII
+# that a case-insensitive ASCII letter matches (the pass gives no answer for a text with one)
+_DIGIT, _SPACE, _SYM, _CJK, _FOLD = 1, 2, 4, 8, 16
 
 
+@functools.lru_cache(maxsize=1)
 def _class_table() -> bytes:
     """A byte per BMP code point: which of ``\\d``, ``\\s``, the adversarial symbols and the CJK
     characters of :mod:`.normalize` it is, as ``re`` itself matches them (so by construction the same)."""
@@ -44,10 +49,12 @@ def _class_table() -> bytes:
 
     bmp = "".join(map(chr, range(0x10000)))
     table = 0
-    for bit, pattern in ((_DIGIT, r"\d"), (_SPACE, r"\s"), (_SYM, _SYM_CHAR), (_CJK, f"[{cjk}]")):
+    classes = ((_DIGIT, r"\d"), (_SPACE, r"\s"), (_SYM, _SYM_CHAR), (_CJK, f"[{cjk}]"), (_FOLD, "(?i:[a-z])"))
+    for bit, pattern in classes:
         column = bytearray(0x10000)
-        for m in re.finditer(f"{pattern}+", bmp):  # runs of them: a slice each
-            column[m.start() : m.end()] = bytes([bit]) * (m.end() - m.start())
+        for m in re.finditer(f"{pattern}+", bmp[128:] if bit == _FOLD else bmp):  # runs of them: a slice each
+            start, end = (m.start() + 128, m.end() + 128) if bit == _FOLD else m.span()
+            column[start:end] = bytes([bit]) * (end - start)
         table |= int.from_bytes(column, "big")
     return table.to_bytes(0x10000, "big")
 
@@ -71,6 +78,9 @@ def hint_flags_python(text: str) -> int:
         (H_SPACE_NL, normalize._SPACE_NL_RE.sub("\n", text) != text),
         (H_ADVERSARIAL, normalize._ADVERSARIAL_HINT_RE.search(text)),
         (H_DATE_TIME, signatures._DATE_TIME_HINT.search(text)),
+        (H_DATE3, dates._DATE_HINT_RES[3].search(text)),
+        (H_DATE4, dates._DATE_HINT_RES[4].search(text)),
+        (H_MONTHS, dates.has_month_letters(text)),
     )
     return sum(bit for bit, found in tests if found) | H_EXACT
 
