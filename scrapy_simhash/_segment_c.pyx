@@ -1548,3 +1548,135 @@ def hint_flags(object text_, bytes classes):
             digit_before = False
         p = c
     return flags | _H_EXACT
+
+
+from cpython.unicode cimport Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE
+
+
+cdef inline bint _digit(Py_UCS4 c, const unsigned char *cls) noexcept:
+    """``\\d`` (``str.isdecimal``): the class table in the BMP."""
+    return cls[c] & _C_DIGIT if c <= 0xFFFF else Py_UNICODE_ISDECIMAL(c)
+
+
+cdef inline bint _space(Py_UCS4 c, const unsigned char *cls) noexcept:
+    """``\\s`` (``str.isspace``): the class table in the BMP."""
+    return cls[c] & _C_SPACE if c <= 0xFFFF else Py_UNICODE_ISSPACE(c)
+
+
+cdef const unsigned char *_classes(bytes classes) except NULL:
+    if PyBytes_GET_SIZE(classes) != 65536:
+        raise ValueError("a class table of the BMP is 65,536 bytes")
+    return <const unsigned char *> PyBytes_AS_STRING(classes)
+
+
+def collapse_spaces(object text_, bytes classes):
+    """``re.sub(r"[^\\S\\n]+", " ", text)``: each run of whitespace other than line breaks as one space."""
+    cdef str text = _exact(text_)
+    cdef const unsigned char *cls = _classes(classes)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void *data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, j = 0, start
+    cdef Py_UCS4 c
+    cdef Py_UCS4 *out
+    cdef bint changed = False
+    out = <Py_UCS4 *> malloc((n + 1) * sizeof(Py_UCS4))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        while i < n:
+            c = PyUnicode_READ(kind, data, i)
+            i += 1
+            if c != 10 and _space(c, cls):
+                start = i - 1
+                while i < n:
+                    c = PyUnicode_READ(kind, data, i)
+                    if c == 10 or not _space(c, cls):
+                        break
+                    i += 1
+                changed = changed or i - start > 1 or PyUnicode_READ(kind, data, start) != 32
+                out[j] = 32
+            else:
+                out[j] = c
+            j += 1
+        if not changed:
+            return text
+        return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, j)
+    finally:
+        free(out)
+
+
+def tidy_line_breaks(object text_, bytes classes):
+    """``re.sub(r" *\\n\\s*", "\\n", text)``: the spaces before a line break and the whitespace after it
+    dropped (``normalize._SPACE_NL_RE``)."""
+    cdef str text = _exact(text_)
+    cdef const unsigned char *cls = _classes(classes)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void *data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, j = 0, k, start
+    cdef Py_UCS4 c
+    cdef Py_UCS4 *out
+    cdef bint changed = False
+    out = <Py_UCS4 *> malloc((n + 1) * sizeof(Py_UCS4))
+    if out == NULL:
+        raise MemoryError()
+    try:
+        while i < n:
+            c = PyUnicode_READ(kind, data, i)
+            if c == 32:
+                k = i
+                while k < n and PyUnicode_READ(kind, data, k) == 32:
+                    k += 1
+                if k < n and PyUnicode_READ(kind, data, k) == 10:
+                    changed = True
+                    i = k  # the line break, below
+                else:
+                    while i < k:
+                        out[j] = 32
+                        j += 1
+                        i += 1
+                    continue
+            if PyUnicode_READ(kind, data, i) == 10:
+                out[j] = 10
+                j += 1
+                i += 1
+                start = i
+                while i < n and _space(PyUnicode_READ(kind, data, i), cls):
+                    i += 1
+                changed = changed or i > start
+            else:
+                out[j] = c
+                j += 1
+                i += 1
+        if not changed:
+            return text
+        return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, j)
+    finally:
+        free(out)
+
+
+def numbers(object text_, bytes classes):
+    """``re.findall(r"\\d\\d*(?:[.,]\\d+)*", text)`` (``signatures._NUMBER``)."""
+    cdef str text = _exact(text_)
+    cdef const unsigned char *cls = _classes(classes)
+    cdef int kind = PyUnicode_KIND(text)
+    cdef void *data = PyUnicode_DATA(text)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0, start
+    cdef Py_UCS4 c
+    cdef list out = []
+    while i < n:
+        if not _digit(PyUnicode_READ(kind, data, i), cls):
+            i += 1
+            continue
+        start = i
+        i += 1
+        while i < n and _digit(PyUnicode_READ(kind, data, i), cls):
+            i += 1
+        while i + 1 < n:
+            c = PyUnicode_READ(kind, data, i)
+            if (c != 46 and c != 44) or not _digit(PyUnicode_READ(kind, data, i + 1), cls):
+                break
+            i += 2
+            while i < n and _digit(PyUnicode_READ(kind, data, i), cls):
+                i += 1
+        out.append(text[start:i])
+    return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable
+from typing import NamedTuple
 
 from ._compiled import _segment_c
 
@@ -85,13 +86,46 @@ def hint_flags_python(text: str) -> int:
     return sum(bit for bit, found in tests if found) | H_EXACT
 
 
+class Compiled(NamedTuple):
+    """The compiled pass and the compiled rewrites that share its class table."""
+
+    hint_flags: Callable[[str], int]
+    collapse_spaces: Callable[[str], str]  # normalize._SPACE_RUN_RE.sub(" ", text)
+    tidy_line_breaks: Callable[[str], str]  # normalize._SPACE_NL_RE.sub("\n", text)
+    numbers: Callable[[str], list[str]]  # signatures._NUMBER.findall(text)
+
+
 @functools.lru_cache(maxsize=1)
-def _compiled() -> Callable[[str], int]:
+def compiled() -> Compiled | None:
+    """The compiled functions on the class table (built on first use, ~10 ms), or None without the extension."""
     if _segment_c is None:
-        return _maybe
-    return functools.partial(_segment_c.hint_flags, classes=_class_table())
+        return None
+    table = _class_table()
+    c = _segment_c
+    return Compiled(*(functools.partial(f, classes=table)
+                      for f in (c.hint_flags, c.collapse_spaces, c.tidy_line_breaks, c.numbers)))
+
+
+def _compiled() -> Callable[[str], int]:
+    c = compiled()
+    return _maybe if c is None else c.hint_flags
 
 
 def hint_flags(text: str) -> int:
     """The ``H_*`` bits of ``text``: exact (with ``H_EXACT``) from the compiled pass, else ``H_ALL``."""
     return _compiled()(text)
+
+
+_remembered: tuple[str, int] = ("", H_ALL)
+
+
+def remember(text: str, flags: int) -> None:
+    """Keep the flags of ``text`` (the last normalized body) for :func:`remembered`."""
+    global _remembered
+    _remembered = (text, flags)
+
+
+def remembered(text: str) -> int:
+    """The flags :func:`remember` kept, if it was given this very text, else ``H_ALL``."""
+    last = _remembered
+    return last[1] if last[0] is text else H_ALL

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from ._compiled import _segment_c  # the compiled character scan, or None
 from .dates import normalize_dates_flags
-from .hints import H_ADVERSARIAL, H_ALL, H_EXACT, H_SPACE_NL, H_SPACE_RUN, hint_flags
+from .hints import H_ADVERSARIAL, H_ALL, H_DATE_TIME, H_EXACT, H_SPACE_NL, H_SPACE_RUN, compiled, hint_flags, remember
 from .html_text import (
     MAX_INPUT_CHARS,
     decode_html_bytes,
@@ -226,6 +226,18 @@ _ADVERSARIAL_RE = re.compile(
 _ADVERSARIAL_HINT_RE = re.compile(rf"{_SYM_CHAR}(?<=[{_CJK} ]{_SYM_CHAR})")
 
 
+def _collapse_spaces(text: str) -> str:
+    """``_SPACE_RUN_RE.sub(" ", text)`` (compiled where built)."""
+    c = compiled()
+    return _SPACE_RUN_RE.sub(" ", text) if c is None else c.collapse_spaces(text)
+
+
+def _tidy_line_breaks(text: str) -> str:
+    """``_SPACE_NL_RE.sub("\n", text)`` (compiled where built)."""
+    c = compiled()
+    return _SPACE_NL_RE.sub("\n", text) if c is None else c.tidy_line_breaks(text)
+
+
 def _normalize_chars(text: str) -> str:
     """Width, punctuation, invisible characters, dates and whitespace; no symbol stripping."""
     return _normalize_chars_flags(text)[0]
@@ -246,13 +258,13 @@ def _normalize_chars_flags(text: str) -> tuple[str, int]:
         text = _ELLIPSIS_RE.sub("…", text)
     flags = hint_flags(text)
     if flags & H_SPACE_RUN:  # a match always changes the text
-        text = _SPACE_RUN_RE.sub(" ", text)
+        text = _collapse_spaces(text)
         flags = hint_flags(text)
     text, flags = normalize_dates_flags(text, flags)
     # " *\n\s*" → "\n" puts a line break next to what it keeps: no symbol gets a CJK character or a
     # space before it, so the flags still hold every symbol the stripping needs
     if flags & H_SPACE_NL:
-        text = _SPACE_NL_RE.sub("\n", text)
+        text = _tidy_line_breaks(text)
     return text.strip(), flags
 
 
@@ -275,7 +287,11 @@ def normalize_text(text: str) -> str:
     """
     if not text:
         return ""
-    return _strip_adversarial(*_normalize_chars_flags(text))
+    text, flags = _normalize_chars_flags(text)
+    text = _strip_adversarial(text, flags)
+    # the stripping removes symbols between CJK characters: no digit, "-" or ":" comes or goes
+    remember(text, flags & (H_DATE_TIME | H_EXACT))
+    return text
 
 
 def normalize_body(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = False) -> str:
@@ -391,4 +407,4 @@ def normalize_title(
             text = split[0].rstrip(" -_|")
         if text == before:
             break
-    return _strip_adversarial(_SPACE_RUN_RE.sub(" ", text).strip())
+    return _strip_adversarial(_collapse_spaces(text).strip())

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash import hints, normalize
+from scrapy_simhash import hints, normalize, signatures
 from scrapy_simhash._compiled import _segment_c
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
@@ -84,6 +85,52 @@ def test_real_articles_hints(name: str) -> None:
                 text = normalize._translate_chars(normalize.to_text(raw))
                 for stage in (text, normalize._SPACE_RUN_RE.sub(" ", text), normalize.normalize_text(text)):
                     assert hints.hint_flags(stage) == expected(stage)
+
+
+_REWRITE_BITS = [
+    " ", "  ", "\n", " \n", "\n ", "\t", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u2028", "\u3000", "\u200b",
+    "1", "23", "\u0661", "\U0001d7ce", "\U000104a0", ".", ",", "..", ",,", "a", "中", "\U00020001",
+]
+rewrite_texts = st.lists(st.sampled_from(_REWRITE_BITS), max_size=24).map("".join)
+
+
+@compiled
+@settings(max_examples=4000, deadline=None)
+@given(rewrite_texts)
+def test_compiled_rewrites_equal_the_regexes(text: str) -> None:
+    c = hints.compiled()
+    assert c is not None
+    assert c.collapse_spaces(text) == normalize._SPACE_RUN_RE.sub(" ", text) == re.sub(r"[^\S\n]+", " ", text)
+    assert c.tidy_line_breaks(text) == normalize._SPACE_NL_RE.sub("\n", text)
+    assert c.numbers(text) == signatures._NUMBER.findall(text)
+
+
+@compiled
+@pytest.mark.parametrize("name", ["zh/inews-bdci2019.jsonl.gz", "en/reuters21578.jsonl.gz"])
+def test_real_articles_rewrites(name: str) -> None:
+    path = CORPUS / name
+    if not path.is_file():
+        pytest.skip(f"corpus file missing: {path} (../shared/corpus next to the repo)")
+    c = hints.compiled()
+    assert c is not None
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for n, line in enumerate(f):
+            if n >= 300:
+                break
+            rec = json.loads(line)
+            for raw in (rec.get("title") or "", rec.get("body") or ""):
+                text = normalize.to_text(raw)
+                assert c.collapse_spaces(text) == normalize._SPACE_RUN_RE.sub(" ", text)
+                assert c.tidy_line_breaks(text) == normalize._SPACE_NL_RE.sub("\n", text)
+                assert c.numbers(text) == signatures._NUMBER.findall(text)
+
+
+@compiled
+def test_the_remembered_flags_are_the_normalized_body_s() -> None:
+    body = normalize.normalize_text("收入 1-2 亿元，中*文 12:30。")
+    assert hints.remembered(body) & hints.H_EXACT
+    assert hints.remembered(body) & hints.H_DATE_TIME == hints.hint_flags_python(body) & hints.H_DATE_TIME
+    assert hints.remembered("".join(["收入 ", "1-2 亿元"])) == hints.H_ALL  # another text: no answer kept
 
 
 @compiled
