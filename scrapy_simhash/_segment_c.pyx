@@ -22,6 +22,8 @@ a block where the route puts them, as word numbers, making no string for a token
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.list cimport PyList_GET_ITEM
 from cpython.unicode cimport PyUnicode_4BYTE_KIND, PyUnicode_Compare, PyUnicode_FromKindAndData
+from cpython.unicode cimport (Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE, PyUnicode_DATA, PyUnicode_GET_LENGTH,
+                              PyUnicode_KIND, PyUnicode_READ)
 from cpython.object cimport PyObject
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
@@ -289,6 +291,10 @@ cdef class Router:
         cdef Py_ssize_t start, i, best_end
         cdef double best, p, lp
         cdef bint found
+        cdef int kind = PyUnicode_KIND(text)
+        cdef void *data = PyUnicode_DATA(text)
+        cdef uint64_t key
+        cdef Py_UCS4 c
         cdef double *score = <double *> malloc((n + 1) * sizeof(double))
         if score == NULL:
             raise MemoryError()
@@ -299,8 +305,15 @@ cdef class Router:
                 best = 0.0
                 best_end = start
                 i = start
+                key = 0  # text[lo + start:lo + i] packed (as _pack), one character more a step; 0: not packable
                 while i < n:
-                    lp = self._lookup(text, lo + start, lo + i + 1)
+                    c = PyUnicode_READ(kind, data, lo + i)
+                    if (key or i == start) and i - start < 4 and c != 0 and c <= 0xFFFF:
+                        key = key << 16 | <uint64_t> c
+                        lp = self._packed(key, i - start + 1)
+                    else:
+                        key = 0
+                        lp = self._lookup(text, lo + start, lo + i + 1)
                     if isnan(lp):
                         break
                     if lp != INFINITY:
@@ -1348,7 +1361,6 @@ def chars_in(object text_, bytes bitmap):
 
 # -- hints.py: the regex hints' answers in one pass --------------------------------------------------
 
-from cpython.unicode cimport PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND, PyUnicode_READ
 
 cdef enum:
     # the bits of a character in hints.py's class table, and the flags hint_flags answers (hints.H_*)
@@ -1550,7 +1562,6 @@ def hint_flags(object text_, bytes classes):
     return flags | _H_EXACT
 
 
-from cpython.unicode cimport Py_UNICODE_ISDECIMAL, Py_UNICODE_ISSPACE
 
 
 cdef inline bint _digit(Py_UCS4 c, const unsigned char *cls) noexcept:
