@@ -1489,30 +1489,34 @@ def hint_flags(object text_, bytes classes):
             c = PyUnicode_READ(kind, data, i)
         if cc & _C_DIGIT:
             d = _at(kind, data, n, i + 1)
-            # \d(?:st|nd|rd|th)?\s+(?:jan|feb|…) and \d(?:st|nd|rd|th)?,?\s+(?:1[89]|2[01])\d\d, case-insensitive
-            j = i + 1
-            if _ordinal(_lower(d), _lower(_at(kind, data, n, i + 2))):
-                j += 2
-            k = _skip_spaces(kind, data, n, j, cls)
-            if k > j and _month(_lower(_at(kind, data, n, k)), _lower(_at(kind, data, n, k + 1)),
-                                _lower(_at(kind, data, n, k + 2))):
-                flags |= _H_DATE3
-            if _at(kind, data, n, j) == 44:
-                j += 1
-                k = _skip_spaces(kind, data, n, j, cls)
-            if k > j and _year(kind, data, n, k, cls):
-                flags |= _H_DATE4
-            if (d == 45 or d == 58) and _is(_at(kind, data, n, i + 2), cls, _C_DIGIT):  # \d[-:]\d
-                flags |= _H_DATE_TIME
-            if d == 45 or d == 47 or d == 46:  # \d([-/.])\d{1,2}\1\d
-                s = d
-                if _is(_at(kind, data, n, i + 2), cls, _C_DIGIT) and (
-                        (_at(kind, data, n, i + 3) == s and _is(_at(kind, data, n, i + 4), cls, _C_DIGIT))
-                        or (_is(_at(kind, data, n, i + 3), cls, _C_DIGIT) and _at(kind, data, n, i + 4) == s
-                            and _is(_at(kind, data, n, i + 5), cls, _C_DIGIT))):
-                    flags |= _H_DATE1 | (_H_DATE2 if s == 47 else 0)
-            if _year(kind, data, n, i, cls):
-                flags |= _H_YEAR
+            if _is(d, cls, _C_DIGIT):  # of the hints at a digit, only the year goes on with one
+                if (c == 49 or c == 50) and _year(kind, data, n, i, cls):
+                    flags |= _H_YEAR  # (?:1[89]|2[01])\d\d
+            else:
+                if (d == 45 or d == 58) and _is(_at(kind, data, n, i + 2), cls, _C_DIGIT):  # \d[-:]\d
+                    flags |= _H_DATE_TIME
+                if d == 45 or d == 47 or d == 46:  # \d([-/.])\d{1,2}\1\d
+                    s = d
+                    if _is(_at(kind, data, n, i + 2), cls, _C_DIGIT) and (
+                            (_at(kind, data, n, i + 3) == s and _is(_at(kind, data, n, i + 4), cls, _C_DIGIT))
+                            or (_is(_at(kind, data, n, i + 3), cls, _C_DIGIT) and _at(kind, data, n, i + 4) == s
+                                and _is(_at(kind, data, n, i + 5), cls, _C_DIGIT))):
+                        flags |= _H_DATE1 | (_H_DATE2 if s == 47 else 0)
+                elif d == 44 or _is(d, cls, _C_SPACE) or _ordinal(_lower(d), _lower(_at(kind, data, n, i + 2))):
+                    # \d(?:st|nd|rd|th)?\s+(?:jan|feb|…) and \d(?:st|nd|rd|th)?,?\s+(?:1[89]|2[01])\d\d,
+                    # case-insensitive: an ordinal, a comma or a space after the digit
+                    j = i + 1
+                    if _ordinal(_lower(d), _lower(_at(kind, data, n, i + 2))):
+                        j += 2
+                    k = _skip_spaces(kind, data, n, j, cls)
+                    if k > j and _month(_lower(_at(kind, data, n, k)), _lower(_at(kind, data, n, k + 1)),
+                                        _lower(_at(kind, data, n, k + 2))):
+                        flags |= _H_DATE3
+                    if _at(kind, data, n, j) == 44:
+                        j += 1
+                        k = _skip_spaces(kind, data, n, j, cls)
+                    if k > j and _year(kind, data, n, k, cls):
+                        flags |= _H_DATE4
         elif cc & _C_SPACE:
             if c != 10:
                 d = _at(kind, data, n, i + 1)

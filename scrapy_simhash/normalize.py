@@ -398,10 +398,16 @@ def normalize_title(
         text = re.sub(pattern, "", text).strip()
     for _ in range(4):
         before = text
-        text = _TITLE_TAG_RE.sub(" ", text).strip()
-        text = _LEADING_BRACKET_RE.sub("", text)
-        text = _TITLE_PREFIX_RE.sub("", text)
-        text = _TITLE_TRAILING_MARK_RE.sub("", text)
+        # each pattern only where the text holds a character it cannot match without: a bracket (the
+        # tags, the leading bracket), 转, 原 or 独 (the prefixes 转载 转帖 转 原创 独家, the trailing marks)
+        brackets = "[" in text or "(" in text
+        marks = "转" in text or "原" in text or "独" in text
+        text = (_TITLE_TAG_RE.sub(" ", text) if brackets else text).strip()
+        if brackets:
+            text = _LEADING_BRACKET_RE.sub("", text)
+        if marks:
+            text = _TITLE_PREFIX_RE.sub("", text)
+            text = _TITLE_TRAILING_MARK_RE.sub("", text)
         split = _split_suffix(text)
         if split and _is_site_suffix(*split):
             text = split[0].rstrip(" -_|")
