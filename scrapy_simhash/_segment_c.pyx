@@ -1459,8 +1459,9 @@ cdef inline bint _year(int kind, void *data, Py_ssize_t n, Py_ssize_t i, const u
 
 
 def hint_flags(object text_, bytes classes):
-    """:func:`.hints.hint_flags_python` in one pass over ``text``: which of the hints hold (``hints.H_*``),
-    with ``H_EXACT``; every hint without ``H_EXACT`` when the text holds a character outside the BMP.
+    """:func:`.hints.hint_flags` in one pass over ``text``: which of the hints hold (``hints.H_*``), with
+    ``H_EXACT``; every hint without ``H_EXACT`` when the text holds a character outside the BMP or one
+    the class table marks ``_C_FOLD``.
     ``classes``: 65,536 bytes, a BMP code point's ``hints`` class bits."""
     cdef str text = _exact(text_)
     cdef const unsigned char *cls = <const unsigned char *> PyBytes_AS_STRING(classes)

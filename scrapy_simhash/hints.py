@@ -3,12 +3,12 @@
 A normalized body goes through a dozen regex scans (:mod:`.normalize`, :mod:`.dates`,
 :mod:`.signatures`); most only tell whether a rule has anything to do, and each one costs a pass
 that tests every character (8-15 µs a Chinese article). :func:`hint_flags` answers all of those
-questions at once: a set of ``H_*`` bits, each set exactly when the regex that
-:func:`hint_flags_python` runs for it would find a match (``H_SPACE_NL``: when the substitution
-would change the text), plus ``H_EXACT``. Without the compiled extension, or for a text with a
-character outside the BMP, it answers every hint without ``H_EXACT``: "maybe", and the caller runs
-its regex as before. The answers hold for the text they were computed on: after a rule changes the
-text, the caller asks again.
+questions at once: a set of ``H_*`` bits, each set exactly when the regex it stands for would find
+a match (``H_SPACE_NL``: when the substitution would change the text; ``tests/test_hints.py`` holds
+each to its regex), plus ``H_EXACT``. Without the compiled extension, or for a text with a character
+outside the BMP or one that a case-insensitive ASCII letter matches (ſ, K), it answers every hint
+without ``H_EXACT``: "maybe", and the caller runs its regex as before. The answers hold for the text
+they were computed on: after a rule changes the text, the caller asks again.
 """
 
 from __future__ import annotations
@@ -36,6 +36,10 @@ H_MONTHS = 4096  # the first three letters of a month's name among the text's AS
 H_ALL = 8191
 H_EXACT = 8192  # the bits above are the regexes' answers, not "maybe"
 
+#: The CJK characters and the symbols that normalization strips from between them (normalize._ADVERSARIAL_RE).
+CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+ADVERSARIAL_SYMBOLS = r"*#~·|^`_=+@\\/★☆※●○◆◇■□▲△▼▽♥♡♦♠♣♪◎¤§"
+
 # the class bits of a BMP character in the compiled pass's table; _FOLD: a character other than ASCII
 # that a case-insensitive ASCII letter matches (the pass gives no answer for a text with one)
 _DIGIT, _SPACE, _SYM, _CJK, _FOLD = 1, 2, 4, 8, 16
@@ -45,12 +49,10 @@ _DIGIT, _SPACE, _SYM, _CJK, _FOLD = 1, 2, 4, 8, 16
 def _class_table() -> bytes:
     """A byte per BMP code point: which of ``\\d``, ``\\s``, the adversarial symbols and the CJK
     characters of :mod:`.normalize` it is, as ``re`` itself matches them (so by construction the same)."""
-    from .normalize import _CJK as cjk
-    from .normalize import _SYM_CHAR
-
     bmp = "".join(map(chr, range(0x10000)))
     table = 0
-    classes = ((_DIGIT, r"\d"), (_SPACE, r"\s"), (_SYM, _SYM_CHAR), (_CJK, f"[{cjk}]"), (_FOLD, "(?i:[a-z])"))
+    symbols = f"[{re.escape(ADVERSARIAL_SYMBOLS)}]"
+    classes = ((_DIGIT, r"\d"), (_SPACE, r"\s"), (_SYM, symbols), (_CJK, f"[{CJK}]"), (_FOLD, "(?i:[a-z])"))
     for bit, pattern in classes:
         column = bytearray(0x10000)
         for m in re.finditer(f"{pattern}+", bmp[128:] if bit == _FOLD else bmp):  # runs of them: a slice each
@@ -62,28 +64,6 @@ def _class_table() -> bytes:
 
 def _maybe(text: str) -> int:
     return H_ALL
-
-
-def hint_flags_python(text: str) -> int:
-    """The reference: each hint's regex run on ``text`` (what :func:`hint_flags` answers in one pass)."""
-    from . import dates, normalize, signatures
-
-    tests = (
-        (H_SPACE_RUN, normalize._SPACE_RUN_RE.search(text)),
-        (H_YEAR, dates._YEAR_HINT_RE.search(text)),
-        (H_DATE0, dates._DATE_HINT_RES[0].search(text)),
-        (H_DATE1, dates._DATE_HINT_RES[1].search(text)),
-        (H_DATE2, dates._DATE_HINT_RES[2].search(text)),
-        (H_AP, dates._AP_HINT_RE.search(text)),
-        (H_CN_TIME, dates._CN_TIME_HINT_RE.search(text)),
-        (H_SPACE_NL, normalize._SPACE_NL_RE.sub("\n", text) != text),
-        (H_ADVERSARIAL, normalize._ADVERSARIAL_HINT_RE.search(text)),
-        (H_DATE_TIME, signatures._DATE_TIME_HINT.search(text)),
-        (H_DATE3, dates._DATE_HINT_RES[3].search(text)),
-        (H_DATE4, dates._DATE_HINT_RES[4].search(text)),
-        (H_MONTHS, dates.has_month_letters(text)),
-    )
-    return sum(bit for bit, found in tests if found) | H_EXACT
 
 
 class Compiled(NamedTuple):
@@ -112,7 +92,8 @@ def _compiled() -> Callable[[str], int]:
 
 
 def hint_flags(text: str) -> int:
-    """The ``H_*`` bits of ``text``: exact (with ``H_EXACT``) from the compiled pass, else ``H_ALL``."""
+    """The ``H_*`` bits of ``text`` (each: does the regex named where it is defined match?): exact (with
+    ``H_EXACT``) from the compiled pass, else ``H_ALL``."""
     return _compiled()(text)
 
 

@@ -23,7 +23,19 @@ from collections.abc import Iterable, Mapping
 
 from ._compiled import _segment_c  # the compiled character scan, or None
 from .dates import normalize_dates_flags
-from .hints import H_ADVERSARIAL, H_ALL, H_DATE_TIME, H_EXACT, H_SPACE_NL, H_SPACE_RUN, compiled, hint_flags, remember
+from .hints import (
+    ADVERSARIAL_SYMBOLS,
+    CJK,
+    H_ADVERSARIAL,
+    H_ALL,
+    H_DATE_TIME,
+    H_EXACT,
+    H_SPACE_NL,
+    H_SPACE_RUN,
+    compiled,
+    hint_flags,
+    remember,
+)
 from .html_text import (
     MAX_INPUT_CHARS,
     decode_html_bytes,
@@ -211,9 +223,9 @@ _SPACE_RUN_RE = re.compile(r"[^\S\n](?:[^\S\n]+|(?<! ))")
 # would take the whole run anyway).
 _SPACE_NL_RE = re.compile(r"(?: (?<!  ) *\n|\n(?<! \n))\s*")
 
-_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_CJK = CJK
 # A short run of symbols stuffed between two CJK characters to dodge keyword filters.
-_ADVERSARIAL_SYMBOLS = r"*#~·|^`_=+@\\/★☆※●○◆◇■□▲△▼▽♥♡♦♠♣♪◎¤§"
+_ADVERSARIAL_SYMBOLS = ADVERSARIAL_SYMBOLS
 _SYM_CHAR = f"[{re.escape(_ADVERSARIAL_SYMBOLS)}]"
 _SYM = f"{_SYM_CHAR}{{1,3}}"
 _SYM_OR_SPACE = f"[ {re.escape(_ADVERSARIAL_SYMBOLS)}]"
