@@ -11,6 +11,8 @@ import datetime
 import re
 from collections.abc import Mapping
 
+from .hints import H_AP, H_CN_TIME, H_DATE0, H_DATE1, H_DATE2, H_DATE3, H_DATE4, H_EXACT, H_MONTHS, H_YEAR, hint_flags
+
 _MONTHS = {
     "jan": 1, "feb": 2, "mar": 3, "apr": 4, "may": 5, "jun": 6,
     "jul": 7, "aug": 8, "sep": 9, "sept": 9, "oct": 10, "nov": 11, "dec": 12,
@@ -154,15 +156,43 @@ _CN_TIME_HINT_RE = re.compile(rf"(?:{'|'.join((*_AM_WORDS, *_PM_WORDS))})\s*\d{{
 
 def normalize_dates(text: str) -> str:
     """Dates and 12-hour times written any of the usual ways, in ISO 8601 / 24-hour form."""
-    if _YEAR_HINT_RE.search(text):
-        ascii_lower = text.encode("ascii", "ignore").lower()
-        months = any(m in ascii_lower for m in _MONTH_PREFIXES)
+    return normalize_dates_flags(text, hint_flags(text))[0]
+
+
+_DATE_HINT_FLAGS = (H_DATE0, H_DATE1, H_DATE2, H_DATE3, H_DATE4)
+
+
+def has_month_letters(text: str) -> bool:
+    """Does ``text`` hold the first three letters of a month's name (the last two date patterns' need)?"""
+    ascii_lower = text.encode("ascii", "ignore").lower()
+    return any(m in ascii_lower for m in _MONTH_PREFIXES)
+
+
+def normalize_dates_flags(text: str, flags: int) -> tuple[str, int]:
+    """:func:`normalize_dates` of a text whose :func:`~.hints.hint_flags` are ``flags``; the result
+    and its flags. Exact flags answer the hints; others (``H_ALL``) leave them to their patterns."""
+    exact = flags & H_EXACT
+    if flags & H_YEAR and (exact or _YEAR_HINT_RE.search(text)):
+        months = flags & H_MONTHS if exact else has_month_letters(text)
         for i, rx in enumerate(_DATE_RES):
             if i >= 3 and not months:
                 break
-            need = _DATE_NEEDS[i]
-            if (need is None or need(text)) and _DATE_HINT_RES[i].search(text):
-                text = rx.sub(_date_sub, text)
-    if ":" in text and (_AP_HINT_RE.search(text) or _CN_TIME_HINT_RE.search(text)):
-        text = _LONE_TIME_RE.sub(_lone_time_sub, text)
-    return text
+            if exact:
+                hinted = flags & _DATE_HINT_FLAGS[i]
+            else:
+                need = _DATE_NEEDS[i]
+                hinted = (need is None or need(text)) and _DATE_HINT_RES[i].search(text)
+            if hinted:
+                changed = rx.sub(_date_sub, text)
+                if changed != text:
+                    text = changed
+                    flags = hint_flags(text)
+                    exact = flags & H_EXACT
+    if ":" in text and (
+        (flags & (H_AP | H_CN_TIME)) if exact else (_AP_HINT_RE.search(text) or _CN_TIME_HINT_RE.search(text))
+    ):
+        changed = _LONE_TIME_RE.sub(_lone_time_sub, text)
+        if changed != text:
+            text = changed
+            flags = hint_flags(text)
+    return text, flags

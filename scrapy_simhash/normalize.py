@@ -22,7 +22,20 @@ import re
 from collections.abc import Iterable, Mapping
 
 from ._compiled import _segment_c  # the compiled character scan, or None
-from .dates import normalize_dates
+from .dates import normalize_dates_flags
+from .hints import (
+    ADVERSARIAL_SYMBOLS,
+    CJK,
+    H_ADVERSARIAL,
+    H_ALL,
+    H_DATE_TIME,
+    H_EXACT,
+    H_SPACE_NL,
+    H_SPACE_RUN,
+    compiled,
+    hint_flags,
+    remember,
+)
 from .html_text import (
     MAX_INPUT_CHARS,
     decode_html_bytes,
@@ -210,9 +223,9 @@ _SPACE_RUN_RE = re.compile(r"[^\S\n](?:[^\S\n]+|(?<! ))")
 # would take the whole run anyway).
 _SPACE_NL_RE = re.compile(r"(?: (?<!  ) *\n|\n(?<! \n))\s*")
 
-_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_CJK = CJK
 # A short run of symbols stuffed between two CJK characters to dodge keyword filters.
-_ADVERSARIAL_SYMBOLS = r"*#~·|^`_=+@\\/★☆※●○◆◇■□▲△▼▽♥♡♦♠♣♪◎¤§"
+_ADVERSARIAL_SYMBOLS = ADVERSARIAL_SYMBOLS
 _SYM_CHAR = f"[{re.escape(_ADVERSARIAL_SYMBOLS)}]"
 _SYM = f"{_SYM_CHAR}{{1,3}}"
 _SYM_OR_SPACE = f"[ {re.escape(_ADVERSARIAL_SYMBOLS)}]"
@@ -225,9 +238,29 @@ _ADVERSARIAL_RE = re.compile(
 _ADVERSARIAL_HINT_RE = re.compile(rf"{_SYM_CHAR}(?<=[{_CJK} ]{_SYM_CHAR})")
 
 
+def _collapse_spaces(text: str) -> str:
+    """``_SPACE_RUN_RE.sub(" ", text)`` (compiled where built)."""
+    c = compiled()
+    return _SPACE_RUN_RE.sub(" ", text) if c is None else c.collapse_spaces(text)
+
+
+def _tidy_line_breaks(text: str) -> str:
+    """``_SPACE_NL_RE.sub("\n", text)`` (compiled where built)."""
+    c = compiled()
+    return _SPACE_NL_RE.sub("\n", text) if c is None else c.tidy_line_breaks(text)
+
+
 def _normalize_chars(text: str) -> str:
     """Width, punctuation, invisible characters, dates and whitespace; no symbol stripping."""
-    # Each rule runs only when the text holds a character its pattern cannot match without.
+    return _normalize_chars_flags(text)[0]
+
+
+def _normalize_chars_flags(text: str) -> tuple[str, int]:
+    """:func:`_normalize_chars`, and the hints (:mod:`.hints`) of a text of which the result is the
+    ``strip()``: a symbol the stripping could need to remove is among them."""
+    # Each rule runs only when the text holds a character its pattern cannot match without, or when
+    # the compiled pass of hints (one scan for all of them; asked again after a rule changed the text)
+    # says the pattern has something to do.
     if "\r" in text:
         text = _CRLF_RE.sub("\n", text)
     text = _translate_chars(text)
@@ -235,13 +268,22 @@ def _normalize_chars(text: str) -> str:
         text = _DASH_RUN_RE.sub("-", text)
     if "…" in text or "..." in text or "。。。" in text:
         text = _ELLIPSIS_RE.sub("…", text)
-    text = _SPACE_RUN_RE.sub(" ", text)
-    text = normalize_dates(text)
-    return _SPACE_NL_RE.sub("\n", text).strip()
+    flags = hint_flags(text)
+    if flags & H_SPACE_RUN:  # a match always changes the text
+        text = _collapse_spaces(text)
+        flags = hint_flags(text)
+    text, flags = normalize_dates_flags(text, flags)
+    # " *\n\s*" → "\n" puts a line break next to what it keeps: no symbol gets a CJK character or a
+    # space before it, so the flags still hold every symbol the stripping needs
+    if flags & H_SPACE_NL:
+        text = _tidy_line_breaks(text)
+    return text.strip(), flags
 
 
-def _strip_adversarial(text: str) -> str:
-    return _ADVERSARIAL_RE.sub("", text) if _ADVERSARIAL_HINT_RE.search(text) else text
+def _strip_adversarial(text: str, flags: int = H_ALL) -> str:
+    if flags & H_ADVERSARIAL and (flags & H_EXACT or _ADVERSARIAL_HINT_RE.search(text)):
+        return _ADVERSARIAL_RE.sub("", text)
+    return text
 
 
 def normalize_text(text: str) -> str:
@@ -257,7 +299,11 @@ def normalize_text(text: str) -> str:
     """
     if not text:
         return ""
-    return _strip_adversarial(_normalize_chars(text))
+    text, flags = _normalize_chars_flags(text)
+    text = _strip_adversarial(text, flags)
+    # the stripping removes symbols between CJK characters: no digit, "-" or ":" comes or goes
+    remember(text, flags & (H_DATE_TIME | H_EXACT))
+    return text
 
 
 def normalize_body(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = False) -> str:
@@ -364,13 +410,19 @@ def normalize_title(
         text = re.sub(pattern, "", text).strip()
     for _ in range(4):
         before = text
-        text = _TITLE_TAG_RE.sub(" ", text).strip()
-        text = _LEADING_BRACKET_RE.sub("", text)
-        text = _TITLE_PREFIX_RE.sub("", text)
-        text = _TITLE_TRAILING_MARK_RE.sub("", text)
+        # each pattern only where the text holds a character it cannot match without: a bracket (the
+        # tags, the leading bracket), 转, 原 or 独 (the prefixes 转载 转帖 转 原创 独家, the trailing marks)
+        brackets = "[" in text or "(" in text
+        marks = "转" in text or "原" in text or "独" in text
+        text = (_TITLE_TAG_RE.sub(" ", text) if brackets else text).strip()
+        if brackets:
+            text = _LEADING_BRACKET_RE.sub("", text)
+        if marks:
+            text = _TITLE_PREFIX_RE.sub("", text)
+            text = _TITLE_TRAILING_MARK_RE.sub("", text)
         split = _split_suffix(text)
         if split and _is_site_suffix(*split):
             text = split[0].rstrip(" -_|")
         if text == before:
             break
-    return _strip_adversarial(_SPACE_RUN_RE.sub(" ", text).strip())
+    return _strip_adversarial(_collapse_spaces(text).strip())

@@ -14,6 +14,7 @@ import re
 from hashlib import blake2b
 
 from ._compiled import _segment_c  # the compiled sentence cut and whitespace count, or None
+from .hints import H_DATE_TIME, H_EXACT, compiled, remembered
 
 #: At most this many number hashes make an entry's number signature (the smallest ones).
 NUMBERS_MAX = 16
@@ -40,7 +41,9 @@ def _without_dates(text: str) -> str:
     last = _last_without_dates
     if last[0] is text:
         return last[1]
-    hinted = ("-" in text or ":" in text) and _DATE_TIME_HINT.search(text)  # the hint needs one of them
+    flags = remembered(text)  # the normalization's answer, when this is the body it just normalized
+    hinted = ("-" in text or ":" in text) and (  # the hint needs one of them
+        flags & H_DATE_TIME if flags & H_EXACT else _DATE_TIME_HINT.search(text))
     result = _DATE_TIME.sub(" ", text) if hinted else text
     _last_without_dates = (text, result)
     return result
@@ -55,7 +58,8 @@ def _numbers(text: str) -> list[str]:
     last = _last_numbers
     if last[0] is text:
         return last[1]
-    result = _NUMBER.findall(_without_dates(text))
+    c = compiled()
+    result = (_NUMBER.findall if c is None else c.numbers)(_without_dates(text))
     _last_numbers = (text, result)
     return result
 

@@ -83,3 +83,35 @@ def test_real_articles_normalize_as_unguarded(name: str) -> None:
             for raw in (rec.get("title") or "", rec.get("body") or ""):
                 text = normalize.to_text(raw)
                 assert normalize.normalize_text(text) == unguarded(text)
+
+
+def unguarded_title(raw: str) -> str:
+    """``normalize_title`` with every title pattern run on every pass (no bracket or mark pre-checks)."""
+    text = unguarded_chars(normalize.to_text(raw).replace("\n", " "))
+    for _ in range(4):
+        before = text
+        text = normalize._TITLE_TAG_RE.sub(" ", text).strip()
+        text = normalize._LEADING_BRACKET_RE.sub("", text)
+        text = normalize._TITLE_PREFIX_RE.sub("", text)
+        text = normalize._TITLE_TRAILING_MARK_RE.sub("", text)
+        split = normalize._split_suffix(text)
+        if split and normalize._is_site_suffix(*split):
+            text = split[0].rstrip(" -_|")
+        if text == before:
+            break
+    text = _OLD_SPACE_RUN_RE.sub(" ", text).strip()
+    return normalize._ADVERSARIAL_RE.sub("", text)
+
+
+_TITLE_BITS = [
+    "[", "]", "(", ")", "【", "】", "（", "）", "转载", "转帖", "转", "原创", "独家", "图", "组图", "视频",
+    "Video", "photos", ":", "：", " ", "  ", "\t", "-", " - ", "_", "|", "»", "::", "新闻", "网", "BBC News",
+    "中", "文", "a", "1", "*", "\n",
+]
+titles = st.lists(st.sampled_from(_TITLE_BITS), max_size=14).map("".join)
+
+
+@settings(max_examples=4000, deadline=None)
+@given(titles)
+def test_guarded_title_equals_unguarded(text: str) -> None:
+    assert normalize.normalize_title(text) == unguarded_title(text)
