@@ -8,6 +8,7 @@ at, and on real articles at each stage a hint is asked at.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import re
 from pathlib import Path
@@ -93,18 +94,20 @@ def test_every_bmp_character_alone_and_after_a_digit() -> None:
 @compiled
 @pytest.mark.parametrize("name", ["zh/inews-bdci2019.jsonl.gz", "en/reuters21578.jsonl.gz"])
 def test_real_articles_hints(name: str) -> None:
+    for raw in corpus_texts(name):
+        text = normalize._translate_chars(normalize.to_text(raw))
+        for stage in (text, normalize._SPACE_RUN_RE.sub(" ", text), normalize.normalize_text(text)):
+            assert hints.hint_flags(stage) == expected(stage)
+
+
+def corpus_texts(name: str, limit: int = 300) -> list[str]:
+    """The titles and bodies of the first ``limit`` records of a corpus file (skips without it)."""
     path = CORPUS / name
     if not path.is_file():
         pytest.skip(f"corpus file missing: {path} (../shared/corpus next to the repo)")
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if n >= 300:
-                break
-            rec = json.loads(line)
-            for raw in (rec.get("title") or "", rec.get("body") or ""):
-                text = normalize._translate_chars(normalize.to_text(raw))
-                for stage in (text, normalize._SPACE_RUN_RE.sub(" ", text), normalize.normalize_text(text)):
-                    assert hints.hint_flags(stage) == expected(stage)
+        records = [json.loads(line) for line in itertools.islice(f, limit)]
+    return [r.get(k) or "" for r in records for k in ("title", "body")]
 
 
 _REWRITE_BITS = [
@@ -128,21 +131,13 @@ def test_compiled_rewrites_equal_the_regexes(text: str) -> None:
 @compiled
 @pytest.mark.parametrize("name", ["zh/inews-bdci2019.jsonl.gz", "en/reuters21578.jsonl.gz"])
 def test_real_articles_rewrites(name: str) -> None:
-    path = CORPUS / name
-    if not path.is_file():
-        pytest.skip(f"corpus file missing: {path} (../shared/corpus next to the repo)")
     c = hints.compiled()
     assert c is not None
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f):
-            if n >= 300:
-                break
-            rec = json.loads(line)
-            for raw in (rec.get("title") or "", rec.get("body") or ""):
-                text = normalize.to_text(raw)
-                assert c.collapse_spaces(text) == normalize._SPACE_RUN_RE.sub(" ", text)
-                assert c.tidy_line_breaks(text) == normalize._SPACE_NL_RE.sub("\n", text)
-                assert c.numbers(text) == signatures._NUMBER.findall(text)
+    for raw in corpus_texts(name):
+        text = normalize.to_text(raw)
+        assert c.collapse_spaces(text) == normalize._SPACE_RUN_RE.sub(" ", text)
+        assert c.tidy_line_breaks(text) == normalize._SPACE_NL_RE.sub("\n", text)
+        assert c.numbers(text) == signatures._NUMBER.findall(text)
 
 
 @compiled
