@@ -34,7 +34,9 @@ request id: if the dead worker had committed it, the index answers what it answe
 (:class:`~scrapy_simhash.index.Query`'s ``request_id``; a new item gets its own entry back, never
 itself as its duplicate). An item whose fingerprinting raises in a worker is fingerprinted and
 checked in the crawl process, which raises the same error (or decides it). No item is lost; none is
-checked twice.
+checked twice. The broken executor's other workers are killed (their answers would be dropped anyway),
+and :meth:`FingerprintPool.shutdown` waits for every executor the pool started: none of their threads
+or processes outlives it, or holds up the interpreter's exit.
 
 Signals: workers ignore ``SIGINT`` and ``SIGTERM`` (Ctrl-C and systemd signal the whole process
 group): the crawl process handles them, finishes its items and shuts the pool down. A worker whose
@@ -124,6 +126,27 @@ def _copy(future: Future[Any], source: Future[Any]) -> None:
     _settle(future, None if source.exception() else source.result(), source.exception())
 
 
+def _kill_workers(executor: ProcessPoolExecutor) -> None:
+    """SIGKILL what is left of a broken executor's workers. They ignore ``SIGTERM`` (the crawl handles
+    it), so the executor's own clean-up (``terminate()``, then a join) would wait for a survivor that
+    is busy or stuck on a queue lock the dead worker held, and with it the interpreter's exit. Their
+    items are all sent again: a worker killed at any moment loses none (see the module's Failures)."""
+    for process in list((getattr(executor, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.kill()
+
+
+def _finish(executor: ProcessPoolExecutor) -> None:
+    """Shut ``executor`` down once its calls are done, and wait until its manager thread has ended
+    (a broken one's workers killed first: :func:`_kill_workers`)."""
+    thread = getattr(executor, "_executor_manager_thread", None)  # shutdown() forgets it
+    executor.shutdown(wait=False)
+    while thread is not None and thread.is_alive():
+        if getattr(executor, "_broken", False):
+            _kill_workers(executor)
+        thread.join(0.1)
+
+
 class FingerprintPool:
     """``submit(title, body)`` → a future of the item's :class:`Fingerprints`, made on ``workers``
     processes (0: on one thread of this process, calling ``fallback``, as before the pool).
@@ -160,6 +183,7 @@ class FingerprintPool:
         self._stopped = False
         self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
         self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
+        self._retired: list[ProcessPoolExecutor] = []  # broken executors, finished at shutdown
         self._executor: ProcessPoolExecutor | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
         if workers:
@@ -351,8 +375,9 @@ class FingerprintPool:
             gave_up = self.died > MAX_RESTARTS
             logger.warning("scrapy-simhash: a fingerprint worker died; %s", "the rest of the crawl is fingerprinted "
                            "in the crawl process" if gave_up else "its items are retried in a fresh worker")
+            _kill_workers(broken)
+            self._retired.append(broken)
             self._executor = None if gave_up else self._start()
-        broken.shutdown(wait=False)
 
     def shutdown(self) -> None:
         """Finish the items submitted, then stop the workers (joined) and the threads."""
@@ -364,6 +389,7 @@ class FingerprintPool:
         self._send()  # what waited for the timer
         with self._lock:
             executor, self._executor = self._executor, None
-        if executor is not None:
-            executor.shutdown(wait=True)
+            executors = ([executor] if executor is not None else []) + self._retired
+        for each in executors:  # the broken ones too: none of their threads or processes outlives the pool
+            _finish(each)
         self._local.shutdown(wait=True)
