@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import gzip
 import json
 import os
@@ -21,6 +22,17 @@ from scrapy.utils.test import get_crawler
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO.parent / "shared" / "corpus"
+
+#: Seconds the interpreter may take to exit once the session is over.
+EXIT_WATCHDOG = 120
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """If the interpreter has not exited :data:`EXIT_WATCHDOG` seconds after the session ended (a thread
+    or process left behind that its exit waits for), print every thread's stack and exit with 1: a
+    failed run that names the culprit, not one that hangs until CI's time limit."""
+    faulthandler.dump_traceback_later(EXIT_WATCHDOG, exit=True, file=sys.__stderr__)
 
 
 def corpus_path(relative: str) -> Path:
