@@ -36,8 +36,9 @@ from importlib import resources
 from pathlib import Path
 
 from . import defaults
+from ._compiled import _vocabulary_c
 from ._jieba import finalseg, jieba
-from .segment import _CACHE_MAX, Segmenter, _hmm, _segment_c
+from .segment import _CACHE_MAX, Segmenter, _hmm
 from .simhash import simhash
 from .tables import load_idf, load_prefix_dict
 
@@ -174,8 +175,8 @@ class FeatureExtractor:
         # objects, where a lookup in the 270,000-word IDF table costs a few cache misses
         self._word_idf: dict[str, float] = {}
         # The compiled loops (None: the Python ones below run), with their own word cache
-        self._compiled = (_segment_c.Vocabulary(self._word_idf, self.stop_words, self.idf, self.median_idf)
-                          if self.segmenter.compiled else None)
+        self._compiled = (_vocabulary_c.Vocabulary(self._word_idf, self.stop_words, self.idf, self.median_idf)
+                          if self.segmenter.compiled and _vocabulary_c is not None else None)
         self._tf_compiled = None if tf == "linear" else self._tf
         self._blocks_state: object = None  # the segmenter's dictionary state the compiled blocks were cut with
 

@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from ._compiled import _segment_c
+from ._compiled import _text_c
 
 H_SPACE_RUN = 1  # normalize._SPACE_RUN_RE matches (runs of spaces to collapse)
 H_YEAR = 2  # dates._YEAR_HINT_RE
@@ -78,10 +78,10 @@ class Compiled(NamedTuple):
 @functools.lru_cache(maxsize=1)
 def compiled() -> Compiled | None:
     """The compiled functions on the class table (built on first use, ~10 ms), or None without the extension."""
-    if _segment_c is None:
+    if _text_c is None:
         return None
     table = _class_table()
-    c = _segment_c
+    c = _text_c
     return Compiled(*(functools.partial(f, classes=table)
                       for f in (c.hint_flags, c.collapse_spaces, c.tidy_line_breaks, c.numbers)))
 

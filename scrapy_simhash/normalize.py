@@ -21,7 +21,7 @@ import html as html_lib
 import re
 from collections.abc import Iterable, Mapping
 
-from ._compiled import _segment_c  # the compiled character scan, or None
+from ._compiled import _text_c  # the compiled character scan, or None
 from .dates import normalize_dates_flags
 from .hints import (
     ADVERSARIAL_SYMBOLS,
@@ -180,7 +180,7 @@ _CHAR_CHANGE_RE = re.compile(_char_class(map(ord, _CHAR_CHANGES)))
 
 
 def _char_bitmap(chars: Iterable[str]) -> bytes:
-    """The BMP characters ``chars`` as :func:`._segment_c.chars_in` takes them."""
+    """The BMP characters ``chars`` as :func:`._text_c.chars_in` takes them."""
     bits = bytearray(8192)
     for c in map(ord, chars):
         bits[c >> 3] |= 1 << (c & 7)
@@ -192,10 +192,10 @@ def _changed_chars_python(text: str) -> set[str]:
 
 
 assert max(map(ord, _CHAR_CHANGES)) < 0x10000
-if _segment_c is None:
+if _text_c is None:
     _changed_chars = _changed_chars_python
 else:  # the same set, found by a compiled loop (a class of 2,200 code points costs sre ~10 ns a character)
-    _changed_chars = functools.partial(_segment_c.chars_in, bitmap=_char_bitmap(_CHAR_CHANGES))
+    _changed_chars = functools.partial(_text_c.chars_in, bitmap=_char_bitmap(_CHAR_CHANGES))
 
 
 def _translate_chars(text: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from hashlib import blake2b
 
-from ._compiled import _segment_c  # the compiled sentence cut and whitespace count, or None
+from ._compiled import _signatures_c  # the compiled sentence cut and whitespace count, or None
 from .hints import H_DATE_TIME, H_EXACT, compiled, remembered
 
 #: At most this many number hashes make an entry's number signature (the smallest ones).
@@ -129,8 +129,8 @@ def _non_space_python(text: str) -> int:
     return len(_SPACE.sub("", text))
 
 
-_pieces = _pieces_python if _segment_c is None else _segment_c.sentence_pieces
-_non_space = _non_space_python if _segment_c is None else _segment_c.non_space
+_pieces = _pieces_python if _signatures_c is None else _signatures_c.sentence_pieces
+_non_space = _non_space_python if _signatures_c is None else _signatures_c.non_space
 
 
 def is_line(digest: str) -> bool:

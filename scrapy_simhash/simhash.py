@@ -16,11 +16,11 @@ from itertools import repeat
 from operator import add, mul
 from typing import Any
 
-from ._compiled import _segment_c
+from ._compiled import _vocabulary_c
 
 # the vote in C, where the optional extension is built (setup.py) and wanted
 _vote_compiled: Callable[[Iterable[tuple[str, float]], int], int] | None = (
-    None if _segment_c is None else _segment_c.vote
+    None if _vocabulary_c is None else _vocabulary_c.vote
 )
 
 _UNLOADED: Any = object()

@@ -1,7 +1,8 @@
-"""The compiled engine (``_segment_c``: one pass from a text's characters to its fingerprint) gives
-exactly the fingerprints of the pure-Python fallback (issue 18): on real articles and pages, under
-every option that reaches it, and its feature words are ``FeatureExtractor._word``'s. Also: the
-signatures' date pre-check changes no output."""
+"""The compiled engine (``_vocabulary_c`` over ``_segment_c``'s cut: one pass from a text's characters
+to its fingerprint) gives exactly the fingerprints of the pure-Python fallback (issue 18): on real
+articles and pages, under every option that reaches it, and its feature words are
+``FeatureExtractor._word``'s. Also: the compiled sentence cut (``_signatures_c``) is the Python one,
+and the signatures' date pre-check changes no output."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ from hypothesis import strategies as st
 
 from scrapy_simhash import signatures
 from scrapy_simhash import simhash as sh
+from scrapy_simhash._compiled import _signatures_c, _vocabulary_c
 from scrapy_simhash.features import FeatureExtractor, builtin_stop_words
 from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.segment import COMPILED, Segmenter, _segment_c
+from scrapy_simhash.segment import COMPILED, Segmenter
 
 pytestmark = pytest.mark.skipif(not COMPILED, reason="extension not built (setup.py build_ext --inplace)")
 
@@ -76,7 +78,7 @@ def test_feature_words_are_the_python_ones(items) -> None:
     tokens |= {chr(c) for c in range(0x20, 0x3100)} | {chr(c) for c in range(0xF800, 0xFB00)}
     tokens |= {"".join(rnd.choice(" _-.%1aA中\u3000\t½²٣İ") for _ in range(rnd.randint(1, 4))) for _ in range(3000)}
     for token in tokens:
-        assert _segment_c.feature_word(token, stop) == extractor._word(token), repr(token)
+        assert _vocabulary_c.feature_word(token, stop) == extractor._word(token), repr(token)
 
 
 @settings(max_examples=3000, deadline=None)
@@ -156,8 +158,8 @@ def test_the_compiled_sentence_cut_is_the_python_one(text: str) -> None:
         pass
 
     for given_text in (text, Text(text)):
-        assert _segment_c.sentence_pieces(given_text) == signatures._pieces_python(text)
-        assert _segment_c.non_space(given_text) == signatures._non_space_python(text)
+        assert _signatures_c.sentence_pieces(given_text) == signatures._pieces_python(text)
+        assert _signatures_c.non_space(given_text) == signatures._non_space_python(text)
         assert normalize._changed_chars(given_text) == normalize._changed_chars_python(text)
 
 

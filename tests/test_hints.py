@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scrapy_simhash import dates, hints, normalize, signatures
-from scrapy_simhash._compiled import _segment_c
+from scrapy_simhash._compiled import _text_c
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-compiled = pytest.mark.skipif(_segment_c is None, reason="the compiled extension is not built")
+compiled = pytest.mark.skipif(_text_c is None, reason="the compiled extension is not built")
 
 _BITS = [
     "0", "1", "2", "8", "9", "18", "19", "20", "21", "2023", "1999", "123", "\u0661", "\uff11", "年", "月", "日", "号",

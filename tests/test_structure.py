@@ -17,6 +17,7 @@ from tests.conftest import REPO
 PACKAGE = "scrapy_simhash"
 ROOT = REPO / PACKAGE
 MAX_LINES = 600
+MAX_COMPILED_LINES = 700
 
 
 def module_names() -> dict[str, Path]:
@@ -132,3 +133,11 @@ def _too_long() -> dict[str, int]:
 
 def test_no_module_over_600_lines() -> None:
     assert _too_long() == {}
+
+
+def test_no_compiled_module_over_700_lines() -> None:
+    """The compiled engine's sources (``*.pyx``, one module per concern) and their ``.pxd`` files."""
+    sizes = {path.name: len(path.read_text("utf-8").splitlines())
+             for path in sorted([*ROOT.glob("*.pyx"), *ROOT.glob("*.pxd")])}
+    assert any(name.endswith(".pyx") for name in sizes)
+    assert {name: n for name, n in sizes.items() if n > MAX_COMPILED_LINES} == {}

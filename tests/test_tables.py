@@ -64,17 +64,17 @@ def test_the_cached_idf_words_are_not_walked_by_the_garbage_collector(cache: Pat
     the compiled engine still reads every word's IDF from it as the table has it."""
     import gc
 
-    from scrapy_simhash._compiled import _segment_c
+    from scrapy_simhash._compiled import _vocabulary_c
 
     tables.load_idf(IDF_TXT)
     table, median = tables.load_idf(IDF_TXT)  # from the cache
     assert isinstance(table, tables.SortedTable)
     gc.collect()
     assert not gc.is_tracked(table._words)
-    if _segment_c is None:
+    if _vocabulary_c is None:
         pytest.skip("the compiled engine is not built")
     seen: dict[str, float] = {}
-    vocabulary = _segment_c.Vocabulary(seen, frozenset(), table, median)
+    vocabulary = _vocabulary_c.Vocabulary(seen, frozenset(), table, median)
     reference = reference_idf()
     tokens = ["北京市", "气象台", "今天", "中华人民共和国", "国务院", "storm", "warning", "鑫淼淼淼", "zzqx"]
     assert vocabulary.words_of(tokens) == tokens

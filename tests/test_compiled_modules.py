@@ -1,0 +1,120 @@
+"""The compiled engine's modules come all together or not at all: every extension the build declares
+(setup.py: one per ``scrapy_simhash/_*_c.pyx``) is one :mod:`scrapy_simhash._compiled` imports, each
+is built wherever the segmenter's is (a half-built install is noticed here, not by slower crawls), and
+where one is missing every compiled path is off, so a partly built install fingerprints as the
+pure-Python engine does instead of mixing the two."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import setuptools
+
+from scrapy_simhash import _compiled
+from tests.conftest import REPO
+
+PACKAGE = REPO / "scrapy_simhash"
+# A text with Han and Latin blocks, sentences, spaces and a date: every compiled module has work.
+TEXT = "北京市气象台今天发布暴雨预警。  Heavy rain is expected on 2023年7月31日!\n气象台提醒市民注意安全."
+
+
+def declared_modules(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The extension modules setup.py declares (run without building anything)."""
+    monkeypatch.setenv("SCRAPY_SIMHASH_PURE_PYTHON", "1")  # no cythonize
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
+    namespace = runpy.run_path(str(REPO / "setup.py"), run_name="setup")
+    return [name.removesuffix(".pyx") for name in namespace["SOURCES"]]
+
+
+def test_the_build_declares_the_modules_compiled_imports(monkeypatch: pytest.MonkeyPatch) -> None:
+    declared = declared_modules(monkeypatch)
+    assert "_segment_c" in declared
+    assert sorted(declared) == sorted(_compiled.MODULES)
+
+
+def test_every_declared_module_is_built_where_the_segmenter_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    if importlib.util.find_spec("scrapy_simhash._segment_c") is None:
+        pytest.skip("the compiled engine is not built (setup.py build_ext --inplace)")
+    missing = []
+    for name in declared_modules(monkeypatch):
+        try:
+            importlib.import_module(f"scrapy_simhash.{name}")
+        except ImportError:
+            missing.append(name)
+    assert missing == [], "a half-built engine: rebuild (setup.py build_ext --inplace)"
+    if not os.environ.get("SCRAPY_SIMHASH_PURE_PYTHON"):
+        assert _compiled.MISSING == ()
+        assert all(getattr(_compiled, name) is not None for name in _compiled.MODULES)
+
+
+@pytest.mark.parametrize("absent", _compiled.MODULES)
+@pytest.mark.parametrize("error", [ImportError, AttributeError, ValueError])
+def test_one_missing_module_turns_every_compiled_path_off(absent: str, error: type[Exception]) -> None:
+    """Not built (ImportError), or built against another build of a module it cimports (Cython's checks:
+    ``module '…_segment_c' has no attribute '__pyx_capi__'``, a type's size changed)."""
+
+    def import_module(name: str) -> ModuleType:
+        if name == f"scrapy_simhash.{absent}":
+            raise error(name)
+        return ModuleType(name)
+
+    loaded, missing = _compiled._load(import_module)
+    assert missing == (absent,)
+    assert loaded == dict.fromkeys(_compiled.MODULES)
+
+
+def test_the_environment_variable_turns_every_compiled_path_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCRAPY_SIMHASH_PURE_PYTHON", "1")
+    loaded, missing = _compiled._load(ModuleType)
+    assert missing == ()
+    assert loaded == dict.fromkeys(_compiled.MODULES)
+
+
+def _engine(package_parent: Path, pure: bool = False) -> str:
+    """What the package under ``package_parent`` reports of its compiled parts and its fingerprint of TEXT."""
+    code = (
+        "import json, sys\n"
+        "from scrapy_simhash import _compiled, hints, normalize, segment, signatures, simhash\n"
+        "from scrapy_simhash.fingerprint import Fingerprinter\n"
+        f"text = {TEXT!r}\n"
+        "fp = Fingerprinter()\n"
+        "paths = {'segment': segment.COMPILED, 'vocabulary': fp.features._compiled is not None,\n"
+        "         'vote': simhash._vote_compiled is not None, 'hints': hints.compiled() is not None,\n"
+        "         'signatures': signatures._pieces is not signatures._pieces_python,\n"
+        "         'normalize': normalize._changed_chars is not normalize._changed_chars_python}\n"
+        "print(json.dumps([list(_compiled.MISSING), paths, repr(fp.fingerprint('标题', text))]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SIMHASH_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(package_parent)
+    if pure:
+        env["SCRAPY_SIMHASH_PURE_PYTHON"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=package_parent, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return done.stdout
+
+
+def test_a_tree_with_one_extension_missing_fingerprints_as_the_pure_engine(tmp_path: Path) -> None:
+    built = sorted(PACKAGE.glob("_text_c.*.so")) + sorted(PACKAGE.glob("_text_c.*.pyd"))
+    if not built or importlib.util.find_spec("scrapy_simhash._segment_c") is None:
+        pytest.skip("the compiled engine is not built (setup.py build_ext --inplace)")
+    shutil.copytree(PACKAGE, tmp_path / "scrapy_simhash", ignore=shutil.ignore_patterns(
+        "__pycache__", "_text_c.*.so", "_text_c.*.pyd", "*.c"))
+    missing, paths, fingerprint = json.loads(_engine(tmp_path))
+    assert missing == ["_text_c"]
+    assert not any(paths.values()), paths  # the segmenter's and the vocabulary's extensions are there, unused
+    pure_missing, pure_paths, pure_fingerprint = json.loads(_engine(REPO, pure=True))
+    assert pure_missing == [] and not any(pure_paths.values())
+    assert fingerprint == pure_fingerprint
+    _, compiled_paths, compiled_fingerprint = json.loads(_engine(REPO))
+    assert all(compiled_paths.values()), compiled_paths
+    assert compiled_fingerprint == pure_fingerprint
