@@ -505,6 +505,31 @@ def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_trans
     assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
 
 
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a thread's CPU time from /proc")
+def test_jobs_pool_does_not_spin_while_answers_wait_to_be_read(tmp_path: Path) -> None:
+    """The pool's worker handler thread sleeps while answers wait in the results pipe (the result
+    thread behind the decide loop for the GIL): it must not take the parent's CPU and GIL then."""
+    program = """
+import json, os, time
+from scrapy_simhash.cli import dedup
+from scrapy_simhash.fingerprint import Fingerprinter
+fields = (["title"], ["body"], ["url"])
+pool = dedup._start_pool(2, dedup.LineWorker(Fingerprinter(), *fields, keep_json=False), {}, fields, False)
+for _ in pool.imap(bytes, [20000] * 3000):  # 20 kB answers, the parent busy with the GIL between them
+    end = time.perf_counter() + 0.0002
+    while time.perf_counter() < end:
+        pass
+stat = open(f"/proc/self/task/{pool._worker_handler.native_id}/stat").read().rsplit(")", 1)[1].split()
+print(json.dumps((int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")))
+pool.terminate()
+pool.join()
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    handler_cpu = json.loads(proc.stdout.splitlines()[-1])
+    assert handler_cpu < 0.05, handler_cpu  # CPython's Pool: 0.1-0.3 s here
+
+
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs os.getpriority")
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_jobs_workers_run_nicer_than_the_parent(tmp_path: Path, start: str) -> None:

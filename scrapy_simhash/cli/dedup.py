@@ -167,9 +167,21 @@ def _start_pool(jobs: int, worker: LineWorker, fp_options: dict[str, Any],
     if sys.platform == "linux" and threading.active_count() == 1:
         worker.fingerprinter.prepare()  # what the first fingerprint loads, loaded once for all of them
         _worker = worker
-        return multiprocessing.get_context("fork").Pool(jobs, initializer=_forked_worker)
-    spawn = multiprocessing.get_context("spawn")
-    return spawn.Pool(jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
+        return _Pool(jobs, initializer=_forked_worker, context=multiprocessing.get_context("fork"))
+    return _Pool(jobs, initializer=_init_worker, initargs=(fp_options, fields, keep),
+                 context=multiprocessing.get_context("spawn"))
+
+
+class _Pool(multiprocessing.pool.Pool):
+    """A process pool whose worker handler thread sleeps until a worker exits or the pool changes
+    state. CPython's also wakes whenever the results pipe is readable (``_get_sentinels``): while
+    answers wait there for the result thread (which waits for the GIL behind the decide loop), it
+    spins, building a selector and checking the workers over and over, on the parent's CPU and GIL,
+    which the run's serial part needs. The workers' sentinels and the change notifier (close,
+    terminate, the last task done) are all it acts on."""
+
+    def _get_sentinels(self) -> list[Any]:
+        return [self._change_notifier._reader]  # type: ignore[attr-defined]
 
 
 def _forked_worker() -> None:
