@@ -301,10 +301,7 @@ class SqliteIndex(Maintenance, QueryChecks):
             purged = self._tokens_purged
             try:  # the usual batch, no item failing: no savepoints (two statements an item fewer)
                 return [self._decide(conn, Tables(self._rows, conn, query), query, flagged) for query in queries]
-            except _ITEM_ERRORS:
-                # an item failed: nothing of the batch stands; it runs again with a savepoint an item,
-                # from the same state (the rule reads only the file and the queries), so that item
-                # alone fails and every other gets the answer it would have got
+            except _ITEM_ERRORS:  # again from the same state, a savepoint an item: that item alone fails
                 conn.execute("ROLLBACK")
                 self._tokens_purged = purged
                 self._begin(conn)
