@@ -482,6 +482,7 @@ def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_trans
     from scrapy_simhash.cli import dedup as cli_dedup
 
     src = tmp_path / "in.jsonl"
+    monkeypatch.setattr(cli_dedup, "DECIDE_BATCH_READY", 128)  # what 2 workers surely finish during the sleep
     n = 300
     src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题 {k * 7919}",
                                   "body": f"{STORY_ZH['body']} 编号{k * 104729}。"}) + "\n" for k in range(n)),
@@ -503,6 +504,81 @@ def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_trans
     assert min(sizes[:-1]) >= cli_dedup.DECIDE_BATCH and max(sizes) == cli_dedup.DECIDE_BATCH_READY, sizes
     assert sum(sizes) == n
     assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
+
+
+def test_jobs_a_run_paced_by_its_commits_takes_few_of_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Where the parent's transactions set the pace (here each takes 0.3 s more: the workers are
+    always ahead), a transaction takes every answered line up to DECIDE_BATCH_READY: 1,100 lines in
+    a handful of commits (at most 128 lines a transaction: 9), in input order, each decided once."""
+    src = tmp_path / "in.jsonl"
+    n = 1100
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"Notice {k} about lot {k * 7919}",
+                                  "body": f"{STORY_EN['body'][:300]} Lot {k * 104729}."}) + "\n" for k in range(n)),
+                   "utf-8")
+    sizes: list[int] = []
+    decide_many = Deduplicator.decide_many
+
+    def slow_commits(self: Deduplicator, items: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(items))
+        time.sleep(0.3)
+        return decide_many(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(Deduplicator, "decide_many", slow_commits)
+    code = cli.main(["dedup", str(src), "--index", str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q",
+                     "--no-progress", "--decisions", str(tmp_path / "d.jsonl")])
+    capsys.readouterr()
+    assert code == 0
+    assert sum(sizes) == n and len(sizes) <= 6, sizes
+    assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
+
+
+def test_jobs_read_ahead_holds_a_full_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """With --jobs, the lines read ahead of those decided hold a whole DECIDE_BATCH_READY transaction
+    and the chunks the workers are on: a transaction can take that many answered lines."""
+    from scrapy_simhash.cli import dedup as cli_dedup
+
+    windows: list[int | None] = []
+    init = cli_dedup.Reader.__init__
+
+    def recording(self: Any, source: Any, window: int | None, max_bytes: int) -> None:
+        windows.append(window)
+        init(self, source, window, max_bytes)
+
+    monkeypatch.setattr(cli_dedup.Reader, "__init__", recording)
+    src = tmp_path / "in.jsonl"
+    src.write_text(dumps(STORY_ZH) + "\n", "utf-8")
+    assert cli.main(["dedup", str(src), "--index", str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q",
+                     "--no-progress"]) == 0
+    capsys.readouterr()
+    (window,) = windows
+    assert window is not None and window >= cli_dedup.DECIDE_BATCH_READY + 2 * 16, window
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a thread's CPU time from /proc")
+def test_jobs_pool_does_not_spin_while_answers_wait_to_be_read(tmp_path: Path) -> None:
+    """The pool's worker handler thread sleeps while answers wait in the results pipe (the result
+    thread behind the decide loop for the GIL): it must not take the parent's CPU and GIL then."""
+    program = """
+import json, os, time
+from scrapy_simhash.cli import dedup
+from scrapy_simhash.fingerprint import Fingerprinter
+fields = (["title"], ["body"], ["url"])
+pool = dedup._start_pool(2, dedup.LineWorker(Fingerprinter(), *fields, keep_json=False), {}, fields, False)
+for _ in pool.imap(bytes, [20000] * 3000):  # 20 kB answers, the parent busy with the GIL between them
+    end = time.perf_counter() + 0.0002
+    while time.perf_counter() < end:
+        pass
+stat = open(f"/proc/self/task/{pool._worker_handler.native_id}/stat").read().rsplit(")", 1)[1].split()
+print(json.dumps((int(stat[11]) + int(stat[12])) / os.sysconf("SC_CLK_TCK")))
+pool.terminate()
+pool.join()
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    handler_cpu = json.loads(proc.stdout.splitlines()[-1])
+    assert handler_cpu < 0.05, handler_cpu  # CPython's Pool: 0.1-0.3 s here
 
 
 @pytest.mark.skipif(not hasattr(os, "getpriority"), reason="needs os.getpriority")

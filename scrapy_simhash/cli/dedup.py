@@ -53,8 +53,11 @@ MAX_REPORTED_BAD_LINES = 20
 DECIDE_BATCH = 32
 #: With ``--jobs``: the lines the workers finished meanwhile join the transaction, up to this many.
 #: The parent's commits are the run's serial part; while one waits for its fsync (milliseconds, far
-#: more on a busy disk) the workers get ahead, and the next transaction takes what they made.
-DECIDE_BATCH_READY = 128
+#: more on a busy disk) the workers get ahead, and the next transaction takes what they made. Where
+#: the parent sets the pace (English: a fingerprint costs less than its check-and-add) every
+#: transaction is this long, so its fsync wait, which the parent spends idle, comes once a this
+#: many lines (2,000 lines: 4 fsyncs instead of 16 at 128).
+DECIDE_BATCH_READY = 512
 #: With ``--jobs``: the workers run this much nicer than the parent. The parent's check-and-adds are
 #: the run's serial part (in English, where fingerprints are cheap, its pace is the run's); with as
 #: many workers as cores, three processes at one priority share two cores and the parent gets two
@@ -167,9 +170,21 @@ def _start_pool(jobs: int, worker: LineWorker, fp_options: dict[str, Any],
     if sys.platform == "linux" and threading.active_count() == 1:
         worker.fingerprinter.prepare()  # what the first fingerprint loads, loaded once for all of them
         _worker = worker
-        return multiprocessing.get_context("fork").Pool(jobs, initializer=_forked_worker)
-    spawn = multiprocessing.get_context("spawn")
-    return spawn.Pool(jobs, initializer=_init_worker, initargs=(fp_options, fields, keep))
+        return _Pool(jobs, initializer=_forked_worker, context=multiprocessing.get_context("fork"))
+    return _Pool(jobs, initializer=_init_worker, initargs=(fp_options, fields, keep),
+                 context=multiprocessing.get_context("spawn"))
+
+
+class _Pool(multiprocessing.pool.Pool):
+    """A process pool whose worker handler thread sleeps until a worker exits or the pool changes
+    state. CPython's also wakes whenever the results pipe is readable (``_get_sentinels``): while
+    answers wait there for the result thread (which waits for the GIL behind the decide loop), it
+    spins, building a selector and checking the workers over and over, on the parent's CPU and GIL,
+    which the run's serial part needs. The workers' sentinels and the change notifier (close,
+    terminate, the last task done) are all it acts on."""
+
+    def _get_sentinels(self) -> list[Any]:
+        return [self._change_notifier._reader]  # type: ignore[attr-defined]
 
 
 def _forked_worker() -> None:
@@ -287,7 +302,8 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         keep = output_name is not None
         pool = None
         chunksize = 16
-        reader = Reader(source, window=chunksize * args.jobs * 8 if args.jobs > 1 else None,
+        # with --jobs, lines read ahead of those decided: a full transaction, and 8 chunks a worker in the works
+        reader = Reader(source, window=DECIDE_BATCH_READY + chunksize * args.jobs * 8 if args.jobs > 1 else None,
                         max_bytes=args.max_line_bytes)
         if args.jobs > 1:
             # The pool starts before the index is opened: workers never inherit its connection. They

@@ -214,6 +214,18 @@ def check_rows(
                     )
 
 
+def _probe_sql(n: int, folded: bool) -> str:
+    """The statement reading the band rows under ``n`` probe keys. The keys of a layout whose values
+    fit in a key are distinct (a part's base and value, each flip mask once): a join with the list of
+    keys seeks each one (~35 % less CPU than ``key IN (…)``, which first builds and sorts a temporary
+    index of the list; 132 keys an item by default). Folded values may repeat a key, which the join
+    would read twice: ``IN``."""
+    if folded:
+        return f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * n)})"
+    return (f"WITH k(v) AS (VALUES {','.join(['(?)'] * n)})"
+            " SELECT band.key, band.fp FROM k CROSS JOIN band ON band.key = k.v")
+
+
 def _fold(value: int, bits: int) -> int:
     mask = (1 << bits) - 1
     while value >> bits:
@@ -241,11 +253,8 @@ class Rows:
         self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
         below = 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS
         self.key_range_below = (ns << below, (ns + 1) << below)  # its band2 keys
-        self.sql_band = {
-            tier: f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * tiers[tier].probes)})" for tier in TIERS
-        }
-        both = sum(tiers[tier].probes for tier in TIERS)
-        self.sql_band_both = f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * both)})"
+        self.sql_band = {tier: _probe_sql(tiers[tier].probes, self._fold) for tier in TIERS}
+        self.sql_band_both = _probe_sql(sum(tiers[tier].probes for tier in TIERS), self._fold)
         self.tier_shift = vbits + BAND_NUMBER_BITS  # a band key's tier bit
         self._fp_mask = ns * FP_MIX
         # (fp_key, ns, stored fp, ...): INDEXED BY, or the planner takes entry_seen for `ns = ?`
@@ -282,13 +291,16 @@ class Rows:
             keys += [key ^ mask for mask in masks]  # the mask stays inside the value bits
         return keys
 
-    def band_rows(self, tfp: int | None, bfp: int | None) -> list[tuple[int, Any, Tier, int, int]]:
-        """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.sqlite_dense.write`)."""
+    def band_rows(self, tfp: int | None, bfp: int | None,
+                  keys: dict[Tier, list[int]] | None = None) -> list[tuple[int, Any, Tier, int, int]]:
+        """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.sqlite_dense.write`);
+        ``keys``: their :meth:`keys` per tier, computed already."""
         rows = []
         for tier, fp in (("title", tfp), ("body", bfp)):
             if fp is not None:
                 raw = self.enc(fp)
-                rows.extend((key, raw, tier, part, fp) for part, key in enumerate(self.keys(tier, fp)))
+                mine = keys[tier] if keys is not None else self.keys(tier, fp)
+                rows.extend((key, raw, tier, part, fp) for part, key in enumerate(mine))
         return rows
 
     def prefix(self, key: int, depth: int) -> int:
@@ -370,16 +382,16 @@ class Tables:
     def candidates(self, tier: Tier, fp: int) -> Iterable[int]:
         return sqlite_dense.candidates(self.conn, self.rows, tier, fp, self._prefetched(tier, fp))
 
-    def _sizes(self, query: Query) -> dict[int, tuple[int, bool]] | None:
-        """``{key: (rows, split)}`` of the buckets the query's band rows go to, from the probe read
-        (None: not read, or for another query)."""
+    def _sizes(self, query: Query, keys: dict[Tier, list[int]]) -> dict[int, tuple[int, bool]] | None:
+        """``{key: (rows, split)}`` of the buckets the query's band rows (under ``keys``, per tier) go
+        to, from the probe read (None: not read, or for another query)."""
         probed = self._probed
         if probed is None or query is not self.query:
             return None
         sizes: dict[int, tuple[int, bool]] = {}
         for tier, fp in (("title", query.title_fp), ("body", query.body_fp)):
             if fp is not None:
-                own = dict.fromkeys(self.rows.keys(tier, fp), (0, False))
+                own = dict.fromkeys(keys[tier], (0, False))
                 for key, raw in probed[tier]:
                     if key in own:
                         n, split = own[key]
@@ -429,7 +441,8 @@ class Tables:
             ),
         ).lastrowid
         assert entry_id is not None
-        sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp), self._sizes(query))
+        band_keys = {tier: rows.keys(tier, fp) for tier, fp in (("title", tfp), ("body", bfp)) if fp is not None}
+        sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp, band_keys), self._sizes(query, band_keys))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))
         if stored:
