@@ -84,6 +84,9 @@ def _engine(package_parent: Path, pure: bool = False) -> str:
     """What the package under ``package_parent`` reports of its compiled parts and its fingerprint of TEXT."""
     code = (
         "import json, sys\n"
+        # An editable install's finder would serve a module missing here from the installed tree.
+        "sys.meta_path[:] = [f for f in sys.meta_path\n"
+        "                    if not str(getattr(f, '__module__', '')).startswith('__editable__')]\n"
         "from scrapy_simhash import _compiled, hints, normalize, segment, signatures, simhash\n"
         "from scrapy_simhash.fingerprint import Fingerprinter\n"
         f"text = {TEXT!r}\n"
