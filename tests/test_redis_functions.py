@@ -80,3 +80,17 @@ def test_a_server_that_refuses_functions_gets_the_script(server: RedisProcess) -
         delta = _calls(admin) - before
         assert delta["evalsha"] == 2 and delta["fcall"] == 0
     admin.close()
+
+
+def test_limits_changed_on_an_open_index_are_used_at_its_next_call(server: RedisProcess) -> None:
+    """The library keeps the layouts it decoded, by the exact text of the limits: a limit changed
+    after calls were made (here the load at which buckets split) holds from the next call on."""
+    admin = raw_redis(server.url)
+    with open_index(server.url) as ix:
+        assert ix.check_and_add(q(1, 2, url="first")).match is None  # the default load is known now
+        ix._limits["load"] = 1
+        for n in range(20):
+            ix.check_and_add(q(n * 7919 + 3, n * 104729 + 5, url=f"u{n}"))
+        states = [tuple(map(int, v.split())) for v in admin.hgetall(ix._base + "lh").values()]
+    assert states and all(level > 0 or pointer > 0 for level, pointer, _ in states), states  # every table split
+    admin.close()
