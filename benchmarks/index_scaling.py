@@ -153,11 +153,13 @@ class Target:
         self.rss = rss_mib()
 
     def _script_stats(self) -> tuple[int, int] | None:
-        """Redis: the server's ``EVALSHA`` calls and µs so far (this target's rounds run alone)."""
+        """Redis: the server's script calls (``EVALSHA``, ``FCALL``, ``FCALL_RO``) and their µs so far
+        (this target's rounds run alone)."""
         if self.backend != "redis":
             return None
-        stats = self.index._server.client.info("commandstats").get("cmdstat_evalsha", {})
-        return int(stats.get("calls", 0)), int(stats.get("usec", 0))
+        info = self.index._server.client.info("commandstats")
+        stats = [info.get(f"cmdstat_{name}", {}) for name in ("evalsha", "fcall", "fcall_ro")]
+        return sum(int(s.get("calls", 0)) for s in stats), sum(int(s.get("usec", 0)) for s in stats)
 
 
 def p99(values: list[int]) -> float:

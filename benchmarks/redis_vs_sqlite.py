@@ -42,6 +42,12 @@ from scrapy_simhash.index import Query, open_index
 TITLE_K, BODY_K = 2, 3
 
 
+def script_calls(client: Any) -> dict[str, int]:
+    """The server's script calls so far (``EVALSHA``, ``FCALL``, ``FCALL_RO``) and their µs."""
+    info = client.info("commandstats")
+    stats = [info.get(f"cmdstat_{name}", {}) for name in ("evalsha", "fcall", "fcall_ro")]
+    return {"calls": sum(int(x.get("calls", 0)) for x in stats), "usec": sum(int(x.get("usec", 0)) for x in stats)}
+
 def flip(fp: int, rng: random.Random, n: int) -> int:
     for p in rng.sample(range(64), n):
         fp ^= 1 << p
@@ -133,13 +139,13 @@ def scaling(redis_url: str, sizes: list[int], ops: int, dup_rate: float) -> None
                 ix.peek(q)
             counts = {"new": 0, "title": 0, "body": 0}
             times = []
-            calls = client.info("commandstats")["cmdstat_evalsha"]
+            calls = script_calls(client)
             for q in queries:
                 start = time.perf_counter()
                 out = ix.check_and_add(q)
                 times.append(time.perf_counter() - start)
                 counts["new" if out.match is None else out.match.tier] += 1
-            done = client.info("commandstats")["cmdstat_evalsha"]
+            done = script_calls(client)
             server = (done["usec"] - calls["usec"]) / (done["calls"] - calls["calls"])
             ix.reset()
         times.sort()

@@ -32,7 +32,15 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from scrapy_simhash.index import IndexError_, IndexOpenError, IndexParams, IndexWriteError, Query, open_index
+from scrapy_simhash.index import (
+    IndexError_,
+    IndexOpenError,
+    IndexParams,
+    IndexWriteError,
+    Query,
+    open_index,
+    redis_client,
+)
 from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis import (
     FORMAT,
@@ -505,9 +513,21 @@ def _monitored(url: str, work: Any) -> list[dict[str, Any]]:
     return seen
 
 
-def test_one_round_trip_per_check_and_add(private_server: RedisProcess) -> None:
-    """Seen by the server (MONITOR): 50 check-and-adds, new and duplicate, are 50 EVALSHA calls
-    from the client, everything else happening inside the script."""
+def call_command(ix: Any) -> str:
+    """The command the index calls its script with: FCALL of its library (Redis >= 7) or EVALSHA."""
+    return "EVALSHA" if ix._server._functions is None else "FCALL"
+
+
+@pytest.fixture(params=["function", "script"])
+def call_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways the index calls its script: a Redis function where the server has them, EVALSHA."""
+    monkeypatch.setattr(redis_client, "FUNCTIONS", request.param == "function")
+    return str(request.param)
+
+
+def test_one_round_trip_per_check_and_add(private_server: RedisProcess, call_mode: str) -> None:
+    """Seen by the server (MONITOR): 50 check-and-adds, new and duplicate, are 50 calls of the
+    script from the client (FCALL or EVALSHA), everything else happening inside the script."""
     with open_index(private_server.url) as ix:
         rng = random.Random(4)
         stories = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(25)]
@@ -525,11 +545,12 @@ def test_one_round_trip_per_check_and_add(private_server: RedisProcess) -> None:
     assert sum(o.match is None for o in outcomes) == 25 and len(outcomes) == 50
     sent = [c["command"].split()[0].upper() for c in commands
             if c.get("client_type") != "lua" and f"{c['client_address']}:{c['client_port']}" == ours]
-    assert sent == ["EVALSHA"] * 50
+    assert sent == [call_command(ix)] * 50
     assert len(commands) > 50 * 5  # the script's own commands are there too, run by the server
 
 
-def test_script_is_reloaded_after_a_script_flush(private_server: RedisProcess) -> None:
+def test_script_is_reloaded_after_a_script_flush(private_server: RedisProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(redis_client, "FUNCTIONS", False)
     admin = raw_redis(private_server.url)
     with open_index(private_server.url) as ix:
         assert ix.check_and_add(q(11, 12, url="a")).match is None
@@ -542,8 +563,8 @@ def test_script_is_reloaded_after_a_script_flush(private_server: RedisProcess) -
     admin.close()
 
 
-def test_a_batch_is_sent_in_one_write_and_answers_in_order(private_server: RedisProcess) -> None:
-    """A batch reaches the server as back-to-back EVALSHA calls; its outcomes equal those of the
+def test_a_batch_is_sent_in_one_write_and_answers_in_order(private_server: RedisProcess, call_mode: str) -> None:
+    """A batch reaches the server as back-to-back script calls; its outcomes equal those of the
     same queries one by one (a later copy in the batch finds an earlier one)."""
     rng = random.Random(6)
     stories = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(10)]
@@ -558,15 +579,16 @@ def test_a_batch_is_sent_in_one_write_and_answers_in_order(private_server: Redis
     assert [o.match.entry.url for o in outcomes[10:]] == [f"n{i}" for i in range(5)]  # type: ignore[union-attr]
     sent = [c["command"].split()[0].upper() for c in commands
             if c.get("client_type") != "lua" and f"{c['client_address']}:{c['client_port']}" == f"{host}:{port}"]
-    assert sent == ["EVALSHA"] * 15
+    assert sent == [call_command(ix)] * 15
 
 
-def test_a_batch_after_a_script_flush_and_an_error_inside_a_batch(private_server: RedisProcess) -> None:
+def test_a_batch_after_a_script_flush_and_an_error_inside_a_batch(private_server: RedisProcess, call_mode: str) -> None:
     admin = raw_redis(private_server.url)
     rng = random.Random(7)
     with open_index(private_server.url) as ix:
         ix.check_and_add(q(1, 2))
-        admin.script_flush()  # the whole batch comes back NOSCRIPT: loaded, sent again
+        admin.script_flush()  # the whole batch comes back NOSCRIPT (or "Function not found"): loaded, sent again
+        admin.execute_command("FUNCTION", "FLUSH")
         out = ix.check_and_add_many([q(rng.getrandbits(64), None, url=f"f{n}") for n in range(3)])
         assert [o.match for o in out] == [None, None, None] and ix.count() == 4
         bad = rng.getrandbits(64)

@@ -5,10 +5,11 @@ where the data lives and how atomicity is obtained.
 
 Atomicity: one round trip
 -------------------------
-A check-and-add is one ``EVALSHA`` of the Lua script ``redis_rule.lua`` (:data:`SCRIPT`, loaded
-once per connection with ``SCRIPT LOAD``, reloaded on ``NOSCRIPT``, e.g. after a server restart or
-``SCRIPT FLUSH``), called with one JSON argument table. Redis runs a script alone, so the tiers and
-the insert are one atomic step: N
+A check-and-add is one call of the Lua script ``redis_rule.lua`` (:data:`SCRIPT`: ``FCALL`` of a
+library of Redis functions on Redis 7 and later, else ``EVALSHA``; loaded again when the server
+lost it, e.g. after a restart without persistence or ``FUNCTION FLUSH``: see :mod:`.redis_client`),
+with two JSON arguments (the call's own; base, limits and marker). Redis runs a script alone, so
+the tiers and the insert are one atomic step: N
 crawler processes on N machines carrying one story admit exactly one copy, and no lock is ever held
 across the network. Each call carries a request token (the query's ``request_id``, which the
 pipeline keeps per item across its retries, else a random one); an *added* outcome is remembered
@@ -223,19 +224,20 @@ class RedisIndex(Maintenance, QueryChecks):
 
     # -- helpers -----------------------------------------------------------------------------------
 
-    def _script(self, doing: str, args: str, *, write: bool = True, retry: bool = True) -> Any:
+    def _script(self, doing: str, args: tuple[str, str], *, write: bool = True, retry: bool = True) -> Any:
         return self._server.script(doing, [args], write=write, retry=retry)[0]
 
-    def _args(self, op: str, **fields: Any) -> str:
-        """The script's one argument: a JSON object (None values left out: absent, not null). What
-        every call repeats (base, limits, marker) is encoded once, and again only when it changed."""
+    def _args(self, op: str, **fields: Any) -> tuple[str, str]:
+        """The script's two arguments, JSON objects (None values left out: absent, not null): the
+        call's own, and what every call repeats (base, limits, marker), encoded once and again only
+        when it changed (the script keeps what it decoded from that text while it stays loaded)."""
         common = (self._base, self._limits, self._marked)
         if self._common is None or self._common[0] != common:
             head = {"base": self._base, "limits": self._limits, "marked": self._marked or None}
-            text = json.dumps({k: v for k, v in head.items() if v is not None}, ensure_ascii=False)
-            self._common = (copy.deepcopy(common), text[1:-1])
+            text = json.dumps({k: v for k, v in head.items() if v is not None}, ensure_ascii=False, sort_keys=True)
+            self._common = (copy.deepcopy(common), text)
         body = json.dumps({"op": op, **{k: v for k, v in fields.items() if v is not None}}, ensure_ascii=False)
-        return f"{body[:-1]},{self._common[1]}}}"
+        return body, self._common[1]
 
     # -- the protocol --------------------------------------------------------------------------------
 

@@ -1,15 +1,21 @@
 """One Redis server as the Redis index talks to it: connecting, the script, retries, errors.
 
 Nothing here knows the index's keys or its rule (:mod:`.redis`, ``redis_rule.lua``): this is how a
-call reaches the server. The script is loaded once (``SCRIPT LOAD``) and called with ``EVALSHA`` on
-a connection of the calling thread's own, reloaded on ``NOSCRIPT`` (a server restart, ``SCRIPT
-FLUSH``); several calls can go in one write. Connection errors and timeouts are retried a bounded
+call reaches the server. On Redis 7 and later the script is a library of Redis functions (``FUNCTION
+LOAD``, called with ``FCALL``, reads with ``FCALL_RO``): a library stays loaded, so its ~100 Lua
+functions and the decoded layout of the limits are made once, not at every call as an ``EVALSHA``
+script makes them. Its name holds the script's SHA-1: a process never calls another version's
+library. Older servers, or a server that refuses ``FUNCTION``, get the script itself (``SCRIPT
+LOAD``, ``EVALSHA``). Either is called on a connection of the calling thread's own and loaded again
+when the server lost it (``NOSCRIPT``, "Function not found": a restart without persistence, ``SCRIPT
+FLUSH``, ``FUNCTION FLUSH``); several calls can go in one write. Connection errors and timeouts are retried a bounded
 number of times with a doubling delay, then raised as the index's errors naming the server, whose
 password is never shown.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -20,6 +26,34 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from .base import IndexError_, IndexOpenError, IndexWriteError
 
 DEFAULT_PREFIX = "simhash"
+#: Call the script as a Redis function where the server has them (Redis >= 7); False: ``EVALSHA``
+#: always (tests run both).
+FUNCTIONS = True
+#: The oldest server with functions.
+FUNCTION_SERVER = (7, 0, 0)
+
+
+def script_texts(script: str) -> tuple[str, str, tuple[str, str]]:
+    """``script`` (which defines ``main(argv)``) as the text ``EVALSHA`` runs, as a library of Redis
+    functions, and the names of that library's two functions (writing, read-only). The library runs
+    the script's text once, at its first call (while it loads, a library sees no Lua globals), and
+    keeps the ``main`` it made."""
+    digest = hashlib.sha1(script.encode("utf-8")).hexdigest()
+    names = (f"simhash_w_{digest}", f"simhash_r_{digest}")
+    library = (
+        f"#!lua name=simhash_{digest}\n"
+        "local main\n"
+        "local function call(_, argv)\n"
+        "  if not main then main = (function()\n"
+        f"{script}\n"
+        "return main\n"
+        "end)() end\n"
+        "  return main(argv)\n"
+        "end\n"
+        f"redis.register_function('{names[0]}', call)\n"
+        f"redis.register_function{{function_name = '{names[1]}', callback = call, flags = {{'no-writes'}}}}\n"
+    )
+    return f"{script}\nreturn main(ARGV)\n", library, names
 
 
 def redacted(url: str) -> str:
@@ -109,12 +143,25 @@ class Server:
 
         def steps() -> None:
             self.client.ping()
-            _check_version(self.client)
+            version = _check_version(self.client)
             verify(self.client)
-            self._script, self._seq_key = script, seq_key
-            self._sha = self.client.script_load(script)
+            self._seq_key = seq_key
+            self._script, self._library, names = script_texts(script)
+            self._sha = self.client.script_load(self._script)
+            self._functions: tuple[str, str] | None = None
+            if FUNCTIONS and version is not None and version >= FUNCTION_SERVER and self._load_library(self.client):
+                self._functions = names
 
         self._opening(steps)
+
+    def _load_library(self, client: Any) -> bool:
+        """``FUNCTION LOAD`` the library (loaded already: fine); False when the server refuses it
+        (``FUNCTION`` renamed, disabled, or not allowed to this user): the script is called instead."""
+        try:
+            client.execute_command("FUNCTION", "LOAD", self._library)
+        except self.errors.ResponseError as exc:
+            return "already exists" in str(exc)
+        return True
 
     def forgetful(self) -> list[str]:
         """Why this server may forget entries (empty: no known reason): an eviction policy that may
@@ -191,14 +238,17 @@ class Server:
             self._connections.append(connection)
         return connection
 
-    def _evalsha_many(self, client: Any, calls: Sequence[str], route: str) -> list[Any]:
-        """``EVALSHA`` calls in one write, their replies read in order; a reply that is an error is
-        returned as the exception (the other replies must still be read off the socket)."""
+    def _evalsha_many(self, client: Any, calls: Sequence[tuple[str, str]], route: str, write: bool) -> list[Any]:
+        """``FCALL`` (reads: ``FCALL_RO``) or ``EVALSHA`` calls in one write, their replies read in
+        order; a reply that is an error is returned as the exception (the other replies must still
+        be read off the socket)."""
         connection = self._connection(client)
+        if self._functions is not None:
+            head: tuple[Any, ...] = ("FCALL", self._functions[0]) if write else ("FCALL_RO", self._functions[1])
+        else:
+            head = ("EVALSHA", self._sha)
         try:
-            connection.send_packed_command(
-                connection.pack_commands([("EVALSHA", self._sha, 1, route, args) for args in calls])
-            )
+            connection.send_packed_command(connection.pack_commands([(*head, 1, route, *args) for args in calls]))
             replies: list[Any] = []
             for _ in calls:
                 try:
@@ -210,21 +260,30 @@ class Server:
             connection.disconnect()  # the next call reconnects
             raise
 
+    def _lost(self, reply: Any) -> bool:
+        """Is ``reply`` the server's answer that it has not (or no longer) the script or library?"""
+        if self._functions is not None:
+            return isinstance(reply, self.errors.ResponseError) and str(reply).startswith("Function not found")
+        return isinstance(reply, self.errors.NoScriptError)
+
     def script(
-        self, doing: str, calls: Sequence[str], *, write: bool = True, retry: bool = True, per_call: bool = False,
-        route: str | None = None,
+        self, doing: str, calls: Sequence[tuple[str, str]], *, write: bool = True, retry: bool = True,
+        per_call: bool = False, route: str | None = None,
     ) -> list[Any]:
-        """The script's replies (bytes) to ``calls`` (one JSON argument each; ``route``: the key that
-        routes them in a cluster, by default this index's namespace), sent in one write; the lot is
-        sent again after ``NOSCRIPT`` (reloaded) or a broken connection. An error reply raises, or
-        with ``per_call`` is returned in its place as an :class:`~.base.IndexError_` (each call is
-        atomic on its own: the others stand)."""
+        """The script's replies (bytes) to ``calls`` (two JSON arguments each: the call's own, and
+        what every call of the index repeats; ``route``: the key that routes them in a cluster, by
+        default this index's namespace), sent in one write; the lot is sent again after the server
+        lost the script (loaded again) or a broken connection. An error reply raises, or with
+        ``per_call`` is returned in its place as an :class:`~.base.IndexError_` (each call is atomic
+        on its own: the others stand)."""
 
         def call(client: Any) -> list[Any]:
-            replies = self._evalsha_many(client, calls, route or self._seq_key)
-            if any(isinstance(r, self.errors.NoScriptError) for r in replies):
+            replies = self._evalsha_many(client, calls, route or self._seq_key, write)
+            if any(self._lost(r) for r in replies):
+                if self._functions is not None and not self._load_library(client):
+                    self._functions = None  # FUNCTION refused since the open: the script instead
                 self._sha = client.script_load(self._script)
-                replies = self._evalsha_many(client, calls, route or self._seq_key)
+                replies = self._evalsha_many(client, calls, route or self._seq_key, write)
             if per_call:
                 return [IndexError_(f"index {self.location}: {doing} failed: {r}") if isinstance(r, Exception) else r
                         for r in replies]
@@ -250,13 +309,15 @@ class Server:
 MIN_SERVER = (6, 0, 6)
 
 
-def _check_version(client: Any) -> None:
-    """Refuse a server older than :data:`MIN_SERVER` at open, rather than fail every check-and-add."""
+def _check_version(client: Any) -> tuple[int, ...] | None:
+    """Refuse a server older than :data:`MIN_SERVER` at open, rather than fail every check-and-add;
+    its version (None: unreadable)."""
     version = str(client.info("server").get("redis_version", ""))
     try:
         parts = tuple(int(p) for p in version.split(".")[:3])
     except ValueError:
-        return  # not a version we can read (a compatible server that reports its own): let it run
+        return None  # not a version we can read (a compatible server that reports its own): let it run
     if parts and parts < MIN_SERVER:
         raise ValueError(f"the server is Redis {version}; the index needs Redis "
                          f"{'.'.join(map(str, MIN_SERVER))} or newer (its scripts use LPOS and SET KEEPTTL)")
+    return parts or None

@@ -29,7 +29,7 @@ class Maintenance:
     _base: str
     _server: Server
     _script: Callable[..., Any]
-    _args: Callable[..., str]
+    _args: Callable[..., tuple[str, str]]
     _remove: Callable[..., tuple[int, bool]]
     _records: Callable[[str, Sequence[int]], dict[int, Entry]]
 
@@ -104,7 +104,7 @@ class Maintenance:
             band_rows += int(bands or 0)
             if name in registered or int(n or 0) or decisions:
                 base = self._namespace_base(name)
-                span = self._server.script("stats", [json.dumps({"op": "span", "base": base})], write=False,
+                span = self._server.script("stats", [('{"op": "span"}', json.dumps({"base": base}))], write=False,
                                            route=base + "seq")[0]
                 oldest, newest = (struct.unpack(">d", t)[0] for t in span) if span else (None, None)
                 per[name] = {"entries": int(n or 0), "oldest": oldest, "newest": newest, "decisions": int(decisions)}

@@ -6,17 +6,21 @@ the same ties, and tests/test_rule.py runs both on one verdict table. Sections m
 the rule's Store operations as Redis holds them; sections marked "redis" exist only here (request
 tokens, maintenance). Change rule.py first, then its port here.
 
-Called as EVALSHA <sha> 1 <prefix>:{<ns>}:seq <json>: KEYS[1] routes the call in a cluster (every
-key of a namespace shares its hash tag), ARGV[1] is one JSON object, decoded once:
+This text defines main(argv); redis_client.py calls it as EVALSHA <sha> 1 <prefix>:{<ns>}:seq <json>
+<common json> (appending 'return main(ARGV)'), or on Redis 7 as FCALL of a library of functions that
+runs this text once, at its first call, and keeps main (and with it the layouts begin decoded).
+KEYS[1] routes the call in a cluster (every key of a namespace shares its hash tag); argv[1] is the
+call's JSON object, argv[2] the one every call of an index repeats (base, limits, marked: decoded
+once a text while the script stays loaded):
   op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'deliver' | 'release' |
           'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
-  base    the namespace's key base, '<prefix>:{<ns>}:'
-  limits  the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
+  base    (common) the namespace's key base, '<prefix>:{<ns>}:'
+  limits  (common) the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
           fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
           ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
           keyed record's tag holds: 7; tests force fewer)
-  marked  true: the namespace's marker key ('<base>meta', set at open) must exist
+  marked  (common) true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
@@ -35,11 +39,12 @@ Replies carry entries as their raw records (decoded by redis_keys.py).
 -- library functions as locals: an upvalue read is one VM step, a global table's field two lookups
 local sbyte, ssub, sfind, schar, tconcat = string.byte, string.sub, string.find, string.char, table.concat
 local bit_band, bit_bxor, bit_rshift, floor, spack, sunpack = bit.band, bit.bxor, bit.rshift, math.floor, struct.pack, struct.unpack
-local rcall, sformat = redis.call, string.format
+local sformat = string.format
+local rcall  -- redis.call, set by begin (a Redis function's library has no redis.call while it loads)
 
-local A = cjson.decode(ARGV[1])
-local B, L = A.base, A.limits or {}
-local W = L.fp_bytes or 8
+-- the call's state, set by begin (below) before each call: its argument A, the namespace's key base
+-- B, the limits L, the fingerprints' bytes W, whether the marker must exist
+local A, B, L, W, MARKED
 
 -- redis: the namespace's marker (set at open) is gone: the server lost the index's keys (a
 -- check with a request token reads the marker with its tokens, in one MGET)
@@ -47,7 +52,6 @@ local function lost()
   return redis.error_reply('scrapy-simhash: the index lost its keys (the server was restarted without '
     .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
 end
-if A.marked and not (A.op == 'check' and A.token) and rcall('EXISTS', B .. 'meta') == 0 then return lost() end
 
 -- store: bytes -----------------------------------------------------------------------------------
 
@@ -194,34 +198,47 @@ end
 -- sprintf (~2-4k instructions; a table read is ~0.1k)
 local FIELDS = {[0] = '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '10', '11', '12', '13', '14', '15', '16', '17', '18', '19', '20', '21', '22', '23', '24', '25', '26', '27', '28', '29', '30', '31', '32', '33', '34', '35', '36', '37', '38', '39', '40', '41', '42', '43', '44', '45', '46', '47', '48', '49', '50', '51', '52', '53', '54', '55', '56', '57', '58', '59', '60', '61', '62', '63', '64', '65', '66', '67', '68', '69', '70', '71', '72', '73', '74', '75', '76', '77', '78', '79', '80', '81', '82', '83', '84', '85', '86', '87', '88', '89', '90', '91', '92', '93', '94', '95', '96', '97', '98', '99', '100', '101', '102', '103', '104', '105', '106', '107', '108', '109', '110', '111', '112', '113', '114', '115', '116', '117', '118', '119', '120', '121', '122', '123', '124', '125', '126', '127'}
 local function fname(n) return FIELDS[n] or n end
-local TAG = {th = 1, bh = 1, sh = 1, u = 1}
-local PAY = {th = 4, bh = 4, sh = 4, u = 4}
+-- a table's tag and payload bytes and the payloads a key holds before they spill: the keyed
+-- tables' here, the band tables' added by the layout (layout_of)
+local TAG0 = {th = 1, bh = 1, sh = 1, u = 1}
+local PAY0 = {th = 4, bh = 4, sh = 4, u = 4}
 local KEYED = {th = true, bh = true, sh = true, u = true}
-local SPILL = {th = 4, bh = 4, sh = 4, u = 4}
+local SPILL0 = {th = 4, bh = 4, sh = 4, u = 4}
+local TAG, PAY, SPILL
 -- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
-local BAND, BANDW, BANDS, FINDB = {}, {}, {t = {}, b = {}}, {}
-for tc, layout in pairs(L.bands or {}) do
-  for n = 1, #layout do
-    local shift, bits = layout[n][1], layout[n][2]
-    local t, words, touched = tc .. 'b' .. fname(n - 1), {}, {}
-    for i = 1, W / 4 do  -- word i holds bits 32 * (W / 4 - i) and up: the band's bits among them
-      local lo = 32 * (W / 4 - i)
-      local from, to = shift > lo and shift or lo, shift + bits < lo + 32 and shift + bits or lo + 32
-      local m = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
-      words[i] = m
-      if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end  -- {position in a record, mask}
+-- (a layout's, from the limits: see layout_of; TAG, PAY and SPILL also hold its band tables')
+local BAND, BANDW, BANDS, FINDB
+
+local function layout_of(lim)
+  -- the tables of the limits lim's band layout: {BAND, BANDW, BANDS, FINDB, TAG, PAY, SPILL}
+  local w = lim.fp_bytes or 8
+  local band, bandw, bands, findb = {}, {}, {t = {}, b = {}}, {}
+  local tag, pay, spill = {}, {}, {}
+  for t, v in pairs(TAG0) do tag[t], pay[t], spill[t] = v, PAY0[t], SPILL0[t] end
+  for tc, layout in pairs(lim.bands or {}) do
+    for n = 1, #layout do
+      local shift, bits = layout[n][1], layout[n][2]
+      local t, words, touched = tc .. 'b' .. fname(n - 1), {}, {}
+      for i = 1, w / 4 do  -- word i holds bits 32 * (w / 4 - i) and up: the band's bits among them
+        local lo = 32 * (w / 4 - i)
+        local from, to = shift > lo and shift or lo, shift + bits < lo + 32 and shift + bits or lo + 32
+        local m = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
+        words[i] = m
+        if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end  -- {position in a record, mask}
+      end
+      band[t], bandw[t], tag[t], pay[t], spill[t] = words, touched, 0, w, 32
+      bands[tc][n] = t
+      -- the whole bytes inside the band (bits 8m .. 8m + 7 are byte w - m of a record): a page is
+      -- searched for them (string.find) instead of testing every record's band; exact when the band
+      -- is those bytes
+      local m_lo, m_hi = (shift + 7 - (shift + 7) % 8) / 8, (shift + bits - (shift + bits) % 8) / 8 - 1
+      if m_hi >= m_lo then findb[t] = {w - 1 - m_hi, m_hi - m_lo + 1, shift % 8 == 0 and bits % 8 == 0} end
     end
-    BAND[t], BANDW[t], TAG[t], PAY[t], SPILL[t] = words, touched, 0, W, 32
-    BANDS[tc][n] = t
-    -- the whole bytes inside the band (bits 8m .. 8m + 7 are byte W - m of a record): a page is
-    -- searched for them (string.find) instead of testing every record's band; exact when the band
-    -- is those bytes
-    local m_lo, m_hi = (shift + 7 - (shift + 7) % 8) / 8, (shift + bits - (shift + bits) % 8) / 8 - 1
-    if m_hi >= m_lo then FINDB[t] = {W - 1 - m_hi, m_hi - m_lo + 1, shift % 8 == 0 and bits % 8 == 0} end
   end
+  return {band, bandw, bands, findb, tag, pay, spill}
 end
 local PAGES, PAGE = 16, 64
-local LH = {}
+local LH
 local holds  -- holds(t, id, key): does entry id hold key (a keyed table's verification; see the entries)
 local keys_of  -- keys_of(t, id): the keys entry id files in keyed table t (see the entries)
 
@@ -305,8 +322,7 @@ end
 
 local function mix2(h) return fmix(bit_bxor(h, 0x9e3779b9) % 4294967296) end
 
-local QB = L.tag_bits or 7  -- the quotient bits a keyed record's tag holds when written (tests: fewer)
-local QTOP = 2 ^ QB
+local QB, QTOP  -- the quotient bits a keyed record's tag holds when written (tests: fewer), 2 ^ QB
 
 local function quotient(h, h2, a)
   -- the QB bits of the 64-bit mix h2 * 2^32 + h from bit a up, as a record's tag: sentinel bit QB set
@@ -343,7 +359,7 @@ local function scan_keyed(recs, each)
   end
 end
 
-local PAGED = {}  -- this call's chains read or written: PAGED[key][page] = {records, fields}
+local PAGED  -- this call's chains read or written: PAGED[key][page] = {records, fields}
 
 local function chain(key, page, R)
   -- the records of a page and its continuations (each full but the last): {string, fields}.
@@ -468,7 +484,7 @@ local function split_bucket(t, s)
   if s.p == m then s.L, s.p = s.L + 1, 0 end
 end
 
-local DIRTY = {}
+local DIRTY  -- the tables whose state this call changed
 
 local function save(t)
   local s = LH[t]
@@ -500,7 +516,7 @@ end
 
 local function spill_key(t, k) return B .. 'Z' .. t .. ':' .. tohex(k) end
 
-local BANDED = {}  -- BANDED[t][k]: {bucket key, page, banded, level, split pointer} of this call
+local BANDED  -- BANDED[t][k]: {bucket key, page, banded, level, split pointer} of this call
 
 local function band_page(t, k)
   -- a band table's bucket key, page, chain and fields for key k, and banded(s, i): is the band of
@@ -711,7 +727,7 @@ local SCHEMES = {[0] = '', 'https://', 'http://'}
 
 local function ekey(id) return B .. 'e:' .. floor(id / SLOTS) end
 
-local FIRST = {}  -- entries' records read or written in this call (false: none)
+local FIRST  -- entries' records read or written in this call (false: none)
 
 local function first_chunk(id)
   -- the entry's record (raw bytes), or nil (a removed entry's element is empty)
@@ -795,7 +811,7 @@ local function decode(id, r)
   return e
 end
 
-local CACHE = {}
+local CACHE
 
 local function fields(id)
   -- the entry's decoded record (cached for this call), or nil when gone
@@ -1390,14 +1406,39 @@ end
 
 -- redis: operations ----------------------------------------------------------------------------
 
+local COMMON, NCOMMON = {}, 0  -- decoded common arguments and their layouts, by their exact text
+
+local function begin(argv)
+  -- a call's state: its own argument (argv[1]) and the common one (argv[2]: base, limits, marked),
+  -- decoded once a text when the script stays loaded (a Redis function), each call's tables fresh
+  rcall = redis.call
+  A = cjson.decode(argv[1])
+  local c = COMMON[argv[2]]
+  if not c then
+    local h = cjson.decode(argv[2])
+    local lim = h.limits or {}
+    c = {h.base, lim, h.marked, layout_of(lim)}
+    if NCOMMON >= 16 then COMMON, NCOMMON = {}, 0 end
+    COMMON[argv[2]], NCOMMON = c, NCOMMON + 1
+  end
+  B, L, MARKED = c[1], c[2], c[3]
+  W, QB = L.fp_bytes or 8, L.tag_bits or 7
+  QTOP = 2 ^ QB
+  local y = c[4]
+  BAND, BANDW, BANDS, FINDB, TAG, PAY, SPILL = y[1], y[2], y[3], y[4], y[5], y[6], y[7]
+  LH, PAGED, DIRTY, BANDED, FIRST, CACHE = {}, {}, {}, {}, {}, {}
+end
+
+local function run()
 local op = A.op
+if MARKED and not (op == 'check' and A.token) and rcall('EXISTS', B .. 'meta') == 0 then return lost() end
 if op == 'check' then
   -- an added outcome is remembered under the request token: a retry gets its entry back
   local tkeys, tag, tokens
   if A.token then
     tkeys, tag = token_keys(A.token, A.token_ttl)
     local got = rcall('MGET', B .. 'meta', unpack(tkeys))
-    if A.marked and not got[1] then return lost() end
+    if MARKED and not got[1] then return lost() end
     for j = 1, #tkeys do
       local v = got[j + 1]
       local i = v and find_aligned(v, tag, 10)
@@ -1511,3 +1552,11 @@ elseif op == 'bands' then
   return #candidates(A.tc, query({probe = {[A.tc] = A.probes}}).probe[A.tc])
 end
 return redis.error_reply('scrapy-simhash: unknown operation ' .. tostring(op))
+end
+
+-- redis: the entry point, as redis.py appends it: 'return main(ARGV)' for EVAL, or the
+-- registration of a Redis function (whose library keeps COMMON between calls)
+local function main(argv)
+  begin(argv)
+  return run()
+end
