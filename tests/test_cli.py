@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -474,6 +475,30 @@ def test_every_subcommand_has_help_with_examples(capsys: pytest.CaptureFixture[s
     assert "--index" in ok(run("stats", "--help")).stdout
 
 
+def dedup_jobs_2_recording_transactions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        capsys: pytest.CaptureFixture[str], lines: list[str],
+                                        delay: Callable[[int], float]) -> list[int]:
+    """``dedup --jobs 2`` of ``lines`` whose transaction number k (from 1) takes ``delay(k)`` seconds
+    more: the size of each transaction; the run's exit code and decisions' order are checked."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(line + "\n" for line in lines), "utf-8")
+    sizes: list[int] = []
+    decide_many = Deduplicator.decide_many
+
+    def slow(self: Deduplicator, items: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(len(items))
+        time.sleep(delay(len(sizes)))
+        return decide_many(self, items, *args, **kwargs)
+
+    monkeypatch.setattr(Deduplicator, "decide_many", slow)
+    code = cli.main(["dedup", str(src), "--index", str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q",
+                     "--no-progress", "--decisions", str(tmp_path / "d.jsonl")])
+    capsys.readouterr()
+    assert code == 0
+    assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, len(lines) + 1))
+    return sizes
+
+
 def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_transaction(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """With --jobs, the parent's commits are the serial part of a run: the lines the workers
@@ -481,29 +506,14 @@ def test_jobs_decide_what_the_workers_finished_during_a_commit_in_the_next_trans
     transaction, beyond DECIDE_BATCH, in input order, each decided once."""
     from scrapy_simhash.cli import dedup as cli_dedup
 
-    src = tmp_path / "in.jsonl"
     monkeypatch.setattr(cli_dedup, "DECIDE_BATCH_READY", 128)  # what 2 workers surely finish during the sleep
     n = 300
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题 {k * 7919}",
-                                  "body": f"{STORY_ZH['body']} 编号{k * 104729}。"}) + "\n" for k in range(n)),
-                   "utf-8")
-    sizes: list[int] = []
-    decide_many = Deduplicator.decide_many
-
-    def slow_first_commit(self: Deduplicator, items: Any, *args: Any, **kwargs: Any) -> Any:
-        sizes.append(len(items))
-        if len(sizes) == 1:
-            time.sleep(3)  # a busy disk's fsync: the workers finish the rest meanwhile
-        return decide_many(self, items, *args, **kwargs)
-
-    monkeypatch.setattr(Deduplicator, "decide_many", slow_first_commit)
-    code = cli.main(["dedup", str(src), "--index", str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q",
-                     "--no-progress", "--decisions", str(tmp_path / "d.jsonl")])
-    capsys.readouterr()
-    assert code == 0
+    lines = [dumps({"url": f"u{k}", "title": f"第{k}号公告 标题 {k * 7919}",
+                    "body": f"{STORY_ZH['body']} 编号{k * 104729}。"}) for k in range(n)]
+    # the first commit a busy disk's fsync: the workers finish the rest meanwhile
+    sizes = dedup_jobs_2_recording_transactions(tmp_path, monkeypatch, capsys, lines, lambda k: 3 if k == 1 else 0)
     assert min(sizes[:-1]) >= cli_dedup.DECIDE_BATCH and max(sizes) == cli_dedup.DECIDE_BATCH_READY, sizes
     assert sum(sizes) == n
-    assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
 
 
 def test_jobs_a_run_paced_by_its_commits_takes_few_of_them(
@@ -511,26 +521,11 @@ def test_jobs_a_run_paced_by_its_commits_takes_few_of_them(
     """Where the parent's transactions set the pace (here each takes 0.3 s more: the workers are
     always ahead), a transaction takes every answered line up to DECIDE_BATCH_READY: 1,100 lines in
     a handful of commits (at most 128 lines a transaction: 9), in input order, each decided once."""
-    src = tmp_path / "in.jsonl"
     n = 1100
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"Notice {k} about lot {k * 7919}",
-                                  "body": f"{STORY_EN['body'][:300]} Lot {k * 104729}."}) + "\n" for k in range(n)),
-                   "utf-8")
-    sizes: list[int] = []
-    decide_many = Deduplicator.decide_many
-
-    def slow_commits(self: Deduplicator, items: Any, *args: Any, **kwargs: Any) -> Any:
-        sizes.append(len(items))
-        time.sleep(0.3)
-        return decide_many(self, items, *args, **kwargs)
-
-    monkeypatch.setattr(Deduplicator, "decide_many", slow_commits)
-    code = cli.main(["dedup", str(src), "--index", str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q",
-                     "--no-progress", "--decisions", str(tmp_path / "d.jsonl")])
-    capsys.readouterr()
-    assert code == 0
+    lines = [dumps({"url": f"u{k}", "title": f"Notice {k} about lot {k * 7919}",
+                    "body": f"{STORY_EN['body'][:300]} Lot {k * 104729}."}) for k in range(n)]
+    sizes = dedup_jobs_2_recording_transactions(tmp_path, monkeypatch, capsys, lines, lambda k: 0.3)
     assert sum(sizes) == n and len(sizes) <= 6, sizes
-    assert [r["line"] for r in read_decisions(tmp_path / "d.jsonl")] == list(range(1, n + 1))
 
 
 def test_jobs_read_ahead_holds_a_full_transaction(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
