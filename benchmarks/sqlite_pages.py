@@ -8,7 +8,9 @@ of the file: ``--warm`` check-and-adds, then ``--ops`` timed ones as ``index_sca
 the rounds: CPU µs (user, sys), read and write system calls (``/proc/self/io``), SQLite page-cache
 hits, misses and pages written (``sqlite3_db_status``), minor faults and blocks read from disk. With
 ``--frames``, also which tables' pages one add writes to the WAL (frames a commit) and how many of
-them are distinct over the run (what a checkpoint writes back into the file).
+them are distinct over the run (what a checkpoint writes back into the file); that run keeps its
+whole WAL (``wal_autocheckpoint=0``), so its CPU and system-call figures are not the shipped ones:
+measure those in a run without ``--frames``.
 
 Run: ``python benchmarks/sqlite_pages.py --sizes 10000,1000000 --dists random,identical
 --variant base= --variant mmap=mmap_size=1073741824 [--frames]`` (a variant is ``name=`` then
@@ -173,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warm", type=int, default=200)
     ap.add_argument("--ops", type=int, default=1000)
-    ap.add_argument("--frames", action="store_true", help="also the WAL frames of an add, by table")
+    ap.add_argument("--frames", action="store_true",
+                    help="also the WAL frames of an add, by table (no checkpoints in the run)")
     ap.add_argument("--dir", default="/var/tmp/sqlite_pages", help="where the prebuilt files are kept")
     ap.add_argument("--child", nargs=2, metavar=("FILE", "DIST"), help=argparse.SUPPRESS)
     ap.add_argument("--flags", default="", help=argparse.SUPPRESS)
