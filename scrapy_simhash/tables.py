@@ -120,15 +120,36 @@ def _remove_stale(kind: str, keep: Path) -> None:
             pass
 
 
-def _read(path: Path, typecode: str) -> tuple[dict[str, int | float], dict[str, object], list[memoryview]] | None:
-    """A table written by :func:`_write`: ``(table, header, blobs)`` (views of the file's bytes, not
-    copies), None when absent or not ours."""
+def _map(path: Path) -> Any:
+    """The bytes of a cache file, mapped read-only (a cache file is only ever replaced whole, never
+    written in place: no copy of its megabytes into this process), or read where it cannot be; None
+    when it cannot be opened."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        head_end = data.index(b"\n")
+        try:
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # empty, or a file system that cannot map
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path, typecode: str) -> tuple[dict[str, int | float], dict[str, object], list[memoryview]] | None:
+    """A table written by :func:`_write`: ``(table, header, blobs)`` (views of the file's bytes, not
+    copies), None when absent or not ours."""
+    data = _map(path)
+    if data is None:
+        return None
+    try:
+        head_end = data.find(b"\n")
+        if head_end < 0:
+            return None
         header = json.loads(data[:head_end])
         if header.get("format") != FORMAT or header.get("typecode") != typecode:
             return None
@@ -389,20 +410,9 @@ def _read_mapped(path: Path) -> tuple[MappedTable, dict[str, object]] | None:
     """The table of a file written by :func:`_mapped_bytes` and its header, None when absent or
     not ours. The file is mapped (read-only; a cache file is only ever replaced whole, never
     written in place), or read where it cannot be."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+    buffer = _map(path)
+    if buffer is None:
         return None
-    try:
-        try:
-            buffer: Any = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # empty, or a file system that cannot map
-            with os.fdopen(os.dup(fd), "rb") as f:
-                buffer = f.read()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     try:
         head_end = buffer.find(b"\n", 0, 1 << 16)
         header = json.loads(buffer[:head_end]) if head_end > 0 else None
