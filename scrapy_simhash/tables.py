@@ -182,9 +182,12 @@ def _write(path: Path, table: Mapping[str, int | float], typecode: str, extra: d
     header = {"format": FORMAT, "typecode": typecode, "count": len(table), "words_bytes": len(words), **extra}
     if blobs:
         header["blobs"] = [len(blob) for blob in blobs]
+    head = json.dumps(header).encode()
+    if blobs:  # padded (JSON allows the spaces) so that the blobs start 16-byte aligned: used in place
+        head += b" " * (-(len(head) + 1 + len(words) + len(table) * array.array(typecode).itemsize) % 16)
     try:
         with _replacing(path) as f:
-            f.write(json.dumps(header).encode() + b"\n")
+            f.write(head + b"\n")
             f.write(words)
             f.write(array.array(typecode, table.values()).tobytes())
             for blob in blobs:

@@ -295,3 +295,25 @@ def test_cache_files_are_mapped_not_copied(cache: Path, router_type: type) -> No
     tables.load_idf(IDF_TXT)
     table, _ = tables.load_idf(IDF_TXT)
     assert isinstance(table, tables.MappedTable) and isinstance(table.values.obj, mmap.mmap)
+
+
+def test_a_cached_route_is_used_in_place_and_an_unaligned_one_copied(cache: Path, router_type: type) -> None:
+    """The route's tables are written aligned, so a Router reads them where the mapped file has them
+    (no 17 MB copy at every start); tables at an address it cannot read doubles at are copied. Both
+    cut as jieba does."""
+    jieba.setLogLevel(60)
+    _route(router_type, fresh_tokenizer())
+    router, made = _route(router_type, fresh_tokenizer())
+    assert made == ["copied"] and router.shared is not None
+    reference = fresh_tokenizer()
+    reference.initialize()
+    expected = [tuple(reference.cut(text)) for text in ROUTE_TEXTS]
+    assert [router.cut_block(text, {}, _hmm(), set(), 1000) for text in ROUTE_TEXTS] == expected
+    unaligned = []
+    for blob in router.tables():
+        room = bytearray(len(blob) + 1)
+        room[1:] = blob
+        unaligned.append(memoryview(room)[1:])
+    copy = router_type(dict(router.unpacked()), router.logtotal, tuple(unaligned))
+    assert copy.shared is None
+    assert [copy.cut_block(text, {}, _hmm(), set(), 1000) for text in ROUTE_TEXTS] == expected
