@@ -47,6 +47,7 @@ cdef class Router:
                          # by this 1 MB (mostly cached) instead of a probe of the 16 MB table
     cdef dict freq
     cdef readonly double logtotal
+    cdef readonly object shared  # the tables one, words and seen point into (None: allocated here)
 
     cdef int _copy(self, tuple tables) except -1
     cdef double _lookup(self, str block, Py_ssize_t start, Py_ssize_t stop) except? -2.0

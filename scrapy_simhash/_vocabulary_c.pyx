@@ -16,11 +16,12 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.object cimport PyObject
 from cpython.pythread cimport (NOWAIT_LOCK, WAIT_LOCK, PyThread_acquire_lock, PyThread_allocate_lock,
                                PyThread_free_lock, PyThread_release_lock, PyThread_type_lock)
-from cpython.tuple cimport PyTuple_GET_ITEM
-from cpython.unicode cimport PyUnicode_Compare
+
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object unicode, Py_ssize_t *size) except NULL
 from libc.stdint cimport uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 from ._packed cimport Slot, Table, _pack, _table_init, _table_put, _table_slot
 from ._segment_c cimport Hmm, Router, _hmm_words, _in_block, _is_han
@@ -66,45 +67,89 @@ cdef int _YIELD_BLOCKS = 64
 cdef double _PAUSE = 0.0001
 
 
-cdef class _IdfKeys:
-    """The packable words (:func:`_pack`) of a sorted IDF table, hashed to their index in it: one
-    probe where a bisection of 270,000 words costs some twenty string comparisons, most of them
-    cache misses."""
+cdef class _MappedIdf:
+    """The arrays of a ``tables.MappedTable`` (its cache file's bytes), checked once: the offsets
+    rise from 0 to the end of the words, each hashed index is a word's, an empty slot remains (a probe
+    ends). A table that fails is looked up through its ``Mapping`` methods instead."""
 
+    cdef const double[:] values
+    cdef const unsigned int[:] offsets
+    cdef const unsigned char[:] words
+    cdef const unsigned char[:] slot_bytes
     cdef Table table
-    cdef tuple words  # the table's words, kept: their identity tells whether this is still their index
+    cdef Py_ssize_t count
 
-    def __cinit__(self, tuple words):
-        cdef Py_ssize_t i, n = len(words)
-        cdef uint64_t key
-        cdef Slot *slot
-        self.words = words
-        _table_init(&self.table, n * 3 // 4)  # 270,000 words in 2^19 slots (8 MB), not 2^20
+    def __cinit__(self, object mapped):
+        cdef Py_ssize_t i, n, slots
+        cdef const Slot *slot
+        self.values, self.offsets, self.words = mapped.values, mapped.offsets, mapped.words_blob
+        self.slot_bytes = mapped.key_slots
+        n = self.count = self.values.shape[0]
+        if self.offsets.shape[0] != n + 1 or self.offsets[0] != 0 or self.offsets[n] != self.words.shape[0]:
+            raise ValueError("offsets do not span the words")
         for i in range(n):
-            word = <object> PyTuple_GET_ITEM(words, i)
-            if type(word) is not str:
-                continue
-            key = _pack(<str> word, 0, len(<str> word))
-            if key:
-                slot = _table_slot(&self.table, key)
-                if slot.key == 0:  # the first of equal words, as bisect_left finds it
-                    slot.key = key
-                    slot.value = i
-                    self.table.used += 1
+            if self.offsets[i + 1] <= self.offsets[i] or self.words[self.offsets[i + 1] - 1] != 10:
+                raise ValueError("offsets out of order")
+        slots = self.slot_bytes.shape[0] // sizeof(Slot)
+        if slots < 1024 or slots & (slots - 1):
+            raise ValueError("not a power of two of slots")
+        self.table.slots = <Slot *> &self.slot_bytes[0]  # read only: never put to
+        self.table.mask = slots - 1
+        self.table.shift = 64
+        while slots > 1:
+            slots >>= 1
+            self.table.shift -= 1
+        self.table.used = 0
+        for i in range(<Py_ssize_t> self.table.mask + 1):
+            slot = &self.table.slots[i]
+            if slot.key:
+                if not (0 <= slot.value < n) or <Py_ssize_t> slot.value != slot.value:
+                    raise ValueError("a slot out of the table")
+                self.table.used += 1
+        if self.table.used > <Py_ssize_t> self.table.mask:
+            raise ValueError("no empty slot")
 
-    def __dealloc__(self):
-        free(self.table.slots)
+    cdef inline int _compare(self, Py_ssize_t i, const char *word, Py_ssize_t size) noexcept:
+        """The order of word ``i`` and ``word`` (UTF-8 bytes, which sort as the strings do)."""
+        cdef Py_ssize_t start = self.offsets[i], length = self.offsets[i + 1] - 1 - self.offsets[i]
+        cdef int c = memcmp(&self.words[start], word, min(length, size)) if min(length, size) else 0
+        if c:
+            return c
+        return (length > size) - (length < size)
+
+    cdef object get(self, str word, object missing):
+        cdef uint64_t key = _pack(word, 0, len(word))
+        cdef Slot *slot
+        cdef Py_ssize_t lo = 0, hi = self.count, mid, size
+        cdef const char *utf8
+        if key:  # a word of the table equal to it is packable too: it is in the slots or nowhere
+            slot = _table_slot(&self.table, key)
+            return self.values[<Py_ssize_t> slot.value] if slot.key else missing
+        try:
+            utf8 = PyUnicode_AsUTF8AndSize(word, &size)
+        except UnicodeError:  # lone surrogates: no word of the table (valid UTF-8)
+            return missing
+        while lo < hi:  # bisect_left
+            mid = (lo + hi) // 2
+            if self._compare(mid, utf8, size) < 0:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.count and self._compare(lo, utf8, size) == 0:
+            return self.values[lo]
+        return missing
 
 
-cdef _IdfKeys _last_idf_keys = None
+cdef _MappedIdf _last_mapped = None
+cdef object _last_mapped_of = None
 
 
-cdef _IdfKeys _idf_keys(tuple words):
-    """The :class:`_IdfKeys` of ``words``, built once per table (~10 ms) and shared."""
-    global _last_idf_keys
-    if _last_idf_keys is None or _last_idf_keys.words is not words:
-        _last_idf_keys = _IdfKeys(words)
-    return _last_idf_keys
+cdef _MappedIdf _mapped_idf(object table):
+    """The :class:`_MappedIdf` of ``table``, checked once per table and shared."""
+    global _last_mapped, _last_mapped_of
+    if _last_mapped_of is not table:
+        _last_mapped, _last_mapped_of = _MappedIdf(table), table
+    return _last_mapped
 
 
 cdef class Vocabulary:
@@ -139,19 +184,18 @@ cdef class Vocabulary:
     cdef Py_ssize_t capacity
     cdef dict word_idf
     cdef object stop_words, table, median
-    cdef tuple sorted_words      # the IDF table's words, sorted (a tables.SortedTable), else None
-    cdef const double[:] sorted_values
-    cdef _IdfKeys idf_keys       # its packable words hashed (None: bisect every word)
+    cdef _MappedIdf mapped       # the IDF table's arrays (a tables.MappedTable), else None
 
     def __cinit__(self, dict word_idf, object stop_words, object idf, object median):
         self.lock = PyThread_allocate_lock()
         if self.lock == NULL:
             raise MemoryError()
         self.word_idf, self.stop_words, self.table, self.median = word_idf, stop_words, idf, median
-        words = getattr(idf, "_words", None)
-        if type(words) is tuple and type(idf).__name__ == "SortedTable":  # looked up here, not through Mapping.get
-            self.sorted_words, self.sorted_values = words, idf._values
-            self.idf_keys = _idf_keys(words)
+        if type(idf).__name__ == "MappedTable":  # looked up in its bytes here, not through Mapping.get
+            try:
+                self.mapped = _mapped_idf(idf)
+            except ValueError:
+                self.mapped = None
         self.char_ids = <int *> calloc(65536, sizeof(int))
         if self.char_ids == NULL:
             raise MemoryError()
@@ -257,27 +301,10 @@ cdef class Vocabulary:
         return i
 
     cdef object _idf_of(self, str word):
-        """``idf.get(word, median)``; a SortedTable bisected here as its ``__getitem__`` does."""
-        cdef tuple words = self.sorted_words
-        cdef Py_ssize_t lo = 0, hi, mid
-        cdef uint64_t key
-        cdef Slot *slot
-        if words is None:
+        """``idf.get(word, median)``; a MappedTable looked up in its bytes."""
+        if self.mapped is None:
             return self.table.get(word, self.median)
-        key = _pack(word, 0, len(word))
-        if key:  # a word of the table equal to it is packable too: it is in idf_keys or nowhere
-            slot = _table_slot(&self.idf_keys.table, key)
-            return self.sorted_values[<Py_ssize_t> slot.value] if slot.key else self.median
-        hi = len(words)
-        while lo < hi:  # bisect_left
-            mid = (lo + hi) // 2
-            if PyUnicode_Compare(<object> PyTuple_GET_ITEM(words, mid), word) < 0:
-                lo = mid + 1
-            else:
-                hi = mid
-        if lo < len(words) and PyUnicode_Compare(<object> PyTuple_GET_ITEM(words, lo), word) == 0:
-            return self.sorted_values[lo]
-        return self.median
+        return self.mapped.get(word, self.median)
 
     cdef inline int _char_id(self, str text, Py_ssize_t i) except -2:
         """The word number of the one-character token ``text[i]``."""

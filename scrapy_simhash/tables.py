@@ -14,8 +14,13 @@ one removes the tables of the same kind unused for :data:`STALE_DAYS` days, and 
 the older path-keyed scheme. Where no cache directory is writable, the tables are built from the
 sources every time (correct, just slower).
 
-The compiled segmenter's route is kept the same way (:func:`load_route`: its compact tables as bytes
-after the words they cannot hold), so that a process cuts without building jieba's prefix dict.
+The IDF table is kept otherwise (:class:`MappedTable`): its file is mapped, not parsed, and the
+compiled engine looks words up in its bytes, so a start makes none of its 270,000 strings (~45 ms
+a start, the check and the hashing of its words included).
+
+The compiled segmenter's route is kept as the prefix dictionary is (:func:`load_route`: its compact
+tables as bytes after the words they cannot hold), so that a process cuts without building jieba's
+prefix dict.
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ import functools
 import hashlib
 import json
 import logging
+import mmap
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import BinaryIO, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from ._jieba import jieba
 
@@ -114,40 +120,36 @@ def _remove_stale(kind: str, keep: Path) -> None:
             pass
 
 
-class SortedTable(Mapping[str, float]):
-    """A read-only ``{word: value}`` over sorted words and their packed values, looked up by
-    bisection: no dict of 270,000 entries to build at every start (~50 ms) for the few thousand
-    words a crawl looks up (and keeps: :class:`~.features.FeatureExtractor`). The words are kept as a
-    tuple: one of strings only, the garbage collector stops tracking it at its first look, where a
-    list of 270,000 words was walked by every full collection (~10 ms each, the ones at exit too)."""
-
-    def __init__(self, words: Sequence[str], values: array.array) -> None:
-        self._words, self._values = tuple(words), values
-
-    def __getitem__(self, word: str) -> float:
-        i = bisect.bisect_left(self._words, word)
-        if i < len(self._words) and self._words[i] == word:
-            return self._values[i]
-        raise KeyError(word)
-
-    def __len__(self) -> int:
-        return len(self._words)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._words)
-
-
-def _read(
-    path: Path, typecode: str, as_dict: bool = True
-) -> tuple[Mapping[str, int | float], dict[str, object], list[memoryview]] | None:
-    """A table written by :func:`_write`: ``(table, header, blobs)`` (views of the file's bytes, not
-    copies), None when absent or not ours."""
+def _map(path: Path) -> Any:
+    """The bytes of a cache file, mapped read-only (a cache file is only ever replaced whole, never
+    written in place: no copy of its megabytes into this process), or read where it cannot be; None
+    when it cannot be opened."""
     try:
-        data = path.read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        head_end = data.index(b"\n")
+        try:
+            return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError):  # empty, or a file system that cannot map
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path, typecode: str) -> tuple[dict[str, int | float], dict[str, object], list[memoryview]] | None:
+    """A table written by :func:`_write`: ``(table, header, blobs)`` (views of the file's bytes, not
+    copies), None when absent or not ours."""
+    data = _map(path)
+    if data is None:
+        return None
+    try:
+        head_end = data.find(b"\n")
+        if head_end < 0:
+            return None
         header = json.loads(data[:head_end])
         if header.get("format") != FORMAT or header.get("typecode") != typecode:
             return None
@@ -168,10 +170,6 @@ def _read(
         return None
     if len(words) != n or len(values) != n:
         return None
-    if not as_dict:
-        if words != sorted(words):  # timsort on sorted words: one pass in C
-            return None  # not a table we wrote
-        return SortedTable(words, values), header, blobs
     return dict(zip(words, values, strict=True)), header, blobs
 
 
@@ -184,9 +182,12 @@ def _write(path: Path, table: Mapping[str, int | float], typecode: str, extra: d
     header = {"format": FORMAT, "typecode": typecode, "count": len(table), "words_bytes": len(words), **extra}
     if blobs:
         header["blobs"] = [len(blob) for blob in blobs]
+    head = json.dumps(header).encode()
+    if blobs:  # padded (JSON allows the spaces) so that the blobs start 16-byte aligned: used in place
+        head += b" " * (-(len(head) + 1 + len(words) + len(table) * array.array(typecode).itemsize) % 16)
     try:
         with _replacing(path) as f:
-            f.write(json.dumps(header).encode() + b"\n")
+            f.write(head + b"\n")
             f.write(words)
             f.write(array.array(typecode, table.values()).tobytes())
             for blob in blobs:
@@ -202,13 +203,12 @@ def _used(path: Path) -> None:
 
 def _cached(
     kind: str, source: Path, typecode: str, build: Callable[[], tuple[dict[str, int | float], dict[str, object]]],
-    as_dict: bool = True,
 ) -> tuple[Mapping[str, int | float], dict[str, object]]:
     try:
         path = _cache_file(kind, source)
     except OSError:
         return build()
-    loaded = _read(path, typecode, as_dict)
+    loaded = _read(path, typecode)
     if loaded is not None:
         _used(path)
         return loaded[:2]
@@ -294,22 +294,171 @@ def load_route(
     return route
 
 
+#: The layout of the IDF table's file (:func:`load_idf`), part of its name.
+IDF_LAYOUT = "mapped 1"
+#: 2^64 / golden ratio: the Fibonacci hashing of ``_packed._table_slot``.
+_FIB = 11400714819323198485
+_SLOT = 16  # bytes of a ``_packed.Slot``: its packed word (uint64), its index in the table (double)
+_OFFSET_TYPE = next(code for code in "IL" if array.array(code).itemsize == 4)
+
+
+def _pack(word: str) -> int:
+    """``_packed._pack`` of a whole word: 1 to 4 BMP characters, none NUL, 16 bits each, first
+    highest; 0 when it cannot be packed."""
+    if not 0 < len(word) <= 4:
+        return 0
+    key = 0
+    for char in word:
+        code = ord(char)
+        if code == 0 or code > 0xFFFF:
+            return 0
+        key = key << 16 | code
+    return key
+
+
+def _key_slots(words: Sequence[str]) -> bytes:
+    """The packable words of a sorted table, hashed to their index as ``_vocabulary_c``'s
+    ``_IdfKeys`` did at every start (~10 ms): its ``_packed.Table`` slots, sized as that built them
+    (``_table_init(n * 3 // 4)``), linear probing; the compiled engine maps them from the file."""
+    slots, bits = 1024, 10
+    while slots < 2 * (len(words) * 3 // 4):
+        slots, bits = slots * 2, bits + 1
+    shift, mask = 64 - bits, slots - 1
+    keys, values = [0] * slots, [0.0] * slots
+    for i, word in enumerate(words):
+        key = _pack(word)
+        if key:
+            at = ((key * _FIB) & 0xFFFFFFFFFFFFFFFF) >> shift
+            while keys[at] and keys[at] != key:
+                at = (at + 1) & mask
+            if not keys[at]:  # the first of equal words, as bisect_left finds it
+                keys[at], values[at] = key, float(i)
+    table = array.array("Q", bytes(_SLOT * slots))
+    table[0::2] = array.array("Q", keys)
+    table[1::2] = array.array("Q", array.array("d", values).tobytes())
+    return table.tobytes()
+
+
+class MappedTable(Mapping[str, float]):
+    """A read-only ``{word: value}`` over the bytes of its cache file (mapped, not parsed): sorted
+    words (UTF-8, newline-separated) with their offsets, their values, and a hash table of the packable
+    ones (:func:`_key_slots`). The compiled engine looks words up in those bytes (a probe, else a
+    bisection of the UTF-8 words, which sort as the strings do), so a start makes no string of the
+    270,000 words (~35 ms to split and check, ~10 ms to hash them, more to free them at exit). Python
+    lookups make the sorted words once, at the first (checked sorted: a file that is not ours fails
+    with ``ValueError``)."""
+
+    def __init__(self, buffer: Any, count: int, sections: Mapping[str, tuple[int, int]]) -> None:
+        view = memoryview(buffer)
+
+        def section(name: str) -> memoryview:
+            at, size = sections[name]
+            return view[at : at + size]
+
+        self._count = count
+        self.words_blob = section("words")
+        self.offsets = section("offsets").cast(_OFFSET_TYPE)
+        self.values = section("values").cast("d")
+        self.key_slots = section("keys")
+        if len(self.offsets) != count + 1 or len(self.values) != count or len(self.key_slots) % _SLOT:
+            raise ValueError("sections of the wrong size")
+        self._words: tuple[str, ...] | None = None
+
+    def words(self) -> tuple[str, ...]:
+        """The sorted words, made at the first call."""
+        if self._words is None:
+            words = tuple(bytes(self.words_blob).decode("utf-8").split("\n")[:-1]) if self._count else ()
+            if len(words) != self._count or list(words) != sorted(words):
+                raise ValueError("not a sorted table")
+            self._words = words
+        return self._words
+
+    def __getitem__(self, word: str) -> float:
+        words = self.words()
+        i = bisect.bisect_left(words, word)
+        if i < len(words) and words[i] == word:
+            return self.values[i]
+        raise KeyError(word)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.words())
+
+
+def _mapped_bytes(table: Mapping[str, float], extra: dict[str, object]) -> bytes:
+    """The file of a :class:`MappedTable` (``table``\'s words sorted): a JSON header line naming its
+    sections, then each of them at a multiple of 16 bytes."""
+    words = sorted(table)
+    encoded = [word.encode("utf-8") for word in words]
+    offsets = array.array(_OFFSET_TYPE, [0])
+    for word in encoded:
+        offsets.append(offsets[-1] + len(word) + 1)
+    parts = {"values": array.array("d", (table[w] for w in words)).tobytes(), "offsets": offsets.tobytes(),
+             "keys": _key_slots(words), "words": b"".join(word + b"\n" for word in encoded)}
+    header: dict[str, object] = {"format": FORMAT, "layout": IDF_LAYOUT, "count": len(words), **extra}
+    sections: dict[str, list[int]] = {}
+    at = 0
+    for name, part in parts.items():
+        sections[name] = [at, len(part)]
+        at += -len(part) % 16 + len(part)
+    header["sections"] = sections
+    head = json.dumps(header).encode()
+    head += b" " * (-(len(head) + 1) % 16) + b"\n"
+    return head + b"".join(part + bytes(-len(part) % 16) for part in parts.values())
+
+
+def _read_mapped(path: Path) -> tuple[MappedTable, dict[str, object]] | None:
+    """The table of a file written by :func:`_mapped_bytes` and its header, None when absent or
+    not ours. The file is mapped (read-only; a cache file is only ever replaced whole, never
+    written in place), or read where it cannot be."""
+    buffer = _map(path)
+    if buffer is None:
+        return None
+    try:
+        head_end = buffer.find(b"\n", 0, 1 << 16)
+        header = json.loads(buffer[:head_end]) if head_end > 0 else None
+        if not isinstance(header, dict) or header.get("format") != FORMAT or header.get("layout") != IDF_LAYOUT:
+            return None
+        base, size = head_end + 1, len(buffer)
+        sections = {name: (base + int(header["sections"][name][0]), int(header["sections"][name][1]))
+                    for name in ("values", "offsets", "keys", "words")}
+        if any(at < base or length < 0 or at + length > size for at, length in sections.values()):
+            return None
+        return MappedTable(buffer, int(header["count"]), sections), header
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
 def load_idf(source: Path) -> tuple[Mapping[str, float], float]:
     """jieba's IDF table (``word idf`` per line, parsed as ``jieba.analyse`` does) and its median,
     kept in the header (sorting 270,000 values at every start costs 40 ms). From the cache it is a
-    :class:`SortedTable` (the words are written sorted), else a dict."""
+    :class:`MappedTable`, else a dict."""
 
     def median(values: Iterable[float]) -> float:
         ordered = sorted(values)
         return ordered[len(ordered) // 2]
 
-    def build() -> tuple[dict[str, int | float], dict[str, object]]:
-        idf: dict[str, int | float] = {}
-        for line in source.read_bytes().decode("utf-8").splitlines():
-            word, value = line.strip().split(" ")
-            idf[word] = float(value)
-        return dict(sorted(idf.items())), {"median": median(idf.values())}
-
-    table, extra = _cached("idf", source, "d", build, as_dict=False)
-    stored = extra.get("median")
-    return table, stored if isinstance(stored, float) else median(table.values())  # type: ignore[return-value]
+    try:
+        path: Path | None = _cache_file("idf", source, IDF_LAYOUT)
+    except OSError:
+        path = None
+    loaded = _read_mapped(path) if path is not None else None
+    if loaded is not None and isinstance(loaded[1].get("median"), float):
+        _used(path)  # type: ignore[arg-type]
+        return loaded[0], loaded[1]["median"]  # type: ignore[return-value]
+    idf: dict[str, float] = {}
+    for line in source.read_bytes().decode("utf-8").splitlines():
+        word, value = line.strip().split(" ")
+        idf[word] = float(value)
+    middle = median(idf.values())
+    if path is not None and not any("\n" in word for word in idf):
+        try:
+            with _replacing(path) as f:
+                f.write(_mapped_bytes(idf, {"median": middle}))
+        except OSError as exc:
+            logger.debug("scrapy-simhash could not cache a table in %s: %s", path.parent, exc)
+        else:
+            _remove_stale("idf", path)
+    return dict(sorted(idf.items())), middle

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -58,28 +59,73 @@ def test_idf_table_equals_the_parsed_file(cache: Path) -> None:
     assert len(list(cache.glob("*.table"))) == 1
 
 
-def test_the_cached_idf_words_are_not_walked_by_the_garbage_collector(cache: Path) -> None:
-    """The 270,000 words of the cached IDF table: a tuple of strings, untracked by the collector
-    once it looked at them (a list was walked by every full collection: ~10 ms each, at exit too);
-    the compiled engine still reads every word's IDF from it as the table has it."""
-    import gc
-
+def _engine_idf(table: Any, median: float, words: list[str]) -> dict[str, float]:
+    """The IDF the compiled engine gives each of ``words`` (feature words) from ``table``."""
     from scrapy_simhash._compiled import _vocabulary_c
 
-    tables.load_idf(IDF_TXT)
-    table, median = tables.load_idf(IDF_TXT)  # from the cache
-    assert isinstance(table, tables.SortedTable)
-    gc.collect()
-    assert not gc.is_tracked(table._words)
     if _vocabulary_c is None:
         pytest.skip("the compiled engine is not built")
     seen: dict[str, float] = {}
     vocabulary = _vocabulary_c.Vocabulary(seen, frozenset(), table, median)
+    assert vocabulary.words_of(words) == words
+    return seen
+
+
+ENGINE_WORDS = ["北京市", "气象台", "今天", "中华人民共和国", "国务院", "storm", "warning", "鑫淼淼淼", "zzqx",
+                "a\ud800b", "\U00020000\U00020001", "x" * 40, "zzzzzzzzzzzzzz", "aa"]
+
+
+def test_the_cached_idf_table_is_mapped_not_parsed(cache: Path) -> None:
+    """From the cache, the IDF table is the file's bytes (no string made of its 270,000 words, none
+    for the garbage collector to walk); Python lookups and the compiled engine's (a probe of its
+    hashed words, else a bisection of their UTF-8 bytes) read every word's IDF as the file has it,
+    and the median for a word it lacks."""
+    import gc
+
+    tables.load_idf(IDF_TXT)
+    table, median = tables.load_idf(IDF_TXT)  # from the cache
+    assert isinstance(table, tables.MappedTable)
+    gc.collect()
+    assert not any(type(o) is tuple and len(o) == len(table) for o in gc.get_objects())
     reference = reference_idf()
-    tokens = ["北京市", "气象台", "今天", "中华人民共和国", "国务院", "storm", "warning", "鑫淼淼淼", "zzqx"]
-    assert vocabulary.words_of(tokens) == tokens
-    assert seen == {word: reference.get(word, median) for word in tokens}
-    assert any(w not in reference for w in tokens) and any(len(w) > 4 and w in reference for w in tokens)
+    words = [w for w in reference if w.strip() and w == w.strip().lower() and any(c.isalnum() for c in w)
+             and len(w) > 1] + ENGINE_WORDS
+    assert len(words) > 250_000
+    assert _engine_idf(table, median, words) == {word: reference.get(word, median) for word in words}
+    assert any(w not in reference for w in ENGINE_WORDS) and any(len(w) > 4 and w in reference for w in ENGINE_WORDS)
+    assert dict(table.items()) == reference and len(table) == len(reference)
+    assert table.get("zzqx", median) == median and table["北京市"] == reference["北京市"]
+
+
+@pytest.mark.parametrize("damage", ["offsets", "order", "slot", "full"])
+def test_damaged_mapped_arrays_are_looked_up_through_the_table(cache: Path, damage: str) -> None:
+    """A cache file whose arrays do not hold together (its sections the right size, so it maps) is
+    not probed by the compiled engine, which would read out of its bounds or never end a probe: it
+    looks words up through the table's own (checked) lookups, or the table fails as not sorted."""
+    tables.load_idf(IDF_TXT)
+    [path] = cache.glob("idf.*.table")
+    data = bytearray(path.read_bytes())
+    head_end = data.index(b"\n")
+    header = json.loads(data[:head_end])
+    base = head_end + 1
+    (off_at, off_size), (keys_at, keys_size) = header["sections"]["offsets"], header["sections"]["keys"]
+    if damage == "offsets":  # the last word's end beyond the file
+        data[base + off_at + off_size - 4 : base + off_at + off_size] = (1 << 31).to_bytes(4, sys.byteorder)
+    elif damage == "order":
+        data[base + off_at + 4 : base + off_at + 8] = (10**6).to_bytes(4, sys.byteorder)
+    elif damage == "slot":  # an index beyond the table
+        slots = memoryview(data)[base + keys_at : base + keys_at + keys_size].cast("d")
+        used = next(i for i in range(1, len(slots), 2) if slots[i - 1] != 0)
+        slots[used] = 1e9
+        del slots
+    else:  # no empty slot: a probe for an absent word would never end
+        data[base + keys_at : base + keys_at + keys_size] = b"\x01" * keys_size
+    path.write_bytes(bytes(data))
+    table, median = tables.load_idf(IDF_TXT)
+    assert isinstance(table, tables.MappedTable)
+    reference = reference_idf()
+    words = ["北京市", "气象台", "中华人民共和国", "zzqx", "鑫淼淼淼"]
+    assert _engine_idf(table, median, words) == {w: reference.get(w, median) for w in words}
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "header", "empty"])
@@ -234,3 +280,40 @@ def test_a_source_is_hashed_again_only_when_its_file_changed(cache: Path, tmp_pa
     tables._digest.cache_clear()
     assert tables.load_idf(source)[0] == {"鑫淼": 9.5, "集团": 3.75}
     assert opened == [str(source)] * 2
+
+
+def test_cache_files_are_mapped_not_copied(cache: Path, router_type: type) -> None:
+    """The tables' bytes are the file's pages, mapped (no copy of the route's 18 MB into the process at
+    every start); the IDF table's arrays too."""
+    import mmap
+
+    jieba.setLogLevel(60)
+    _route(router_type, fresh_tokenizer())
+    [path] = cache.glob("route.*.table")
+    _, _, blobs = tables._read(path, "q")  # type: ignore[misc]
+    assert blobs and all(isinstance(blob.obj, mmap.mmap) for blob in blobs)
+    tables.load_idf(IDF_TXT)
+    table, _ = tables.load_idf(IDF_TXT)
+    assert isinstance(table, tables.MappedTable) and isinstance(table.values.obj, mmap.mmap)
+
+
+def test_a_cached_route_is_used_in_place_and_an_unaligned_one_copied(cache: Path, router_type: type) -> None:
+    """The route's tables are written aligned, so a Router reads them where the mapped file has them
+    (no 17 MB copy at every start); tables at an address it cannot read doubles at are copied. Both
+    cut as jieba does."""
+    jieba.setLogLevel(60)
+    _route(router_type, fresh_tokenizer())
+    router, made = _route(router_type, fresh_tokenizer())
+    assert made == ["copied"] and router.shared is not None
+    reference = fresh_tokenizer()
+    reference.initialize()
+    expected = [tuple(reference.cut(text)) for text in ROUTE_TEXTS]
+    assert [router.cut_block(text, {}, _hmm(), set(), 1000) for text in ROUTE_TEXTS] == expected
+    unaligned = []
+    for blob in router.tables():
+        room = bytearray(len(blob) + 1)
+        room[1:] = blob
+        unaligned.append(memoryview(room)[1:])
+    copy = router_type(dict(router.unpacked()), router.logtotal, tuple(unaligned))
+    assert copy.shared is None
+    assert [copy.cut_block(text, {}, _hmm(), set(), 1000) for text in ROUTE_TEXTS] == expected
