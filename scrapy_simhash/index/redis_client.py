@@ -248,7 +248,7 @@ class Server:
         else:
             head = ("EVALSHA", self._sha)
         try:
-            connection.send_packed_command(connection.pack_commands([(*head, 1, route, *args) for args in calls]))
+            connection.send_packed_command([_packed(connection, [(*head, "1", route, *args) for args in calls])])
             replies: list[Any] = []
             for _ in calls:
                 try:
@@ -307,6 +307,20 @@ class Server:
 
 #: The oldest server the index's scripts run on (``LPOS`` 6.0.6, ``SET … KEEPTTL`` 6.0).
 MIN_SERVER = (6, 0, 6)
+
+
+def _packed(connection: Any, commands: Sequence[Sequence[str]]) -> bytes:
+    """``commands`` (text arguments only) in the Redis protocol, encoded as ``connection`` encodes
+    text: what its ``pack_commands`` sends, without its per-argument checks and chunking (about
+    25 µs a call in Python, half the client's CPU of a check-and-add; hiredis is not a dependency)."""
+    encoding, errors = connection.encoder.encoding, connection.encoder.encoding_errors
+    out = []
+    for command in commands:
+        out.append(b"*%d\r\n" % len(command))
+        for arg in command:
+            data = arg.encode(encoding, errors)
+            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+    return b"".join(out)
 
 
 def _check_version(client: Any) -> tuple[int, ...] | None:

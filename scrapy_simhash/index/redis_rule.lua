@@ -1172,7 +1172,7 @@ local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
   local distances, cands, d = {}, {}, distance_to(fp, k)
-  for _, other in ipairs(candidates(tc, keys, distance_to(fp, k), k)) do
+  for _, other in ipairs(candidates(tc, keys, d, k)) do  -- one distance function (a closure) for both
     if distances[other] == nil then
       distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
