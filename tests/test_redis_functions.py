@@ -94,3 +94,31 @@ def test_limits_changed_on_an_open_index_are_used_at_its_next_call(server: Redis
         states = [tuple(map(int, v.split())) for v in admin.hgetall(ix._base + "lh").values()]
     assert states and all(level > 0 or pointer > 0 for level, pointer, _ in states), states  # every table split
     admin.close()
+
+
+def test_purge_removes_the_libraries_of_other_versions_only(server: RedisProcess, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``scrapy-simhash purge`` deletes what older versions of the script left loaded (~1 MB each),
+    never this version's or another application's library; a process of the old version still running
+    loads its library again at its next call."""
+    from scrapy_simhash.cli import main
+
+    admin = raw_redis(server.url)
+    admin.execute_command("FUNCTION", "LOAD", "#!lua name=someone_else\n"
+                          "redis.register_function('someone_else_f', function() return 1 end)\n")
+    with open_index(server.url) as old:
+        _functions_or_skip(old)
+        assert old.check_and_add(q(41, 42, url="old")).match is None
+        monkeypatch.setattr(redis_index, "SCRIPT", redis_index.SCRIPT.replace("unknown operation", "unknown op (v2)"))
+        with open_index(server.url) as new:
+            own = new._server._library.split("\n", 1)[0].removeprefix("#!lua name=")
+            assert len(admin.function_list(library="simhash_*")) == 2
+            assert main(["purge", "--older-than", "30", "--index", server.url]) == 0
+            assert "removed 1 script library of other versions" in capsys.readouterr().out
+            names = {dict(zip(lib[::2], lib[1::2], strict=False))["library_name"] for lib in admin.function_list()}
+            assert names == {own, "someone_else"}
+            assert main(["purge", "--older-than", "30", "--index", server.url]) == 0
+            assert "script librar" not in capsys.readouterr().out  # nothing left to remove
+        m = old.check_and_add(q(41 ^ 1, None, url="again")).match  # the old version: its library again
+        assert m is not None and m.entry.url == "old"
+    admin.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -163,6 +164,26 @@ class Server:
             return "already exists" in str(exc)
         return True
 
+    def drop_other_libraries(self) -> int:
+        """Delete the function libraries other versions of the script loaded (``simhash_<SHA-1>``
+        but this one's: ~1 MB each, kept with the data; nothing else removes them); a process still
+        running one loads it again at its next call, as after ``FUNCTION FLUSH``. How many went (0
+        where the server runs the script with ``EVALSHA`` or refuses ``FUNCTION``)."""
+        if self._functions is None:
+            return 0
+        own = self._library.split("\n", 1)[0].removeprefix("#!lua name=")
+        gone = 0
+        client = self.writable()
+        try:
+            for library in client.function_list(library="simhash_*"):
+                fields = library if isinstance(library, dict) else dict(zip(library[::2], library[1::2], strict=False))
+                name = fields.get("library_name")
+                if isinstance(name, str) and name != own and _LIBRARY_NAME.fullmatch(name):
+                    gone += bool(client.function_delete(name))
+        except self.errors.ResponseError:  # FUNCTION not allowed to this user (a version may be gone)
+            pass
+        return gone
+
     def forgetful(self) -> list[str]:
         """Why this server may forget entries (empty: no known reason): an eviction policy that may
         remove any key, or neither AOF nor RDB snapshots. Read with ``CONFIG GET``; where a managed
@@ -304,6 +325,9 @@ class Server:
         if client is not None:
             client.close()
 
+
+#: The name of a library :func:`script_texts` makes (another version's too).
+_LIBRARY_NAME = re.compile(r"simhash_[0-9a-f]{40}")
 
 #: The oldest server the index's scripts run on (``LPOS`` 6.0.6, ``SET … KEEPTTL`` 6.0).
 MIN_SERVER = (6, 0, 6)

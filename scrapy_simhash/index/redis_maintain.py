@@ -55,6 +55,11 @@ class Maintenance:
             if not more:
                 return total
 
+    def drop_other_libraries(self) -> int:
+        """Delete the script libraries other versions left on the server (``purge`` does, from the
+        command line): see :meth:`.redis_client.Server.drop_other_libraries`."""
+        return self._server.drop_other_libraries()
+
     def reset(self) -> int:
         """Remove every entry, band member and decision of this namespace (others are untouched).
 
