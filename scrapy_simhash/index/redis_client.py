@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
+import string
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -178,7 +178,7 @@ class Server:
             for library in client.function_list(library="simhash_*"):
                 fields = library if isinstance(library, dict) else dict(zip(library[::2], library[1::2], strict=False))
                 name = fields.get("library_name")
-                if isinstance(name, str) and name != own and _LIBRARY_NAME.fullmatch(name):
+                if isinstance(name, str) and name != own and _is_library_name(name):
                     gone += bool(client.function_delete(name))
         except self.errors.ResponseError:  # FUNCTION not allowed to this user (a version may be gone)
             pass
@@ -326,8 +326,12 @@ class Server:
             client.close()
 
 
-#: The name of a library :func:`script_texts` makes (another version's too).
-_LIBRARY_NAME = re.compile(r"simhash_[0-9a-f]{40}")
+def _is_library_name(name: str) -> bool:
+    """Is ``name`` one :func:`script_texts` gives a library (``simhash_`` and a SHA-1), of any version?"""
+    return len(name) == 48 and name.startswith("simhash_") and set(name[8:]) <= _HEX
+
+
+_HEX = frozenset(string.hexdigits.lower())
 
 #: The oldest server the index's scripts run on (``LPOS`` 6.0.6, ``SET … KEEPTTL`` 6.0).
 MIN_SERVER = (6, 0, 6)
