@@ -185,15 +185,19 @@ def _write(path: Path, table: Mapping[str, int | float], typecode: str, extra: d
     head = json.dumps(header).encode()
     if blobs:  # padded (JSON allows the spaces) so that the blobs start 16-byte aligned: used in place
         head += b" " * (-(len(head) + 1 + len(words) + len(table) * array.array(typecode).itemsize) % 16)
+    _store(path, head + b"\n", words, array.array(typecode, table.values()).tobytes(), *blobs)
+
+
+def _store(path: Path, *parts: bytes) -> bool:
+    """Replace the cache file ``path`` with ``parts``; False (logged) where it cannot be written."""
     try:
         with _replacing(path) as f:
-            f.write(head + b"\n")
-            f.write(words)
-            f.write(array.array(typecode, table.values()).tobytes())
-            for blob in blobs:
-                f.write(blob)
+            for part in parts:
+                f.write(part)
     except OSError as exc:
         logger.debug("scrapy-simhash could not cache a table in %s: %s", path.parent, exc)
+        return False
+    return True
 
 
 def _used(path: Path) -> None:
@@ -453,12 +457,7 @@ def load_idf(source: Path) -> tuple[Mapping[str, float], float]:
         word, value = line.strip().split(" ")
         idf[word] = float(value)
     middle = median(idf.values())
-    if path is not None and not any("\n" in word for word in idf):
-        try:
-            with _replacing(path) as f:
-                f.write(_mapped_bytes(idf, {"median": middle}))
-        except OSError as exc:
-            logger.debug("scrapy-simhash could not cache a table in %s: %s", path.parent, exc)
-        else:
-            _remove_stale("idf", path)
+    storable = path is not None and not any("\n" in word for word in idf)
+    if storable and _store(path, _mapped_bytes(idf, {"median": middle})):  # type: ignore[arg-type]
+        _remove_stale("idf", path)  # type: ignore[arg-type]
     return dict(sorted(idf.items())), middle
