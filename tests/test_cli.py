@@ -26,6 +26,7 @@ from scrapy_simhash.dedup import Deduplicator
 from scrapy_simhash.index import open_index
 
 from .conftest import STORY_EN, STORY_ZH, STORY_ZH_2, read_jsonl, repost_with_new_title, repost_with_suffix
+from .procs import children, running
 
 BIN = Path(sys.executable).parent
 SCRIPT = BIN / "scrapy-simhash"
@@ -791,20 +792,6 @@ def test_scrapy_simhash_outside_a_project_creates_no_directory(tmp_path: Path) -
     assert list(outside.iterdir()) == [], "a read-only command created files or directories"
 
 
-def _children(pid: int) -> set[int]:
-    out: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        out.update(int(c) for c in (task / "children").read_text().split())
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
 @pytest.mark.parametrize(("sig", "group"), [("SIGTERM", False), ("SIGINT", True)], ids=["sigterm", "ctrl-c"])
 def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: str, group: bool) -> None:
@@ -823,7 +810,7 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 60
-        while len(workers := _children(proc.pid)) < 2 and time.monotonic() < deadline:
+        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(workers) == 2 and proc.poll() is None
         time.sleep(1)  # working
@@ -833,9 +820,9 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
             proc.send_signal(getattr(signal, sig))
         proc.wait(timeout=30)
         deadline = time.monotonic() + 10
-        while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        while any(running(w) for w in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not [w for w in workers if _alive(w)]
+        assert not [w for w in workers if running(w)]
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, 9)
@@ -870,7 +857,7 @@ print("exit", code, flush=True)
     try:
         out, err = proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        left = _children(proc.pid)
+        left = children(proc.pid)
         os.killpg(proc.pid, 9)
         proc.communicate()
         pytest.fail(f"the run did not end; workers still there: {sorted(left)}")

@@ -50,6 +50,7 @@ from tests.conftest import (
     repost_with_new_title,
     repost_with_suffix,
 )
+from tests.procs import children, cmdline, descendants, running
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from /proc")
 
@@ -129,34 +130,6 @@ def assert_single_process_agrees(checks: list[tuple[str | None, Any, Any]], item
 
 def pipeline_of(crawler: Any) -> Any:
     return next(mw for mw in crawler.engine.scraper.itemproc.middlewares if hasattr(mw, "_fingerprints"))
-
-
-def children(pid: int | str = "self") -> set[int]:
-    """Live child processes of ``pid``, but multiprocessing's resource tracker (one per process that
-    ever spawned: it lives as long as that process)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found.update(int(c) for c in (task / "children").read_text().split())
-        except OSError:
-            continue
-    return {c for c in found if running(c) and b"resource_tracker" not in cmdline(c)}
-
-
-def cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def wait_for(condition: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -507,21 +480,6 @@ def start_crawl(tmp_path: Path, script: bool, reactor: str | None = None) -> tup
 
 def lines(path: Path) -> list[str]:
     return path.read_text("utf-8").split() if path.exists() else []
-
-
-def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (the resource tracker included)."""
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
-            try:
-                kids = {int(c) for c in (task / "children").read_text().split()}
-            except OSError:
-                continue
-            todo += kids - found
-            found |= kids
-    return found
 
 
 def workers_of(proc: subprocess.Popen[bytes]) -> set[int]:

@@ -16,7 +16,7 @@ import pytest
 from scrapy_simhash import Fingerprinter, worker_process
 from scrapy_simhash.workers import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import STORY_EN, STORY_ZH, STORY_ZH_2
-from tests.test_workers import children, running
+from tests.procs import children, running
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from /proc")
 
