@@ -17,7 +17,10 @@ Run: ``python benchmarks/sqlite_pages.py --sizes 10000,1000000 --dists random,id
 pragmas and flags separated by ``;``: ``prewarm`` reads every table and index once first,
 ``evict`` drops the copy from the OS page cache first, ``peek`` times the read side alone, ``inplace``
 runs on the prebuilt file itself instead of a copy, with queries of its own (for 10M files, whose copy
-would cost more than the run; each process then adds its entries to the file for good).
+would cost more than the run; each process then adds its entries to the file for good). Measurement only,
+never shipped: ``nobands`` neither reads nor writes band rows (the cost of everything but the band index,
+the floor of any band layout kept outside the file's B-trees), ``drop:INDEX,INDEX`` drops those indexes of
+the copy first (``drop:entry_url,entry_title,entry_body``: random fingerprints and URLs never use them).
 """
 
 from __future__ import annotations
@@ -98,6 +101,16 @@ def wal_frames(path: str) -> list[int]:
     return [struct.unpack(">I", data[off:off + 4])[0] for off in range(32, len(data) - size - 23, size + 24)]
 
 
+def _without_bands() -> None:
+    """Measurement only: band rows are neither read nor written (every probe finds nothing), so a
+    check-and-add costs what the rest of the file does; the floor of any band layout kept elsewhere."""
+    from scrapy_simhash.index import sqlite_dense, sqlite_tables
+
+    sqlite_tables.Tables._prefetched = lambda self, tier, fp: []  # type: ignore[method-assign]
+    sqlite_dense.candidates = lambda *args, **kwargs: []
+    sqlite_dense.write = lambda *args, **kwargs: None
+
+
 def child(file: str, dist: str, warm: int, ops: int, flags: list[str], frames: bool) -> dict[str, Any]:
     """One process's measurement on a fresh copy of ``file`` (see the module docstring)."""
     inplace = "inplace" in flags
@@ -113,7 +126,12 @@ def child(file: str, dist: str, warm: int, ops: int, flags: list[str], frames: b
         with open_index(copy, params=IndexParams()) as ix:
             conn = ix._conn  # type: ignore[attr-defined]
             for flag in flags:
-                if flag not in ("evict", "prewarm", "peek", "inplace"):
+                if flag.startswith("drop:"):
+                    for index in flag[5:].split(","):
+                        conn.execute(f"DROP INDEX {index}")
+                elif flag == "nobands":
+                    _without_bands()
+                elif flag not in ("evict", "prewarm", "peek", "inplace"):
                     conn.execute(f"PRAGMA {flag}")
             if frames:
                 conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
