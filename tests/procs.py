@@ -6,16 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def children(pid: int | str = "self") -> set[int]:
-    """Live child processes of ``pid``, but multiprocessing's resource tracker (one per process that
-    ever spawned: it lives as long as that process)."""
+def _direct(pid: int | str) -> set[int]:
+    """The child processes of ``pid``'s threads (a thread that ended meanwhile has none)."""
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
             found.update(int(c) for c in (task / "children").read_text().split())
         except OSError:
             continue
-    return {c for c in found if running(c) and b"resource_tracker" not in cmdline(c)}
+    return found
+
+
+def children(pid: int | str = "self") -> set[int]:
+    """Live child processes of ``pid``, but multiprocessing's resource tracker (one per process that
+    ever spawned: it lives as long as that process)."""
+    return {c for c in _direct(pid) if running(c) and b"resource_tracker" not in cmdline(c)}
 
 
 def cmdline(pid: int) -> bytes:
@@ -39,11 +44,7 @@ def descendants(pid: int) -> set[int]:
     found: set[int] = set()
     todo = [pid]
     while todo:
-        for task in Path(f"/proc/{todo.pop()}/task").glob("*"):
-            try:
-                kids = {int(c) for c in (task / "children").read_text().split()}
-            except OSError:
-                continue
-            todo += kids - found
-            found |= kids
+        kids = _direct(todo.pop())
+        todo += kids - found
+        found |= kids
     return found
