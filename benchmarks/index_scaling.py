@@ -155,11 +155,14 @@ class Target:
     def _script_stats(self) -> tuple[int, int] | None:
         """Redis: the server's script calls (``EVALSHA``, ``FCALL``, ``FCALL_RO``) and their µs so far
         (this target's rounds run alone)."""
-        if self.backend != "redis":
-            return None
-        info = self.index._server.client.info("commandstats")
-        stats = [info.get(f"cmdstat_{name}", {}) for name in ("evalsha", "fcall", "fcall_ro")]
-        return sum(int(s.get("calls", 0)) for s in stats), sum(int(s.get("usec", 0)) for s in stats)
+        return script_stats(self.index._server.client) if self.backend == "redis" else None
+
+
+def script_stats(client: Any) -> tuple[int, int]:
+    """A Redis server's script calls (``EVALSHA``, ``FCALL``, ``FCALL_RO``) and their µs so far."""
+    info = client.info("commandstats")
+    stats = [info.get(f"cmdstat_{name}", {}) for name in ("evalsha", "fcall", "fcall_ro")]
+    return sum(int(s.get("calls", 0)) for s in stats), sum(int(s.get("usec", 0)) for s in stats)
 
 
 def p99(values: list[int]) -> float:

@@ -29,13 +29,6 @@ import index_scaling
 from scrapy_simhash.index import IndexParams, Query, open_index
 
 
-def script_stats(client: object) -> tuple[int, int]:
-    """The server's script calls and their µs so far."""
-    info = client.info("commandstats")  # type: ignore[attr-defined]
-    stats = [info.get(f"cmdstat_{name}", {}) for name in ("evalsha", "fcall", "fcall_ro")]
-    return sum(int(s.get("calls", 0)) for s in stats), sum(int(s.get("usec", 0)) for s in stats)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--redis-url", required=True, help="a database of a server that serves nothing else (flushed)")
@@ -57,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n| kind | server µs a call | wall µs median | p90 | max |\n|---|---:|---:|---:|---:|")
         for number in range(args.rounds):
             for kind in ("random", "near the crowd"):
-                walls, before = [], script_stats(client)
+                walls, before = [], index_scaling.script_stats(client)
                 for n in range(args.ops):
                     if kind == "random":
                         t, b = rng.getrandbits(64), rng.getrandbits(64)
@@ -68,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                     w0 = time.perf_counter()
                     ix.check_and_add(q)
                     walls.append((time.perf_counter() - w0) * 1e6)
-                calls, usec = (b - a for a, b in zip(before, script_stats(client), strict=True))
+                calls, usec = (y - x for x, y in zip(before, index_scaling.script_stats(client), strict=True))
                 walls.sort()
                 print(f"| {kind} | {usec / max(calls, 1):,.0f} | {statistics.median(walls):,.0f} | "
                       f"{walls[int(len(walls) * 0.9)]:,.0f} | {walls[-1]:,.0f} |", flush=True)
