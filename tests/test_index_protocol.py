@@ -234,7 +234,8 @@ class RedisBackend(Backend):
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
         probes = index._k.probes(fp, None)["t"] if tier == "title" else index._k.probes(None, fp)["b"]
-        return int(index._script("bands", index._args("bands", tc=tier[0], probes=probes), write=False))
+        return int(index._script("bands", index._args("bands", tc=tier[0], probes=probes, fp=index._k.hex(fp)),
+                                 write=False))
 
     def raw_fps(self, index: Any, entry_id: int) -> tuple[Any, Any]:
         """The two fingerprints as the entry's record holds them (bytes 10–26 of its list element)."""

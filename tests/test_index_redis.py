@@ -361,6 +361,35 @@ class _Boom:
         return (open, (self.marker, "w"))
 
 
+def test_an_index_of_schema_5_is_read_as_it_is_and_marked_6(url: str, caplog: Any) -> None:
+    """Schema 5 kept a crowded band key's fingerprints in a sorted set (a mark, the key, in its page):
+    schema 6 does the same where a split would not spread them, so it reads such an index as it is.
+    A read-only open writes nothing; a writable one records version 6 (older releases then refuse
+    the index) and logs it. Made here by this version with a tight crowd (its keys spill to sorted
+    sets exactly as schema 5's did) and its record set back to 5."""
+    server, prefix = url.split("?")[0], url.split("prefix=")[1]
+    rng = random.Random(5)
+    centre = rng.getrandbits(64)
+    crowd = sorted({centre ^ (1 << rng.randrange(64)) ^ (1 << rng.randrange(64)) for _ in range(300)})
+    client = raw_redis(server)
+    with open_index(url) as ix:
+        ix.add([(None, fp, f"u{fp}", None, float(i)) for i, fp in enumerate(crowd)])
+        assert any(client.type(k) == "zset" for k in client.scan_iter(match=f"{prefix}:*:Zbb*"))
+        answers = [ix.lookup(None, fp ^ 1, title_k=0, body_k=3, limit=1000) for fp in crowd[::30]]
+    meta = json.loads(client.get(f"{prefix}:meta"))
+    client.set(f"{prefix}:meta", json.dumps({**meta, "schema_version": 5}, sort_keys=True))
+    before = snapshot(server, prefix)
+    with open_index(url, readonly=True) as ix:
+        assert [ix.lookup(None, fp ^ 1, title_k=0, body_k=3, limit=1000) for fp in crowd[::30]] == answers
+    assert snapshot(server, prefix) == before
+    with caplog.at_level("INFO"), open_index(url) as ix:
+        assert [ix.lookup(None, fp ^ 1, title_k=0, body_k=3, limit=1000) for fp in crowd[::30]] == answers
+        assert ix.check_and_add(q(None, crowd[0] ^ 0b111, url="again")).match is not None
+    assert "schema version 5 upgraded in place to 6" in caplog.text
+    assert json.loads(client.get(f"{prefix}:meta")) == {**meta, "schema_version": SCHEMA_VERSION}
+    client.close()
+
+
 @pytest.mark.parametrize("version", [1, 3, 4])
 def test_an_index_of_the_previous_layout_is_refused_untouched_saying_what_to_do(url: str, version: int) -> None:
     """Schema version 1 (a key per entry, fingerprint, band value and sentence), 3 (4-byte tags

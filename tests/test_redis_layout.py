@@ -1,6 +1,7 @@
-"""The Redis index's own layout (schema 5): records keep every title and URL as given, keys sharing a
+"""The Redis index's own layout (schema 6): records keep every title and URL as given, keys sharing a
 tag (or whose tag bits ran out) are told apart by their entries, the script files under the layout's
-bands, purge drops whole time buckets, and a random stream gets the verdicts SQLite gives. Against the
+bands, crowded band keys split (or spill, when a split would not spread them) and still answer as a
+scan, purge drops whole time buckets, and a random stream gets the verdicts SQLite gives. Against the
 shared test server (``SIMHASH_TEST_REDIS_URL``); helpers in ``test_index_redis.py``.
 """
 
@@ -18,6 +19,7 @@ import pytest
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.redis_keys import Keys
+from tests.test_bands import flips
 from tests.test_index_protocol import raw_redis
 from tests.test_index_redis import colliding, mix, q
 
@@ -142,7 +144,7 @@ def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: s
     """A keyed record's tag keeps fewer bits at each split of its bucket, then none: its entry's key
     places it. Forced here with 1-bit tags and buckets that split every 2 records a bucket (tags
     agree half the time; records run out at their second split; band tables split as often, their
-    records placed by their own bands, one band's spilled to a sorted set): verdicts, lookups,
+    records placed by their own bands, one band's key split at 32): verdicts, lookups,
     entries, forgets and purges equal SQLite's, and records that ran out were there to be placed."""
     rng = random.Random(4)
     titles = [rng.getrandbits(64) for _ in range(40)]
@@ -150,14 +152,14 @@ def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: s
     queries = []
     for i in range(500):  # recurring titles and sentences: some keys' ids spill to sorted sets
         title = rng.choice(titles) ^ (1 << rng.randrange(64) if rng.random() < 0.3 else 0)
-        if i % 5 == 0:  # titles sharing their first band: its fingerprints spill to a sorted set
+        if i % 5 == 0:  # titles sharing their first band: its key splits
             title = rng.getrandbits(42) << 22 | 0x2A_AAAA
         mine = rng.sample(sentences[:3], 1) + rng.sample(sentences, rng.choice([3, 6]))
         queries.append(q(title if rng.random() < 0.5 else None, rng.getrandbits(64), url=f"https://k/{i % 450}",
                          title=f"标题{i}", seen_at=1000.0 + i, sentences=tuple(sorted(set(mine))),
                          sentences_shared=50, not_before=rng.choice([None, 1000.0 + i - 200])))
     with open_index(tmp_path / "bits.sqlite3") as lite, open_index(url) as red:
-        red._limits.update(tag_bits=1, load=2)
+        red._limits.update(tag_bits=1, load=2, band_node=32)
         for n, query in enumerate(queries):
             a, b = lite.check_and_add(query), red.check_and_add(query)
             assert a == b, (n, a, b)
@@ -171,7 +173,8 @@ def test_keyed_records_whose_tag_bits_run_out_are_placed_by_their_entries(url: s
         ran_out = sum(value[i] == 1 for key in raw.scan_iter(match=f"{red._base}sh:*".encode())  # 1-byte tags
                       for value in raw.hvals(key) for i in range(0, len(value), 5))
         assert ran_out > 20, ran_out
-        assert raw.zcard(f"{red._base}Ztb0:{0x2A_AAAA:016x}") > 32
+        node = raw.hgetall(f"{red._base}Ztb0:{0x2A_AAAA:016x}")  # its split node: fields of 3 children
+        assert {f[0] for f in node} == {1, 2, 3} and sum(len(v) for v in node.values()) > 3 * 8 * 32
         raw.close()
         assert list(lite.entries()) == list(red.entries())
         for i in range(0, 450, 7):
@@ -281,3 +284,72 @@ def test_entry_lists_keep_their_places_and_go_when_empty(url: str) -> None:
         assert again == ids[-1] + 1 and [e.url for e in ix.entries()] == ["https://l/again"]
         assert raw.llen(f"{ix._base}e:{again // 64}") == again % 64 + 1  # padded up to its place
         raw.close()
+
+
+def _band_keys_moved(raw: Any, base: str) -> collections.Counter[str]:
+    """Where band keys' fingerprints moved: 'split' (a split node, a hash), 'zset' (a sorted set,
+    read whole), and 'deeper' (nodes of a node's fields, split again)."""
+    out: collections.Counter[str] = collections.Counter()
+    for key in raw.scan_iter(match=f"{base}Z[tb]b*".encode(), count=1000):
+        out["deeper" if b"/" in key else "split" if raw.type(key) == b"hash" else "zset"] += 1
+    return out
+
+
+def _answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random) -> None:
+    for _ in range(40):
+        query = flips(rng, centre, 64, rng.randint(0, 6))
+        found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
+        assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
+
+
+def test_crowded_band_keys_split_and_answer_as_a_scan(url: str) -> None:
+    """Distinct fingerprints crowded around one centre share band keys: a key that fills up splits
+    its fingerprints into a node of child keys (whose fields split again, three levels deep), or
+    keeps them in a sorted set where that would not spread them. The index answers as a scan would,
+    one check at a time and in bulk, after purges and forgets; a crowd's check reads a few small
+    fields (far fewer candidates than the crowd), and an emptied index keeps no node, sorted set or
+    band record."""
+    rng = random.Random(7)
+    centre = rng.getrandbits(64)
+    fps = sorted({flips(rng, centre, 64, rng.randint(4, 6)) for _ in range(3000)})  # 8-12 bits apart
+    rng.shuffle(fps)
+    with open_index(url) as ix:
+        raw = raw_redis(url.split("?")[0], decode=False)
+        ix.add([(None, fp, f"u{fp}", None, float(i)) for i, fp in enumerate(fps[:2000])])
+        for i, fp in enumerate(fps[2000:]):  # one at a time: keys fill up and split as entries arrive
+            ix.check_and_add(Query(title_fp=None, body_fp=fp, title_k=0, body_k=0, url=f"u{fp}", seen_at=1e4 + i))
+        moved = _band_keys_moved(raw, ix._base)
+        assert moved["split"] > 0 and moved["deeper"] > 0, moved
+        depths = {key.count(b"/") for key in raw.scan_iter(match=f"{ix._base}Z[tb]b*".encode(), count=1000)}
+        assert max(depths) <= 2  # a node's fields split twice more at most: three levels of children
+        _answers_as_a_scan(ix, fps, centre, rng)
+        near = [flips(rng, centre, 64, 6) for _ in range(50)]
+        read = [int(ix._script("bands", ix._args("bands", tc="b", probes=ix._k.probes(None, fp)["b"],
+                                                 fp=ix._k.hex(fp)), write=False)) for fp in near]
+        assert sum(read) / len(read) < 0.1 * len(fps), sum(read) / len(read)
+        assert ix.purge(1000.0) == 1000  # the first 1000 go, from the split keys' children too
+        kept = fps[1000:]
+        _answers_as_a_scan(ix, kept, centre, rng)
+        assert ix.forget(f"u{kept[0]}") == 1
+        kept = kept[1:]
+        _answers_as_a_scan(ix, kept, centre, rng)
+        assert ix.purge(1e6) == len(kept) and ix.stats()["band_rows"] == 0
+        assert not _band_keys_moved(raw, ix._base)
+        assert not [k for k in raw.scan_iter(match=f"{ix._base}[tb]b*".encode(), count=1000) if raw.hlen(k)]
+        raw.close()
+
+
+def test_a_tight_crowd_is_not_split_but_spilled(url: str) -> None:
+    """Fingerprints a bit or two from one centre agree on most parts of a split: filed in every
+    child, they would be read more, not less. Their band keys keep them in a sorted set instead, and
+    every answer is still exact."""
+    rng = random.Random(3)
+    centre = rng.getrandbits(64)
+    fps = sorted({flips(rng, centre, 64, rng.randint(0, 2)) for _ in range(600)})
+    with open_index(url) as ix:
+        raw = raw_redis(url.split("?")[0], decode=False)
+        ix.add([(None, fp, f"u{fp}", None, float(i)) for i, fp in enumerate(fps)])
+        moved = _band_keys_moved(raw, ix._base)
+        assert moved["zset"] > 0 and moved["split"] == 0, moved
+        raw.close()
+        _answers_as_a_scan(ix, fps, centre, rng)

@@ -78,8 +78,12 @@ from .redis_maintain import Maintenance
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
 #: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
 #: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
-#: without the URL's scheme and the title's length, CJK titles in UTF-16.
-SCHEMA_VERSION = 5
+#: without the URL's scheme and the title's length, CJK titles in UTF-16; 5: entries in lists of 64;
+#: 6: a band key crowded with fingerprints splits them into child tables (not one sorted set read whole).
+SCHEMA_VERSION = 6
+#: Older schema versions this one reads as they are: 5 is 6 without split band keys (its crowded keys'
+#: sorted sets are read as before). A writable open records the new version, which older releases refuse.
+READS_AS_IS = (5,)
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
@@ -198,6 +202,8 @@ class RedisIndex(Maintenance, QueryChecks):
             raise IndexOpenError(
                 f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): {exc}"
             ) from exc
+        if meta.get("format") == FORMAT and meta.get("schema_version") in READS_AS_IS:
+            meta = self._upgraded(client, meta_key, raw, meta)
         remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
                   f"'{self.prefix}:*' | xargs redis-cli unlink)")
         stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, remedy)
@@ -221,6 +227,19 @@ class RedisIndex(Maintenance, QueryChecks):
         # The namespace's marker: every call fails once it is gone (the server was restarted without
         # persistence or evicted keys), instead of answering from an emptied index.
         self._marked = bool(client.exists(self._base + "meta"))
+
+    def _upgraded(self, client: Any, meta_key: str, raw: str, meta: dict[str, Any]) -> dict[str, Any]:
+        """The record of an index of a version in :data:`READS_AS_IS` as this version's; written (only
+        if nobody changed it meanwhile) unless read-only, so that older releases refuse the index."""
+        new = {**meta, "schema_version": SCHEMA_VERSION}
+        if not self._readonly:
+            text = json.dumps(new, sort_keys=True)
+            swap = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) end"
+            client.eval(swap, 1, meta_key, raw, text)
+            logger.info("scrapy-simhash: Redis index %s: schema version %s upgraded in place to %s (nothing "
+                        "else rewritten; older scrapy-simhash releases refuse it from now on)",
+                        self.location, meta["schema_version"], SCHEMA_VERSION)
+        return new
 
     # -- helpers -----------------------------------------------------------------------------------
 

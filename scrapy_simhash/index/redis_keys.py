@@ -1,14 +1,14 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 5: a compact layout, ~400 bytes an entry with 12 sentence hashes (~390 once its
-request token expired) and ~220 without, request tokens included (``benchmarks/index_size.py``;
-version 4 took ~460 and ~245, version 3 ~560 and ~360, version 2 ~630 and ~375, version 1, a key
-per entry, per fingerprint, per band value and per sentence, ~5 kB and ~2.8 kB). Redis spends
-~50–90 bytes on every key before its data and ~40 on every field of a large hash, but 2–4 on an
-element of a small hash (≤ 128 fields of ≤ 64 bytes: the compact *listpack* encoding, Redis's
-defaults) or of a list. So nearly everything lives in small hashes and lists, as binary values
-(``struct``-packed by the script; never pickle), and the hashes split as the index grows so that
-they stay small.
+Schema version 6 (5 with split band keys; a schema 5 index is read as it is): a compact layout, ~400
+bytes an entry with 12 sentence hashes (~390 once its request token expired) and ~220 without,
+request tokens included (``benchmarks/index_size.py``; version 4 took ~460 and ~245, version 3 ~560
+and ~360, version 2 ~630 and ~375, version 1, a key per entry, per fingerprint, per band value and
+per sentence, ~5 kB and ~2.8 kB). Redis spends ~50–90 bytes on every key before its data and ~40 on
+every field of a large hash, but 2–4 on an element of a small hash (≤ 128 fields of ≤ 64 bytes: the
+compact *listpack* encoding, Redis's defaults) or of a list. So nearly everything lives in small
+hashes and lists, as binary values (``struct``-packed by the script; never pickle), and the hashes
+split as the index grows so that they stay small.
 
 ``<prefix>`` is ``simhash`` unless the URL says ``?prefix=…``; ``<ns>`` is the namespace,
 percent-encoded, in braces (a Redis Cluster hash tag: every key of a namespace lives in one slot).
@@ -43,17 +43,29 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     hashes chosen by linear hashing: ``lh`` holds each table's level,
     split pointer and record count, and a bucket splits when the table averages more than
     :data:`LOAD` records a bucket, so buckets stay compact at 10 entries and at 10 million, 1.5–2
-    bytes a record beyond the record itself. A key with more than 4 ids (32 fingerprints: clustered
-    fingerprints sharing a band) moves them to the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>``
-    (scores: first seen, or 0) and keeps a mark in their place (the sorted set's existence tells
-    it from a real record). Tables (key → payload, bytes):
+    bytes a record beyond the record itself. A keyed table's key with more than 4 ids moves them to
+    the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>`` (scores: first seen) and keeps a mark in
+    their place (the sorted set's existence tells it from a real record). Tables (key → payload, bytes):
 
     ``tb0``, ``tb1``, … / ``bb0``, …: one table a title/body band; the key is a fingerprint masked
     to the band's bits (:meth:`Keys.band_keys`), a record the fingerprint (8) alone: its key is
     itself masked, so the script files a new fingerprint under its bands, places records at a
     split and drops them, and a lookup keeps the page's records whose band is the key. A
     fingerprint is filed once however many entries share it, and leaves when its last entry goes.
-    A spilled band's mark is its key. ``th`` / ``bh``: title/body fingerprint → the id (4) of an
+    A band key with more than 32 fingerprints (clustered fingerprints sharing a band) moves them to
+    the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>`` (scores 0, read whole) and keeps a mark,
+    the key itself, in its page. At 128 fingerprints (and each time they double) the key *splits*
+    if that spreads them: the same key becomes a hash, its *split node*, whose fields are
+    (child number: 1 byte, the fingerprint masked to the child's bits) → the fingerprints packed.
+    A child is the band's bits and one of as many parts of the other bits as the tier has bands:
+    two fingerprints within the layout's distance that share the band agree on one part, so a
+    fingerprint is filed under every child and a query reads one field a child (its own bits) and
+    finds every one. A field that reaches 128 splits the same way (its value becomes empty, its
+    fingerprints go to the node ``<node>/<hex field>``), three levels below the band at most. A
+    tight crowd (fingerprints a bit or two apart) agrees on most parts and would be read more, not
+    less, split: it stays whole. The existence and type of the spill key tell a mark from a
+    fingerprint equal to its key. A check near a crowd reads a few small fields instead of the
+    crowd (``benchmarks/redis_crowd.py``). ``th`` / ``bh``: title/body fingerprint → the id (4) of an
     entry holding it (a recurring headline: its sorted set by first seen, so the earliest
     non-expired holder is one ``ZRANGEBYSCORE … LIMIT 0 1``). ``sh``: sentence hash (8) → id.
     ``u``: the first 8 bytes of the URL's SHA-1 → id. These four are *keyed*: a record is a 1-byte

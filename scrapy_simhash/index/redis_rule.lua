@@ -19,7 +19,9 @@ once a text while the script stays loaded):
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
           fp_bytes (bits / 8), load (records a table bucket averages before it splits), bands
           ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
-          keyed record's tag holds: 7; tests force fewer)
+          keyed record's tag holds: 7; tests force fewer), band_split, band_node, band_depth
+          (when a crowded band key leaves its page, splits, and how deep: 32, 128, 3; see the
+          split band keys)
   marked  (common) true: the namespace's marker key ('<base>meta', set at open) must exist
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
@@ -38,7 +40,7 @@ Replies carry entries as their raw records (decoded by redis_keys.py).
 
 -- library functions as locals: an upvalue read is one VM step, a global table's field two lookups
 local sbyte, ssub, sfind, schar, tconcat = string.byte, string.sub, string.find, string.char, table.concat
-local bit_band, bit_bxor, bit_rshift, floor, spack, sunpack = bit.band, bit.bxor, bit.rshift, math.floor, struct.pack, struct.unpack
+local bit_band, bit_bor, bit_bxor, bit_rshift, floor, spack, sunpack = bit.band, bit.bor, bit.bxor, bit.rshift, math.floor, struct.pack, struct.unpack
 local sformat = string.format
 local rcall  -- redis.call, set by begin (a Redis function's library has no redis.call while it loads)
 
@@ -206,36 +208,53 @@ local KEYED = {th = true, bh = true, sh = true, u = true}
 local SPILL0 = {th = 4, bh = 4, sh = 4, u = 4}
 local TAG, PAY, SPILL
 -- BAND[table] = its mask words, BANDW[table] those it touches; BANDS[tier char] = table names
--- (a layout's, from the limits: see layout_of; TAG, PAY and SPILL also hold its band tables')
-local BAND, BANDW, BANDS, FINDB
+-- (a layout's, from the limits: see layout_of; TAG, PAY and SPILL also hold its band tables');
+-- MASK[table] its bits, PARTS[table] the parts a split key of it files into, KIDS[table] those
+-- child masks (see kids: defined as tables are, named '<table>.<part>'), DEPTH[table] 0 for a band's
+-- table, 1 for its children, ...
+local BAND, BANDW, BANDS, FINDB, MASK, PARTS, KIDS, DEPTH, LAYOUT
+
+local function define(y, t, bits, parts, findb, depth)
+  -- band table (or child mask) t of the layout y (layout_of): a key is a fingerprint masked to bits
+  -- (positions, 0 the lowest), a split key files under parts child masks; findb: see layout_of;
+  -- depth: 0 a band's table, 1 its children, ...
+  local w = y.W
+  local words, touched = {}, {}
+  for i = 1, w / 4 do words[i] = 0 end
+  for _, b in ipairs(bits) do  -- word i holds bits 32 * (w / 4 - i) and up
+    local i = w / 4 - (b - b % 32) / 32
+    words[i] = words[i] + 2 ^ (b % 32)
+  end
+  for i = 1, w / 4 do
+    if words[i] ~= 0 then touched[#touched + 1] = {4 * i - 4, words[i]} end  -- {position in a record, mask}
+  end
+  y.band[t], y.bandw[t], y.tag[t], y.pay[t], y.spill[t] = words, touched, 0, w, y.split_at
+  y.mask[t], y.parts[t], y.findb[t], y.depth[t] = bits, parts, findb, depth
+end
 
 local function layout_of(lim)
-  -- the tables of the limits lim's band layout: {BAND, BANDW, BANDS, FINDB, TAG, PAY, SPILL}
+  -- the tables of the limits lim's band layout (BAND, BANDW, ... as fields)
   local w = lim.fp_bytes or 8
-  local band, bandw, bands, findb = {}, {}, {t = {}, b = {}}, {}
-  local tag, pay, spill = {}, {}, {}
-  for t, v in pairs(TAG0) do tag[t], pay[t], spill[t] = v, PAY0[t], SPILL0[t] end
+  local y = {W = w, band = {}, bandw = {}, bands = {t = {}, b = {}}, findb = {}, tag = {}, pay = {}, spill = {},
+             mask = {}, parts = {}, kids = {}, depth = {}, split_at = lim.band_split or 32,
+             node_at = lim.band_node or 128, max_depth = lim.band_depth or 3}
+  for t, v in pairs(TAG0) do y.tag[t], y.pay[t], y.spill[t] = v, PAY0[t], SPILL0[t] end
   for tc, layout in pairs(lim.bands or {}) do
     for n = 1, #layout do
-      local shift, bits = layout[n][1], layout[n][2]
-      local t, words, touched = tc .. 'b' .. fname(n - 1), {}, {}
-      for i = 1, w / 4 do  -- word i holds bits 32 * (w / 4 - i) and up: the band's bits among them
-        local lo = 32 * (w / 4 - i)
-        local from, to = shift > lo and shift or lo, shift + bits < lo + 32 and shift + bits or lo + 32
-        local m = to > from and 2 ^ (to - lo) - 2 ^ (from - lo) or 0
-        words[i] = m
-        if m ~= 0 then touched[#touched + 1] = {4 * i - 4, m} end  -- {position in a record, mask}
-      end
-      band[t], bandw[t], tag[t], pay[t], spill[t] = words, touched, 0, w, 32
-      bands[tc][n] = t
+      local shift, nbits = layout[n][1], layout[n][2]
+      local t, bits = tc .. 'b' .. fname(n - 1), {}
+      for b = shift, shift + nbits - 1 do bits[#bits + 1] = b end
       -- the whole bytes inside the band (bits 8m .. 8m + 7 are byte w - m of a record): a page is
       -- searched for them (string.find) instead of testing every record's band; exact when the band
       -- is those bytes
-      local m_lo, m_hi = (shift + 7 - (shift + 7) % 8) / 8, (shift + bits - (shift + bits) % 8) / 8 - 1
-      if m_hi >= m_lo then findb[t] = {w - 1 - m_hi, m_hi - m_lo + 1, shift % 8 == 0 and bits % 8 == 0} end
+      local m_lo, m_hi = (shift + 7 - (shift + 7) % 8) / 8, (shift + nbits - (shift + nbits) % 8) / 8 - 1
+      local findb = nil
+      if m_hi >= m_lo then findb = {w - 1 - m_hi, m_hi - m_lo + 1, shift % 8 == 0 and nbits % 8 == 0} end
+      define(y, t, bits, #layout, findb, 0)
+      y.bands[tc][n] = t
     end
   end
-  return {band, bandw, bands, findb, tag, pay, spill}
+  return y
 end
 local PAGES, PAGE = 16, 64
 local LH
@@ -609,35 +628,29 @@ local function locate(t, k)
   return key, page, recs, had, found, at, ''
 end
 
-local function mark_of(t, k)  -- the payload of k's mark: the zero id, or a band's key
-  return BAND[t] and k or ZERO4
-end
-
 local function spilled(t, k, found)
   -- k's payloads are in its sorted set (its mark is among found)
-  local zero = mark_of(t, k)
   for i = 1, #found do
-    if found[i] == zero then return rcall('EXISTS', spill_key(t, k)) == 1 end
+    if found[i] == ZERO4 then return rcall('EXISTS', spill_key(t, k)) == 1 end
   end
   return false
 end
 
 local function inline(t, k, found, skip)
-  -- the indices of found that are k's own payloads: all of them, or in a keyed table the ids (not
-  -- the marks: ids start at 1) whose entries hold k; skip: an index left out
-  local out, keyed = {}, KEYED[t]
+  -- the indices of found that are k's own ids in keyed table t: those (not the marks: ids start at
+  -- 1) whose entries hold k; skip: an index left out
+  local out = {}
   for i = 1, #found do
     local f = found[i]
-    if i ~= skip and (not keyed or (f ~= ZERO4 and holds(t, u32(f, 1), k))) then out[#out + 1] = i end
+    if i ~= skip and f ~= ZERO4 and holds(t, u32(f, 1), k) then out[#out + 1] = i end
   end
   return out
 end
 
 local function list(t, k)
-  -- k's payloads: inline ones as one string, or nil and the key of the sorted set they spilled to
+  -- keyed k's ids: inline ones as one string, or nil and the key of the sorted set they spilled to
   local _, _, _, _, found = locate(t, k)
   if spilled(t, k, found) then return nil, spill_key(t, k) end
-  if not KEYED[t] then return tconcat(found), nil end
   local out = {}
   for _, i in ipairs(inline(t, k, found)) do out[#out + 1] = found[i] end
   return tconcat(out), nil
@@ -649,15 +662,29 @@ local function records(s, r)
   return out
 end
 
+local function append(t, key, page, recs, had, rec)
+  -- add record rec (its tag included) at the end of a chain of table t read by locate
+  local per = floor(PAGE / (TAG[t] + PAY[t])) * (TAG[t] + PAY[t])  -- every field of a chain but its last is full
+  local last = #recs - per * math.max(had - 1, 0)
+  if had > 0 and last + #rec <= per then
+    rcall('HSET', key, fname(page + PAGES * (had - 1)), ssub(recs, #recs - last + 1) .. rec)
+  else
+    rcall('HSET', key, fname(page + PAGES * had), rec)
+    had = had + 1
+  end
+  paged(key, page, recs .. rec, had)
+  grew(t, 1)
+end
+
 local function list_add(t, k, rec, score, scores)
-  -- file payload rec under k (once); scores(recs) gives the scores of inline payloads when they
-  -- spill. Returns whether k had no payloads before, and whether rec was added
+  -- file id rec under keyed k (once); scores(recs) gives the scores of inline ids when they
+  -- spill. Returns whether k had no ids before, and whether rec was added
   local key, page, recs, had, found, at, tag, h = locate(t, k)
   if spilled(t, k, found) then return false, rcall('ZADD', spill_key(t, k), 'NX', score, rec) == 1 end
   local mine = inline(t, k, found)
   for j = 1, #mine do if found[mine[j]] == rec then return false, false end end
   local R = TAG[t] + PAY[t]
-  if SPILL[t] and #mine >= SPILL[t] then  -- spill: k's payloads go to a sorted set, a mark stays
+  if #mine >= SPILL[t] then  -- spill: k's ids go to a sorted set, a mark stays
     local own = {}
     for j, i in ipairs(mine) do own[j] = found[i] end
     local args, s = {}, scores(own)
@@ -668,28 +695,19 @@ local function list_add(t, k, rec, score, scores)
       local i = at[mine[j]]
       recs = ssub(recs, 1, i - 1) .. ssub(recs, i + R)
     end
-    local mark = tag .. mark_of(t, k) .. (KEYED[t] and p32(h) .. '\0' or '')
+    local mark = tag .. ZERO4 .. p32(h) .. '\0'
     write_chain(key, page, recs .. mark, R, had)
     grew(t, 1 - #mine)
     return false, true
   end
-  local per = floor(PAGE / R) * R  -- every field of a chain but its last is full
-  local last = #recs - per * math.max(had - 1, 0)
-  if had > 0 and last + R <= per then
-    rcall('HSET', key, fname(page + PAGES * (had - 1)), ssub(recs, #recs - last + 1) .. tag .. rec)
-  else
-    rcall('HSET', key, fname(page + PAGES * had), tag .. rec)
-    had = had + 1
-  end
-  paged(key, page, recs .. tag .. rec, had)
-  grew(t, 1)
+  append(t, key, page, recs, had, tag .. rec)
   return #mine == 0, true
 end
 
 local function list_remove(t, k, rec)
-  -- remove payload rec from k's list: whether k has no payloads now, whether rec was in it
+  -- remove id rec from keyed k's list: whether k has no ids now, whether rec was in it
   local key, page, recs, had, found, at = locate(t, k)
-  local R, zero = TAG[t] + PAY[t], mark_of(t, k)
+  local R, zero = TAG[t] + PAY[t], ZERO4
   local removed = nil
   if spilled(t, k, found) then
     local z = spill_key(t, k)
@@ -699,12 +717,10 @@ local function list_remove(t, k, rec)
   end
   for i, f in ipairs(found) do
     if f == rec then
-      local len = (KEYED[t] and f == zero) and 2 * R or R  -- a keyed table's mark is two records
+      local len = f == zero and 2 * R or R  -- a mark is two records
       write_chain(key, page, ssub(recs, 1, at[i] - 1) .. ssub(recs, at[i] + len), R, had)
       grew(t, -1)
-      local empty = #found == 1
-      if KEYED[t] then empty = rec == zero or #inline(t, k, found, i) == 0 end
-      return empty, removed == nil or removed
+      return rec == zero or #inline(t, k, found, i) == 0, removed == nil or removed
     end
   end
   return #found == 0, false
@@ -714,6 +730,232 @@ local function zeros(recs)
   local out = {}
   for i = 1, #recs do out[i] = 0 end
   return out
+end
+
+-- store: band tables, split -----------------------------------------------------------------------
+-- A band key holding SPILL[t] fingerprints (limits.band_split, 32: clustered fingerprints sharing a
+-- band) that gets one more moves them out of its page, where a mark (the key itself) stays, to the
+-- sorted set '<base>Z<t>:<hex key>' (read whole, as schema 5 kept every crowded key). Once it holds
+-- limits.band_node (128) it is split, if that spreads them (spreads: a tight crowd, a bit or two
+-- apart, agrees on most parts: filed in every child, it would be read more, not less; asked again
+-- each time they double), into a split node, the hash of the same name. Its children are masks
+-- (kids): t's bits and one of PARTS[t] parts of the bits left. Two fingerprints within the
+-- layout's distance (PARTS - 1) that agree on t's bits agree on one of those parts (pigeonhole),
+-- so a fingerprint is filed under each child, in the field (child number, its key there) of the
+-- node, and a query reads the field of each child under its own bits (one HGET each) and finds
+-- every one. A field that fills up splits the same way: it becomes '' and its fingerprints go to
+-- a node of its own, '<node>/<hex field>', down to limits.band_depth (3) levels below the band
+-- (each level files a crowded fingerprint PARTS times: few levels, and only where a crowd is). A
+-- crowd is read a few small fields deep instead of whole; a node or sorted set goes with its last
+-- fingerprint (Redis deletes an emptied hash), and so does its mark.
+
+local function kids(t)
+  -- the child masks of band table (or mask) t (false: t is limits.band_depth (3) levels below a
+  -- band, or fewer bits are left than parts), defined once a layout
+  local c = KIDS[t]
+  if c ~= nil then return c end
+  local mine, rest, parts = {}, {}, PARTS[t]
+  for _, b in ipairs(MASK[t]) do mine[b] = true end
+  for b = 0, 8 * W - 1 do if not mine[b] then rest[#rest + 1] = b end end
+  c = #rest >= parts and DEPTH[t] < LAYOUT.max_depth and {}
+  local from = 1
+  for j = 1, c and parts or 0 do  -- parts of the bits left, their widths differing by one at most
+    local n = floor(#rest / parts) + (j <= #rest % parts and 1 or 0)
+    local bits = {unpack(MASK[t])}
+    for i = from, from + n - 1 do bits[#bits + 1] = rest[i] end
+    from = from + n
+    c[j] = t .. '.' .. (j - 1)
+    define(LAYOUT, c[j], bits, parts, nil, DEPTH[t] + 1)
+  end
+  KIDS[t] = c
+  return c
+end
+
+local function spreads(c, fps)
+  -- would children c spread fingerprints fps: a query equal to one of them read, on average, less
+  -- than half as many from the children (the sum over them of its key's count) as from the key? A
+  -- tight crowd (fingerprints a bit or two apart) agrees on most parts: split, it would be read more
+  -- and filed PARTS times over
+  local sq = 0
+  for _, ct in ipairs(c) do
+    local n = {}
+    for _, f in ipairs(fps) do
+      local m = masked(ct, f)
+      n[m] = (n[m] or 0) + 1
+    end
+    for _, v in pairs(n) do sq = sq + v * v end
+  end
+  return 2 * sq < #fps * #fps
+end
+
+local function due(n)
+  -- is a key or field of n fingerprints, kept whole, to be asked whether a split spreads them? At
+  -- limits.band_node (128), twice that, four times...
+  local m = n / LAYOUT.node_at
+  while m > 1 and m % 2 == 0 do m = m / 2 end
+  return m == 1
+end
+
+local function subkey(c, t, k, q)
+  -- the key of child c of t under which fingerprints within reach of key k (a probe: the query's
+  -- band, or a neighbour of it) and query fingerprint q are filed: k's bits and q's in c's part
+  local out, mc, mt = {}, BAND[c], BAND[t]
+  for j = 1, #mc do
+    local qw = u32(q, 4 * j - 3)
+    out[j] = p32(bit_bor(bit_bxor(bit_band(qw, mc[j]), bit_band(qw, mt[j])), u32(k, 4 * j - 3)) % 4294967296)
+  end
+  return tconcat(out)
+end
+
+local function split_of(t, fps)
+  -- the children of t if fps, kept whole under one of its keys, should split now
+  local c = kids(t)
+  return c and spreads(c, fps) and c
+end
+
+local node_add
+node_add = function(node, t, fp)
+  -- file fp in split node node (of a key of t) under each child: whether it was not there
+  local added = false
+  for j, c in ipairs(kids(t)) do
+    local f = schar(j) .. masked(c, fp)
+    local v = rcall('HGET', node, f)
+    if v == '' then
+      added = node_add(node .. '/' .. tohex(f), c, fp)
+    elseif not (v and find_aligned(v, fp)) then
+      v = (v or '') .. fp
+      local all = due(#v / W - 1) and records(v, W)
+      if all and split_of(c, all) then
+        local sub = node .. '/' .. tohex(f)
+        for _, g in ipairs(all) do node_add(sub, c, g) end
+        v = ''
+      end
+      rcall('HSET', node, f, v)
+      added = true
+    end
+  end
+  return added
+end
+
+local function node_remove(node, t, fp)
+  -- remove fp from split node node (of a key of t): whether it was there
+  local removed = false
+  for j, c in ipairs(kids(t)) do
+    local f = schar(j) .. masked(c, fp)
+    local v = rcall('HGET', node, f)
+    if v == '' then
+      local sub = node .. '/' .. tohex(f)
+      removed = node_remove(sub, c, fp)
+      if rcall('EXISTS', sub) == 0 then rcall('HDEL', node, f) end
+    elseif v then
+      local i = find_aligned(v, fp)
+      if i then
+        v = ssub(v, 1, i - 1) .. ssub(v, i + W)
+        if v == '' then rcall('HDEL', node, f) else rcall('HSET', node, f, v) end
+        removed = true
+      end
+    end
+  end
+  return removed
+end
+
+local function node_read(node, t, k, q, near, limit, out)
+  -- the fingerprints of split node node (of key k of t) a query for q reads: each child's field
+  -- under q's bits; into out as band_read
+  for j, c in ipairs(kids(t)) do
+    local ck = subkey(c, t, k, q)
+    local v = rcall('HGET', node, schar(j) .. ck)
+    if v == '' then
+      node_read(node .. '/' .. tohex(schar(j) .. ck), c, ck, q, near, limit, out)
+    elseif v then
+      for i = 1, #v, W do
+        local fp = ssub(v, i, i + W - 1)
+        if not near or near(fp) <= limit then out[#out + 1] = fp end
+      end
+    end
+  end
+end
+
+local function moved(t, k, found)
+  -- have band key k's fingerprints moved (its mark among found), and where: 'hash' (its split
+  -- node) or 'zset' (its sorted set); nil when not. A fingerprint equal to its key (no bit
+  -- outside the band) is told from the mark by the absence of both
+  for i = 1, #found do
+    if found[i] == k then
+      local kind = rcall('TYPE', spill_key(t, k)).ok
+      if kind == 'hash' or kind == 'zset' then return kind end
+      return nil
+    end
+  end
+  return nil
+end
+
+local function band_add(t, k, fp)
+  -- file fingerprint fp under key k of band table t, once: whether it was added
+  local key, page, recs, had, found, at = locate(t, k)
+  local to, z = moved(t, k, found), spill_key(t, k)
+  if to == 'hash' then return node_add(z, t, fp) end
+  local all
+  if to == 'zset' then
+    if rcall('ZADD', z, 'NX', 0, fp) == 0 then return false end
+    if not due(rcall('ZCARD', z) - 1) then return true end
+    all = rcall('ZRANGE', z, 0, -1)
+  else  -- the key's fingerprints leave its page for its sorted set (or a node, if that many split)
+    for i = 1, #found do if found[i] == fp then return false end end
+    if #found < SPILL[t] then
+      append(t, key, page, recs, had, fp)
+      return true
+    end
+    all = {fp}
+    for i = #found, 1, -1 do
+      all[#all + 1] = found[i]
+      recs = ssub(recs, 1, at[i] - 1) .. ssub(recs, at[i] + W)
+    end
+    write_chain(key, page, recs .. k, W, had)
+    grew(t, 1 - #found)
+  end
+  if due(#all - 1) and split_of(t, all) then
+    if to then rcall('DEL', z) end
+    for _, f in ipairs(all) do node_add(z, t, f) end
+  elseif not to then
+    local args = {}
+    for _, f in ipairs(all) do args[#args + 1] = 0; args[#args + 1] = f end
+    rcall('ZADD', z, unpack(args))
+  end
+  return true
+end
+
+local function band_remove(t, k, fp)
+  -- remove fingerprint fp from key k of band table t: whether it was there
+  local key, page, recs, had, found, at = locate(t, k)
+  local to, z, removed = moved(t, k, found), spill_key(t, k), false
+  if to == 'zset' then
+    removed = rcall('ZREM', z, fp) == 1
+  elseif to then
+    removed = node_remove(z, t, fp)
+  end
+  if to and rcall('EXISTS', z) == 1 then return removed end
+  for i = 1, #found do  -- fp, or the mark of a key whose last fingerprint went
+    if found[i] == (to and k or fp) then
+      write_chain(key, page, ssub(recs, 1, at[i] - 1) .. ssub(recs, at[i] + W), W, had)
+      grew(t, -1)
+      return true
+    end
+  end
+  return removed
+end
+
+local function band_read(t, k, q, near, limit, out)
+  -- the fingerprints under key k of band table t into out (with near(fp), only those within limit);
+  -- a split key's from its node, under query fingerprint q's bits
+  local _, _, _, _, found = locate(t, k)
+  local to = moved(t, k, found)
+  if to == 'hash' then return node_read(spill_key(t, k), t, k, q, near, limit, out) end
+  if to == 'zset' then found = rcall('ZRANGE', spill_key(t, k), 0, -1) end
+  for i = 1, #found do
+    local fp = found[i]
+    if not near or (#fp == W and near(fp) <= limit) then out[#out + 1] = fp end
+  end
 end
 
 -- store: entries --------------------------------------------------------------------------------
@@ -883,22 +1125,13 @@ end
 
 -- store: candidates, holders, sentence_holders, insert, record ----------------------------------
 
-local function candidates(tc, probes, near, k)
-  -- stored fingerprints sharing a band with the query's (each probe {band table, key} once;
-  -- members may repeat); with near(fp) (its distance), only those within k. The band's records
-  -- are found by locate, which keeps them for this call: an insert that follows files the new
-  -- fingerprint under the same keys and finds them there, not by a second scan of the page
+local function candidates(probes, fp, near, k)
+  -- stored fingerprints sharing a band with query fingerprint fp (each probe {band table, key}
+  -- once; members may repeat); with near(fp) (its distance), only those within k. The band's
+  -- records are found by locate, which keeps them for this call: an insert that follows files the
+  -- new fingerprint under the same keys and finds them there, not by a second scan of the page
   local out = {}
-  for j = 1, #probes do
-    local t, key = probes[j][1], probes[j][2]
-    local _, _, _, _, found = locate(t, key)
-    local fps = found
-    if spilled(t, key, found) then fps = rcall('ZRANGE', spill_key(t, key), 0, -1) end  -- its mark
-    for i = 1, #fps do
-      local fp = fps[i]
-      if not near or (#fp == W and near(fp) <= k) then out[#out + 1] = fp end
-    end
-  end
+  for j = 1, #probes do band_read(probes[j][1], probes[j][2], fp, near, k, out) end
   return out
 end
 
@@ -1083,8 +1316,7 @@ local function insert(e, seen_at, nstore)
     local tc, fp = tier[1], tier[2]
     if fp and list_add(tc .. 'h', fp, idb, seen_at, seens) then
       for _, t in ipairs(BANDS[tc]) do
-        local _, added = list_add(t, masked(t, fp), fp, 0, zeros)
-        if added then new_bands = new_bands + 1 end
+        if band_add(t, masked(t, fp), fp) then new_bands = new_bands + 1 end
       end
     end
   end
@@ -1172,7 +1404,7 @@ local function nearest(tc, fp, k, nb, limit, keys, accept)
   -- the limit nearest entries within k: {d, id}, by distance, then first seen, then id; with
   -- accept(id), only accepted entries count, so every holder of a candidate fingerprint is read
   local distances, cands, d = {}, {}, distance_to(fp, k)
-  for _, other in ipairs(candidates(tc, keys, d, k)) do  -- one distance function (a closure) for both
+  for _, other in ipairs(candidates(keys, fp, d, k)) do  -- one distance function (a closure) for both
     if distances[other] == nil then
       distances[other] = d(other)
       if distances[other] <= k then cands[#cands + 1] = {distances[other], other} end
@@ -1312,8 +1544,7 @@ local function remove(id, whole_hour)
     local fp = tier[2]
     if fp and (list_remove(tier[1] .. 'h', fp, idb)) then
       for _, t in ipairs(BANDS[tier[1]]) do
-        local _, gone = list_remove(t, masked(t, fp), fp)
-        if gone then dropped = dropped + 1 end
+        if band_remove(t, masked(t, fp), fp) then dropped = dropped + 1 end
       end
     end
   end
@@ -1425,7 +1656,8 @@ local function begin(argv)
   W, QB = L.fp_bytes or 8, L.tag_bits or 7
   QTOP = 2 ^ QB
   local y = c[4]
-  BAND, BANDW, BANDS, FINDB, TAG, PAY, SPILL = y[1], y[2], y[3], y[4], y[5], y[6], y[7]
+  BAND, BANDW, BANDS, FINDB, TAG, PAY, SPILL = y.band, y.bandw, y.bands, y.findb, y.tag, y.pay, y.spill
+  MASK, PARTS, KIDS, DEPTH, LAYOUT = y.mask, y.parts, y.kids, y.depth, y
   LH, PAGED, DIRTY, BANDED, FIRST, CACHE = {}, {}, {}, {}, {}, {}
 end
 
@@ -1548,8 +1780,9 @@ elseif op == 'span' then
   end
   return out
 elseif op == 'bands' then
-  -- how many band members the tier's probes find (tests: one member per fingerprint, not per entry)
-  return #candidates(A.tc, query({probe = {[A.tc] = A.probes}}).probe[A.tc])
+  -- how many band members the tier's probes of fingerprint fp find (tests: one member per
+  -- fingerprint, not per entry)
+  return #candidates(query({probe = {[A.tc] = A.probes}}).probe[A.tc], unhex(A.fp))
 end
 return redis.error_reply('scrapy-simhash: unknown operation ' .. tostring(op))
 end
