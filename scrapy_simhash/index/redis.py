@@ -79,7 +79,7 @@ from .redis_maintain import Maintenance
 #: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
 #: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
 #: without the URL's scheme and the title's length, CJK titles in UTF-16; 5: entries in lists of 64;
-#: 6: a band key crowded with fingerprints splits them into child tables (not one sorted set read whole).
+#: 6: a band key crowded with fingerprints splits them into a node of child keys (not one sorted set read whole).
 SCHEMA_VERSION = 6
 #: Older schema versions this one reads as they are: 5 is 6 without split band keys (its crowded keys'
 #: sorted sets are read as before). A writable open records the new version, which older releases refuse.
