@@ -353,3 +353,35 @@ def test_a_tight_crowd_is_not_split_but_spilled(url: str) -> None:
         assert moved["zset"] > 0 and moved["split"] == 0, moved
         raw.close()
         _answers_as_a_scan(ix, fps, centre, rng)
+
+
+def test_split_nodes_answer_probes_of_neighbouring_keys(url: str) -> None:
+    """A layout may probe a band's neighbouring keys (``Keys.probe_keys``): a split node reached that
+    way is read under the probed key's band bits and the query's other bits. Probing only the keys one
+    bit from the query's own, a check finds exactly the entries within k that differ from it by one
+    bit in some band (the rest, k - 1 bits at most, leaves one part of the node's children equal)."""
+    rng = random.Random(11)
+    centre = rng.getrandbits(64)
+    fps = sorted({flips(rng, centre, 64, rng.randint(4, 6)) for _ in range(2000)})
+    with open_index(url) as ix:
+        ix.add([(None, fp, f"u{fp}", None, float(i)) for i, fp in enumerate(fps)])
+        raw = raw_redis(url.split("?")[0], decode=False)
+        assert _band_keys_moved(raw, ix._base)["split"] > 0
+        raw.close()
+        own, bands = ix._k.band_keys, ix._limits["bands"]["b"]
+
+        def neighbours(tier: str, fp: int) -> list[tuple[int, int]]:
+            return [(n, key ^ (1 << (shift + i))) for (n, key), (shift, width) in zip(own(tier, fp), bands, strict=True)
+                    for i in range(width)]
+
+        def one_bit_in_a_band(a: int, b: int) -> bool:
+            return any(((a ^ b) >> shift & (1 << width) - 1).bit_count() == 1 for shift, width in bands)
+
+        ix._k.probe_keys = neighbours  # type: ignore[method-assign]
+        found_any = 0
+        for fp in rng.sample(fps, 60):
+            query = flips(rng, fp, 64, rng.randint(1, 3))
+            found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
+            assert found == {f for f in fps if (f ^ query).bit_count() <= 3 and one_bit_in_a_band(f, query)}
+            found_any += bool(found)
+        assert found_any > 40
