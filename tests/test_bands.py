@@ -93,7 +93,8 @@ def test_sqlite_finds_k_and_never_k_plus_1(exact_index: SqliteIndex, seed: int, 
     assert all(m.distance <= k for m in found)
 
 
-def _answers_as_a_scan(ix: SqliteIndex, fps: list[int], centre: int, rng: random.Random) -> None:
+def answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random) -> None:
+    """Lookups near the centre (either backend) find exactly the entries a scan finds within 3 bits."""
     for _ in range(40):
         query = flips(rng, centre, 64, rng.randint(0, 6))
         found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
@@ -134,24 +135,24 @@ def test_clustered_fingerprints_are_all_found_and_only_those(
         split, split_below = _markers(conn)
         assert split > 0 and conn.execute("SELECT count(*) FROM band2").fetchone()[0] > split
         assert split_below > 0  # the second level is used
-        _answers_as_a_scan(ix, fps, centre, rng)
+        answers_as_a_scan(ix, fps, centre, rng)
         assert ix.purge(1000.0) == 1000  # the first 1000 go, with their plain and split rows
         kept = [fp for i, fp in enumerate(fps) if i >= 1000]
-        _answers_as_a_scan(ix, kept, centre, rng)
+        answers_as_a_scan(ix, kept, centre, rng)
         assert ix.forget(f"u{kept[0]}") == 1
         kept = kept[1:]
-        _answers_as_a_scan(ix, kept, centre, rng)
+        answers_as_a_scan(ix, kept, centre, rng)
         remaining = {fp for (fp,) in conn.execute("SELECT fp FROM band2 WHERE fp != x''")}
         assert remaining <= {to_signed64(fp) for fp in kept}  # nothing of a removed entry is left below
     reband(path, body_bands=5)
     with SqliteIndex.open(path) as ix, SqliteIndex.open(path, namespace="other") as other:
-        _answers_as_a_scan(ix, kept, centre, rng)  # reopened: the sampled entries' rows are checked, split or not
+        answers_as_a_scan(ix, kept, centre, rng)  # reopened: the sampled entries' rows are checked, split or not
         other.add([(None, fp, f"o{fp}", None, 1.0) for fp in kept[:500]])
         assert ix.reset() == len(kept)  # its rows go, split or not; the other namespace's stay and answer
         below = 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS
         assert ix._conn is not None and {key >> below for (key,) in ix._conn.execute("SELECT key FROM band2")} == {
             other._ns_id}
-        _answers_as_a_scan(other, kept[:500], centre, rng)
+        answers_as_a_scan(other, kept[:500], centre, rng)
         assert ix.lookup(None, kept[0], title_k=0, body_k=3) == []
 
 
@@ -418,7 +419,7 @@ def test_a_file_of_one_split_level_is_refused_then_rebanded_into_two(tmp_path: P
     with SqliteIndex.open(path) as ix:
         assert ix.count() == 500 + len(crowd)
         assert ix._conn is not None and min(_markers(ix._conn)) > 0  # split again, two levels deep
-        _answers_as_a_scan(ix, crowd, centre, random.Random(8))
+        answers_as_a_scan(ix, crowd, centre, random.Random(8))
 
 
 def test_sigkill_during_the_schema_6_conversion_leaves_the_old_file(tmp_path: Path) -> None:
@@ -436,4 +437,4 @@ def test_sigkill_during_the_schema_6_conversion_leaves_the_old_file(tmp_path: Pa
     reband(path)  # and it converts afterwards
     with SqliteIndex.open(path) as ix:
         assert ix.count() == 60_000 + len(crowd)
-        _answers_as_a_scan(ix, crowd, centre, random.Random(9))
+        answers_as_a_scan(ix, crowd, centre, random.Random(9))

@@ -19,7 +19,7 @@ import pytest
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.redis_keys import Keys
-from tests.test_bands import flips
+from tests.test_bands import answers_as_a_scan, flips
 from tests.test_index_protocol import raw_redis
 from tests.test_index_redis import colliding, mix, q
 
@@ -295,13 +295,6 @@ def _band_keys_moved(raw: Any, base: str) -> collections.Counter[str]:
     return out
 
 
-def _answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random) -> None:
-    for _ in range(40):
-        query = flips(rng, centre, 64, rng.randint(0, 6))
-        found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
-        assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
-
-
 def test_crowded_band_keys_split_and_answer_as_a_scan(url: str) -> None:
     """Distinct fingerprints crowded around one centre share band keys: a key that fills up splits
     its fingerprints into a node of child keys (whose fields split again, three levels deep), or
@@ -322,17 +315,17 @@ def test_crowded_band_keys_split_and_answer_as_a_scan(url: str) -> None:
         assert moved["split"] > 0 and moved["deeper"] > 0, moved
         depths = {key.count(b"/") for key in raw.scan_iter(match=f"{ix._base}Z[tb]b*".encode(), count=1000)}
         assert max(depths) <= 2  # a node's fields split twice more at most: three levels of children
-        _answers_as_a_scan(ix, fps, centre, rng)
+        answers_as_a_scan(ix, fps, centre, rng)
         near = [flips(rng, centre, 64, 6) for _ in range(50)]
         read = [int(ix._script("bands", ix._args("bands", tc="b", probes=ix._k.probes(None, fp)["b"],
                                                  fp=ix._k.hex(fp)), write=False)) for fp in near]
         assert sum(read) / len(read) < 0.1 * len(fps), sum(read) / len(read)
         assert ix.purge(1000.0) == 1000  # the first 1000 go, from the split keys' children too
         kept = fps[1000:]
-        _answers_as_a_scan(ix, kept, centre, rng)
+        answers_as_a_scan(ix, kept, centre, rng)
         assert ix.forget(f"u{kept[0]}") == 1
         kept = kept[1:]
-        _answers_as_a_scan(ix, kept, centre, rng)
+        answers_as_a_scan(ix, kept, centre, rng)
         assert ix.purge(1e6) == len(kept) and ix.stats()["band_rows"] == 0
         assert not _band_keys_moved(raw, ix._base)
         assert not [k for k in raw.scan_iter(match=f"{ix._base}[tb]b*".encode(), count=1000) if raw.hlen(k)]
@@ -352,7 +345,7 @@ def test_a_tight_crowd_is_not_split_but_spilled(url: str) -> None:
         moved = _band_keys_moved(raw, ix._base)
         assert moved["zset"] > 0 and moved["split"] == 0, moved
         raw.close()
-        _answers_as_a_scan(ix, fps, centre, rng)
+        answers_as_a_scan(ix, fps, centre, rng)
 
 
 def test_split_nodes_answer_probes_of_neighbouring_keys(url: str) -> None:
