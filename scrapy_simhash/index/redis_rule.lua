@@ -859,6 +859,36 @@ local function node_remove(node, t, fp)
   return removed
 end
 
+local UNPACK = {}  -- UNPACK[m]: the struct format of m 64-bit fingerprints as 2m big-endian words
+
+local function scan(v, q, near, limit, out)
+  -- the fingerprints packed in v within limit of query fingerprint q (near: their distance) into
+  -- out, all of them without near; 64-bit ones compared by their words, unpacked 100 at a time, and
+  -- a string made only for those kept (most of a crowd's field is farther than limit)
+  if not near or W ~= 8 then
+    for i = 1, #v, W do
+      local fp = ssub(v, i, i + W - 1)
+      if not near or near(fp) <= limit then out[#out + 1] = fp end
+    end
+    return
+  end
+  local f1, f2 = sunpack('>I4I4', q)
+  local i, left = 1, #v / 8
+  while left > 0 do
+    local m = left < 100 and left or 100
+    if not UNPACK[m] then UNPACK[m] = '>' .. string.rep('I4', 2 * m) end
+    local w = {sunpack(UNPACK[m], v, i)}
+    for j = 1, 2 * m, 2 do
+      local d, x = 0, bit_bxor(w[j], f1)
+      while x ~= 0 and d <= limit do d, x = d + 1, bit_band(x, x - 1) end
+      x = bit_bxor(w[j + 1], f2)
+      while x ~= 0 and d <= limit do d, x = d + 1, bit_band(x, x - 1) end
+      if d <= limit then out[#out + 1] = ssub(v, i + 4 * (j - 1), i + 4 * j + 3) end
+    end
+    i, left = i + 8 * m, left - m
+  end
+end
+
 local function node_read(node, t, k, q, near, limit, out)
   -- the fingerprints of split node node (of key k of t) a query for q reads: each child's field
   -- under q's bits; into out as band_read
@@ -868,10 +898,7 @@ local function node_read(node, t, k, q, near, limit, out)
     if v == '' then
       node_read(node .. '/' .. tohex(schar(j) .. ck), c, ck, q, near, limit, out)
     elseif v then
-      for i = 1, #v, W do
-        local fp = ssub(v, i, i + W - 1)
-        if not near or near(fp) <= limit then out[#out + 1] = fp end
-      end
+      scan(v, q, near, limit, out)
     end
   end
 end
