@@ -894,9 +894,10 @@ local function node_read(node, t, k, q, near, limit, out)
   -- under q's bits; into out as band_read
   for j, c in ipairs(kids(t)) do
     local ck = subkey(c, t, k, q)
-    local v = rcall('HGET', node, schar(j) .. ck)
+    local f = schar(j) .. ck
+    local v = rcall('HGET', node, f)
     if v == '' then
-      node_read(node .. '/' .. tohex(schar(j) .. ck), c, ck, q, near, limit, out)
+      node_read(node .. '/' .. tohex(f), c, ck, q, near, limit, out)
     elseif v then
       scan(v, q, near, limit, out)
     end
@@ -920,7 +921,15 @@ end
 local function band_add(t, k, fp)
   -- file fingerprint fp under key k of band table t, once: whether it was added
   local key, page, recs, had, found, at = locate(t, k)
-  local to, z = moved(t, k, found), spill_key(t, k)
+  local to = moved(t, k, found)
+  if not to then  -- most keys: a record in the page (its spill key not even named: tohex costs)
+    for i = 1, #found do if found[i] == fp then return false end end
+    if #found < SPILL[t] then
+      append(t, key, page, recs, had, fp)
+      return true
+    end
+  end
+  local z = spill_key(t, k)
   if to == 'hash' then return node_add(z, t, fp) end
   local all
   if to == 'zset' then
@@ -928,11 +937,6 @@ local function band_add(t, k, fp)
     if not due(rcall('ZCARD', z) - 1) then return true end
     all = rcall('ZRANGE', z, 0, -1)
   else  -- the key's fingerprints leave its page for its sorted set (or a node, if that many split)
-    for i = 1, #found do if found[i] == fp then return false end end
-    if #found < SPILL[t] then
-      append(t, key, page, recs, had, fp)
-      return true
-    end
     all = {fp}
     for i = #found, 1, -1 do
       all[#all + 1] = found[i]
@@ -955,13 +959,12 @@ end
 local function band_remove(t, k, fp)
   -- remove fingerprint fp from key k of band table t: whether it was there
   local key, page, recs, had, found, at = locate(t, k)
-  local to, z, removed = moved(t, k, found), spill_key(t, k), false
-  if to == 'zset' then
-    removed = rcall('ZREM', z, fp) == 1
-  elseif to then
-    removed = node_remove(z, t, fp)
+  local to, removed = moved(t, k, found), false
+  if to then
+    local z = spill_key(t, k)
+    if to == 'zset' then removed = rcall('ZREM', z, fp) == 1 else removed = node_remove(z, t, fp) end
+    if rcall('EXISTS', z) == 1 then return removed end
   end
-  if to and rcall('EXISTS', z) == 1 then return removed end
   for i = 1, #found do  -- fp, or the mark of a key whose last fingerprint went
     if found[i] == (to and k or fp) then
       write_chain(key, page, ssub(recs, 1, at[i] - 1) .. ssub(recs, at[i] + W), W, had)
