@@ -31,7 +31,7 @@ from .index import (
     Query,
     Tier,
     open_index,
-    sqlite_path,
+    reset_layout,
 )
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
@@ -48,8 +48,9 @@ DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
 WIDER_THRESHOLD = (
     "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
     "which needs 2 more body bands) needs other band rows: re-band a SQLite index in place (`scrapy-simhash reband "
-    "PATH`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the file); a Redis index keeps its "
-    "layout: point SIMHASH_INDEX_URL (--index) at a new ?prefix= or another database"
+    "PATH`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the file); a Redis index gets the "
+    "layout with SIMHASH_RESET / --reset when its other namespaces are empty (the namespace is emptied), else point "
+    "SIMHASH_INDEX_URL (--index) at a new ?prefix= or another database"
 )
 #: What to do when an index holds fingerprints of other features (a version, or other weighting settings).
 OTHER_FEATURES = (
@@ -208,13 +209,10 @@ class Deduplicator:
         except ParameterMismatch as exc:
             if "_bands:" not in str(exc):
                 raise
-            path = sqlite_path(index_url)
-            if not reset or path is None:
+            if not reset:
                 raise ParameterMismatch(f"{exc}. {WIDER_THRESHOLD}") from exc
-            from .index.sqlite_reband import reband
-
-            # a reset asks for an empty namespace with these settings: the file gets bands for them
-            reband(path, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)
+            # a reset asks for an empty namespace with these settings: the index gets bands for them
+            reset_layout(index_url, params, namespace=namespace, **(index_options or {}))
             index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
         try:
             if reset:

@@ -32,11 +32,13 @@ from typing import Any
 import pytest
 import pytest_twisted
 
+from scrapy_simhash.dedup import Deduplicator
 from scrapy_simhash.index import (
     IndexError_,
     IndexOpenError,
     IndexParams,
     IndexWriteError,
+    ParameterMismatch,
     Query,
     open_index,
     redis_client,
@@ -829,6 +831,58 @@ def test_a_server_that_may_forget_is_refused_or_warned_about(tmp_path: Path, cap
             server.stop()
     with pytest.raises(ValueError, match="unsafe"):
         open_index(redis_server_url(), redis_unsafe="maybe")
+
+
+def test_a_reset_for_wider_thresholds_gives_a_redis_index_their_layout(url: str) -> None:
+    """SIMHASH_RESET with a threshold the index cannot answer: the namespace is emptied and the index
+    gets the band layout for it; a crawler that opened it before fails at its next call instead of
+    filing entries under the old layout; one asking fewer bands is served by the new layout, and a
+    plain reset keeps it usable."""
+    with Deduplicator.open(url) as before, open_index(url) as stale:
+        assert before.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+        with Deduplicator.open(url, dynamic_threshold=True, reset=True) as wide:
+            assert wide.index.params.body_bands == 6 and wide.index.count() == 0
+            assert wide.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+        for stale_call in (lambda: stale.check_and_add(q(5, 6)), lambda: before.index.add([(5, 6, None, None, 1.0)])):
+            with pytest.raises(IndexWriteError, match="another band layout since it was opened"):
+                stale_call()
+        with pytest.raises(IndexError_, match="another band layout"):
+            stale.lookup(5, None, title_k=2, body_k=0)
+    with Deduplicator.open(url) as narrower:  # fewer bands asked for: the index's answer them
+        assert narrower.index.params.body_bands == 6 and narrower.index.count() == 1
+        assert narrower.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "duplicate"
+        narrower.index.reset()
+        assert narrower.check_and_add(STORY_ZH["title"], STORY_ZH["body"]).status == "new"
+
+
+def test_a_relaid_redis_index_answers_the_distance_of_its_new_layout(url: str) -> None:
+    """After the relayout to 6 body bands, a body 5 bits away is found (4 bands found at most 3), 6
+    bits away is not."""
+    body = 0x0123456789ABCDEF
+    with open_index(url) as ix:
+        assert ix.relayout(IndexParams(body_bands=6)) == 0
+    with open_index(url, params=IndexParams()) as ix:  # the index records the new layout
+        assert ix.params.body_bands == 6
+    with open_index(url, params=IndexParams(body_bands=6)) as ix:
+        assert ix.check_and_add(Query(title_fp=None, body_fp=body, title_k=2, body_k=5)).match is None
+        for bits, found in ((0b11111, True), (0b111111, False)):
+            wide = Query(title_fp=None, body_fp=body ^ (bits << 7), title_k=2, body_k=5)
+            match = ix.peek(wide)
+            assert (match is not None and match.distance == bits.bit_count()) if found else match is None
+
+
+def test_a_relayout_is_refused_while_another_namespace_holds_entries(url: str) -> None:
+    with open_index(url, namespace="other") as other:
+        assert other.check_and_add(q(1, 2)).match is None
+    with open_index(url) as ix:
+        assert ix.check_and_add(q(3, 4)).match is None
+        with pytest.raises(ParameterMismatch, match="namespace 'other' \\(1 entries\\) holds entries"):
+            ix.relayout(IndexParams(body_bands=6))
+        assert ix.count() == 1 and ix.check_and_add(q(3, 4)).match is not None  # untouched, still usable
+    with pytest.raises(ParameterMismatch, match="namespace 'other'"):
+        Deduplicator.open(url, dynamic_threshold=True, reset=True)
+    with open_index(url, namespace="other") as other:
+        assert other.params == IndexParams() and other.count() == 1
 
 
 def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:

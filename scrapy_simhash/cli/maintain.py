@@ -168,7 +168,8 @@ def run_reband(args: argparse.Namespace) -> int:
         raise CliError("name the index file: reband PATH (or --index PATH)")
     path = sqlite_path(location)
     if path is None:
-        raise CliError(f"{location}: only a SQLite index can be re-banded (a Redis index keeps its layout)")
+        raise CliError(f"{location}: only a SQLite index can be re-banded in place (a Redis index gets another "
+                       "layout by a reset, `dedup --reset` or SIMHASH_RESET, when its other namespaces are empty)")
     if args.dynamic_threshold and args.body_max_distance is None:
         raise CliError("--dynamic-threshold adds 2 bits to --body-max-distance: give both")
     title_bands, body_bands = args.title_bands, args.body_bands

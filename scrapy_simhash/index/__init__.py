@@ -54,6 +54,7 @@ __all__ = [
     "Query",
     "Tier",
     "open_index",
+    "reset_layout",
     "sqlite_path",
 ]
 
@@ -121,3 +122,23 @@ def open_index(
     return SqliteIndex.open(
         path, namespace=namespace, params=params, create=create, readonly=readonly, busy_timeout=busy_timeout
     )
+
+
+def reset_layout(url: str | os.PathLike[str], params: IndexParams, *, namespace: str = "default",
+                 **options: Any) -> None:
+    """Make the index at ``url`` answer ``params``' thresholds, for a reset of ``namespace``
+    (``SIMHASH_RESET``), which empties it: a SQLite file is re-banded (the entries of its other
+    namespaces kept), a Redis index emptied of this namespace and given the new layout (refused
+    while another namespace holds entries: :meth:`.redis.RedisIndex.relayout`). ``options``: what
+    :func:`open_index` takes."""
+    path = sqlite_path(url)
+    if path is not None:
+        from .sqlite_reband import reband
+
+        reband(path, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)
+        return
+    from .redis import RedisIndex
+
+    with open_index(url, namespace=namespace, **options) as index:  # as it is recorded
+        assert isinstance(index, RedisIndex)
+        index.relayout(params)

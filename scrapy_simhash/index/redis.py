@@ -71,7 +71,7 @@ from .base import (
 )
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, verify_meta
 from .owners import alive as owners_alive
-from .redis_client import Server, redacted
+from .redis_client import SWAP, Server, redacted
 from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score
 from .redis_maintain import Maintenance
 
@@ -130,6 +130,7 @@ class RedisIndex(Maintenance, QueryChecks):
     def __init__(self) -> None:  # use RedisIndex.open()
         self._server: Server
         self._common: tuple[Any, str] | None = None  # (base, limits, marker) and their JSON (_args)
+        self._mark: str | None = None  # the namespace's marker at open (None: none, read-only)
 
     # -- opening -----------------------------------------------------------------------------------
 
@@ -172,7 +173,21 @@ class RedisIndex(Maintenance, QueryChecks):
         return self
 
     def _verify(self, client: Any, requested: IndexParams | None, create: bool) -> None:
+        # The namespace's marker: every call fails once it holds another value than it held here
+        # (gone: the server was restarted without persistence or evicted keys, and the script must
+        # not answer from an emptied index; changed: the index got another band layout, relayout).
+        # Read after the record and checked against it, so that the two are of one layout.
         meta_key = f"{self.prefix}:meta"
+        for _ in range(3):
+            raw = self._verify_record(client, meta_key, requested, create)
+            mark = client.get(self._base + "meta")
+            if client.get(meta_key) == raw:
+                self._mark, self._record = mark, raw
+                return
+        raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
+
+    def _verify_record(self, client: Any, meta_key: str, requested: IndexParams | None, create: bool) -> str:
+        """Check the index's record against ``requested`` and take its parameters; the record's text."""
         try:
             try:
                 raw = client.get(meta_key)
@@ -203,7 +218,7 @@ class RedisIndex(Maintenance, QueryChecks):
                 f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): {exc}"
             ) from exc
         if meta.get("format") == FORMAT and meta.get("schema_version") in READS_AS_IS:
-            meta = self._upgraded(client, meta_key, raw, meta)
+            meta, raw = self._upgraded(client, meta_key, raw, meta)
         remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
                   f"'{self.prefix}:*' | xargs redis-cli unlink)")
         stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, remedy)
@@ -224,22 +239,21 @@ class RedisIndex(Maintenance, QueryChecks):
                 logger.warning("scrapy-simhash: Redis index %s may forget entries: %s", self.location, problem)
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
             client.set(self._base + "meta", SCHEMA_VERSION, nx=True)
-        # The namespace's marker: every call fails once it is gone (the server was restarted without
-        # persistence or evicted keys), instead of answering from an emptied index.
-        self._marked = bool(client.exists(self._base + "meta"))
+        return raw
 
-    def _upgraded(self, client: Any, meta_key: str, raw: str, meta: dict[str, Any]) -> dict[str, Any]:
-        """The record of an index of a version in :data:`READS_AS_IS` as this version's; written (only
-        if nobody changed it meanwhile) unless read-only, so that older releases refuse the index."""
+    def _upgraded(self, client: Any, meta_key: str, raw: str, meta: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The record of an index of a version in :data:`READS_AS_IS` as this version's, and its text;
+        written (only if nobody changed it meanwhile) unless read-only, so that older releases refuse
+        the index."""
         new = {**meta, "schema_version": SCHEMA_VERSION}
-        if not self._readonly:
-            text = json.dumps(new, sort_keys=True)
-            swap = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) end"
-            client.eval(swap, 1, meta_key, raw, text)
-            logger.info("scrapy-simhash: Redis index %s: schema version %s upgraded in place to %s (nothing "
-                        "else rewritten; older scrapy-simhash releases refuse it from now on)",
-                        self.location, meta["schema_version"], SCHEMA_VERSION)
-        return new
+        if self._readonly:
+            return new, raw
+        text = json.dumps(new, sort_keys=True)
+        client.eval(SWAP, 1, meta_key, raw, text)
+        logger.info("scrapy-simhash: Redis index %s: schema version %s upgraded in place to %s (nothing "
+                    "else rewritten; older scrapy-simhash releases refuse it from now on)",
+                    self.location, meta["schema_version"], SCHEMA_VERSION)
+        return new, text
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -250,9 +264,9 @@ class RedisIndex(Maintenance, QueryChecks):
         """The script's two arguments, JSON objects (None values left out: absent, not null): the
         call's own, and what every call repeats (base, limits, marker), encoded once and again only
         when it changed (the script keeps what it decoded from that text while it stays loaded)."""
-        common = (self._base, self._limits, self._marked)
+        common = (self._base, self._limits, self._mark)
         if self._common is None or self._common[0] != common:
-            head = {"base": self._base, "limits": self._limits, "marked": self._marked or None}
+            head = {"base": self._base, "limits": self._limits, "mark": self._mark}
             text = json.dumps({k: v for k, v in head.items() if v is not None}, ensure_ascii=False, sort_keys=True)
             self._common = (copy.deepcopy(common), text)
         body = json.dumps({"op": op, **{k: v for k, v in fields.items() if v is not None}}, ensure_ascii=False)

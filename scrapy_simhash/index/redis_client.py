@@ -32,6 +32,9 @@ DEFAULT_PREFIX = "simhash"
 FUNCTIONS = True
 #: The oldest server with functions.
 FUNCTION_SERVER = (7, 0, 0)
+#: Compare-and-set of one key (``EVAL SWAP 1 key expected new``): a record rewritten only if nobody
+#: changed it since it was read; 1 when it was.
+SWAP = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end return 0"
 
 
 def script_texts(script: str) -> tuple[str, str, tuple[str, str]]:

@@ -19,13 +19,16 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     band layouts, fingerprint storage, creation time and version. Written once with ``SET NX`` (of
     several processes creating the index at once, one wins and all check against its record);
     other parameters at open are a :class:`~.base.ParameterMismatch` naming the URL and fields. An
-    index of another schema version is refused at open, saying what to do.
+    index of another schema version is refused at open, saying what to do. Rewritten (compare-and-set)
+    only by a relayout (``SIMHASH_RESET`` for wider thresholds, while the other namespaces are empty).
 ``<prefix>:namespaces``
     Hash: namespace name → creation time (for ``stats``).
 ``<prefix>:{<ns>}:meta``
-    The namespace's marker (the schema version), set at open. Every script call fails when it is
-    gone: the server lost the index's keys (restarted without persistence, evicted keys), and an
-    emptied index would let every story in again. At open, a server that may evict any key
+    The namespace's marker (the schema version; after a relayout, a new value), set at open. Every
+    script call fails when it no longer holds what its caller read at open: gone, the server lost
+    the index's keys (restarted without persistence, evicted keys), and an emptied index would let
+    every story in again; changed, the index got another band layout, under which the caller would
+    not file its entries. At open, a server that may evict any key
     (``maxmemory-policy allkeys-*``) or does not persist is refused (``unsafe="refuse"``) or logged.
 ``<prefix>:{<ns>}:seq``, ``…:n``, ``…:nbands``
     Entry id counter (``INCR``: ids are never reused, so a decision cannot point at a newer entry),

@@ -10,7 +10,7 @@ This text defines main(argv); redis_client.py calls it as EVALSHA <sha> 1 <prefi
 <common json> (appending 'return main(ARGV)'), or on Redis 7 as FCALL of a library of functions that
 runs this text once, at its first call, and keeps main (and with it the layouts begin decoded).
 KEYS[1] routes the call in a cluster (every key of a namespace shares its hash tag); argv[1] is the
-call's JSON object, argv[2] the one every call of an index repeats (base, limits, marked: decoded
+call's JSON object, argv[2] the one every call of an index repeats (base, limits, mark: decoded
 once a text while the script stays loaded):
   op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'deliver' | 'release' |
           'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
@@ -22,7 +22,8 @@ once a text while the script stays loaded):
           keyed record's tag holds: 7; tests force fewer), band_split, band_node, band_depth
           (when a crowded band key leaves its page, splits, and how deep: 32, 128, 3; see the
           split band keys)
-  marked  (common) true: the namespace's marker key ('<base>meta', set at open) must exist
+  mark    (common) the value of the namespace's marker key ('<base>meta') at open: it must still
+          hold it (gone: the keys were lost; another value: the index got another band layout)
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
@@ -45,12 +46,17 @@ local sformat = string.format
 local rcall  -- redis.call, set by begin (a Redis function's library has no redis.call while it loads)
 
 -- the call's state, set by begin (below) before each call: its argument A, the namespace's key base
--- B, the limits L, the fingerprints' bytes W, whether the marker must exist
-local A, B, L, W, MARKED
+-- B, the limits L, the fingerprints' bytes W, the value the namespace's marker must hold (or nil)
+local A, B, L, W, MARK
 
--- redis: the namespace's marker (set at open) is gone: the server lost the index's keys (a
--- check with a request token reads the marker with its tokens, in one MGET)
-local function lost()
+-- redis: the namespace's marker (set at open) no longer holds what it held then (a check with a
+-- request token reads the marker with its tokens, in one MGET): gone, the server lost the index's
+-- keys; changed, the index was given another band layout, which this caller's limits do not know
+local function lost(now)
+  if now then
+    return redis.error_reply('scrapy-simhash: the index was given another band layout since it was opened '
+      .. '(a reset for other thresholds): its calls would file entries under the old one; reopen it')
+  end
   return redis.error_reply('scrapy-simhash: the index lost its keys (the server was restarted without '
     .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
 end
@@ -1670,7 +1676,7 @@ end
 local COMMON, NCOMMON = {}, 0  -- decoded common arguments and their layouts, by their exact text
 
 local function begin(argv)
-  -- a call's state: its own argument (argv[1]) and the common one (argv[2]: base, limits, marked),
+  -- a call's state: its own argument (argv[1]) and the common one (argv[2]: base, limits, mark),
   -- decoded once a text when the script stays loaded (a Redis function), each call's tables fresh
   rcall = redis.call
   A = cjson.decode(argv[1])
@@ -1678,11 +1684,11 @@ local function begin(argv)
   if not c then
     local h = cjson.decode(argv[2])
     local lim = h.limits or {}
-    c = {h.base, lim, h.marked, layout_of(lim)}
+    c = {h.base, lim, h.mark, layout_of(lim)}
     if NCOMMON >= 16 then COMMON, NCOMMON = {}, 0 end
     COMMON[argv[2]], NCOMMON = c, NCOMMON + 1
   end
-  B, L, MARKED = c[1], c[2], c[3]
+  B, L, MARK = c[1], c[2], c[3]
   W, QB = L.fp_bytes or 8, L.tag_bits or 7
   QTOP = 2 ^ QB
   local y = c[4]
@@ -1693,14 +1699,17 @@ end
 
 local function run()
 local op = A.op
-if MARKED and not (op == 'check' and A.token) and rcall('EXISTS', B .. 'meta') == 0 then return lost() end
+if MARK and not (op == 'check' and A.token) then
+  local now = rcall('GET', B .. 'meta')
+  if now ~= MARK then return lost(now) end
+end
 if op == 'check' then
   -- an added outcome is remembered under the request token: a retry gets its entry back
   local tkeys, tag, tokens
   if A.token then
     tkeys, tag = token_keys(A.token, A.token_ttl)
     local got = rcall('MGET', B .. 'meta', unpack(tkeys))
-    if MARKED and not got[1] then return lost() end
+    if MARK and got[1] ~= MARK then return lost(got[1]) end
     for j = 1, #tkeys do
       local v = got[j + 1]
       local i = v and find_aligned(v, tag, 10)
