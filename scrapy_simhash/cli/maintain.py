@@ -159,17 +159,14 @@ def run_forget(args: argparse.Namespace) -> int:
 
 
 def run_reband(args: argparse.Namespace) -> int:
-    """Rebuild a SQLite index's band rows (:func:`~scrapy_simhash.index.sqlite_reband.reband`)."""
+    """Rebuild an index's band rows for other thresholds: a SQLite file's in one transaction
+    (:func:`~scrapy_simhash.index.sqlite_reband.reband`), a Redis index's as a new generation of its
+    band tables (:func:`~scrapy_simhash.index.redis_reband.reband`)."""
     from ..index import IndexError_, sqlite_path
-    from ..index.sqlite_reband import reband
 
     location = args.path or args.index
     if not location:
-        raise CliError("name the index file: reband PATH (or --index PATH)")
-    path = sqlite_path(location)
-    if path is None:
-        raise CliError(f"{location}: only a SQLite index can be re-banded in place (a Redis index gets another "
-                       "layout by a reset, `dedup --reset` or SIMHASH_RESET, when its other namespaces are empty)")
+        raise CliError("name the index: reband PATH (or --index PATH)")
     if args.dynamic_threshold and args.body_max_distance is None:
         raise CliError("--dynamic-threshold adds 2 bits to --body-max-distance: give both")
     title_bands, body_bands = args.title_bands, args.body_bands
@@ -179,25 +176,37 @@ def run_reband(args: argparse.Namespace) -> int:
         from ..dedup import SHORT_BODY_BONUS
 
         body_bands = args.body_max_distance + 1 + (SHORT_BODY_BONUS if args.dynamic_threshold else 0)
+    path = sqlite_path(location)
+    unit = "band rows" if path is not None else "entry ids"
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     started = time.monotonic()
 
     def progress(done: int, total: int) -> None:
         fraction = done / total if total else 1.0
         bar = "#" * int(30 * fraction)
-        sys.stderr.write(f"\r[{bar:.<30}] {fraction:4.0%}  {done:,}/{total:,} band rows  "
+        sys.stderr.write(f"\r[{bar:.<30}] {fraction:4.0%}  {done:,}/{total:,} {unit}  "
                          f"{time.monotonic() - started:.0f} s\x1b[K")
         sys.stderr.flush()
 
+    bands = {"title_bands": title_bands, "body_bands": body_bands, "progress": progress if show else None}
     try:
-        done = reband(path, title_bands=title_bands, body_bands=body_bands, progress=progress if show else None)
+        if path is not None:
+            from ..index.sqlite_reband import reband
+
+            done = reband(path, **bands)
+        else:
+            from ..index.redis_reband import reband as reband_redis
+
+            opened = argparse.Namespace(index=location, namespace="default", redis_unsafe=args.redis_unsafe)
+            with open_index_for(opened) as index:  # every namespace is re-banded
+                done = reband_redis(index, **bands)  # type: ignore[arg-type]
     except (IndexError_, ValueError) as exc:
         raise CliError(f"cannot re-band {location}: {exc}") from exc
     finally:
         if show:
             sys.stderr.write("\r\x1b[K")
     before, after = done["previous"], done["params"]
-    print(f"re-banded {path}: {done['entries']:,} entries, {done['band_rows']:,} band rows in "
+    print(f"re-banded {path or location}: {done['entries']:,} entries, {done['band_rows']:,} band rows in "
           f"{done['seconds']:.1f} s; title answers distances up to {after['title_bands'] - 1} (was "
           f"{before['title_bands'] - 1}), body up to {after['body_bands'] - 1} (was {before['body_bands'] - 1})")
     return 0

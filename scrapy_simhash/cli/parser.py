@@ -254,13 +254,16 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     index_options(p)
 
     # reband
-    p = add("reband", "rebuild the band rows of a SQLite index for other thresholds or this version's layout",
+    p = add("reband", "rebuild the band rows of an index for other thresholds or this version's layout",
             "Rebuild the band rows from the full fingerprints every entry keeps: for a larger (or smaller) "
-            "threshold, or to convert an index of the previous schema version. One transaction: interrupted, "
-            "the index is left as it was. Without threshold options, the recorded ones are kept. Crawls "
-            "sharing the file wait for it (their busy timeout).",
-            ["index.sqlite3", "index.sqlite3 --body-max-distance 5", "--index index.sqlite3 --body-bands 6"])
-    p.add_argument("path", nargs="?", metavar="PATH", help="the index file (default: --index)")
+            "threshold, or to convert a SQLite index of the previous schema version. A SQLite file in one "
+            "transaction: interrupted, the index is left as it was; crawls sharing the file wait for it (their "
+            "busy timeout). A Redis index (every namespace) as new band tables, the old ones serving until they "
+            "are complete: interrupted, the index is left as it was; crawlers that had it open fail at their next "
+            "call and must reopen it (stop them first). Without threshold options, the recorded ones are kept.",
+            ["index.sqlite3", "index.sqlite3 --body-max-distance 5", "--index index.sqlite3 --body-bands 6",
+             "'redis://127.0.0.1:6379/0?prefix=news' --body-max-distance 5"])
+    p.add_argument("path", nargs="?", metavar="PATH", help="the index file or Redis URL (default: --index)")
     g = p.add_argument_group("new thresholds (default: the recorded ones)")
     g.add_argument("--title-bands", type=_positive_int, metavar="N", help="answer title distances up to N-1")
     g.add_argument("--body-bands", type=_positive_int, metavar="N", help="answer body distances up to N-1")
@@ -274,7 +277,10 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
                    help="progress bar on stderr (default: when stderr is a terminal)")
     g = p.add_argument_group("index")
     g.add_argument("--index", default=d["index"] if in_project else None, metavar="PATH",
-                   help="the index file, when PATH is not given")
+                   help="the index file or URL, when PATH is not given")
+    g.add_argument("--redis-unsafe", choices=("refuse", "warn"), default=d["redis_unsafe"],
+                   help="a Redis server that may evict keys or does not persist: refuse it, or warn "
+                        "(SIMHASH_REDIS_UNSAFE)")
 
     # forget
     p = add("forget", "remove one entry, by id or URL",

@@ -126,10 +126,9 @@ def open_index(
 
 def reset_layout(url: str | os.PathLike[str], params: IndexParams, *, namespace: str = "default",
                  **options: Any) -> None:
-    """Make the index at ``url`` answer ``params``' thresholds, for a reset of ``namespace``
-    (``SIMHASH_RESET``), which empties it: a SQLite file is re-banded (the entries of its other
-    namespaces kept), a Redis index emptied of this namespace and given the new layout (refused
-    while another namespace holds entries: :meth:`.redis.RedisIndex.relayout`). ``options``: what
+    """Make the index at ``url`` answer ``params``' thresholds for a reset of ``namespace``
+    (``SIMHASH_RESET``), which empties it: the index is re-banded, its other namespaces' entries kept
+    (never to fewer bands than it has: they keep the thresholds they had). ``options``: what
     :func:`open_index` takes."""
     path = sqlite_path(url)
     if path is not None:
@@ -138,7 +137,9 @@ def reset_layout(url: str | os.PathLike[str], params: IndexParams, *, namespace:
         reband(path, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)
         return
     from .redis import RedisIndex
+    from .redis_reband import reband as reband_redis
 
     with open_index(url, namespace=namespace, **options) as index:  # as it is recorded
         assert isinstance(index, RedisIndex)
-        index.relayout(params)
+        index.reset()  # first: its entries are not re-banded
+        reband_redis(index, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)

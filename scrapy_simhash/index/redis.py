@@ -72,18 +72,20 @@ from .base import (
 from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, verify_meta
 from .owners import alive as owners_alive
 from .redis_client import SWAP, Server, redacted
-from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score
+from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score, reband_lock
 from .redis_maintain import Maintenance
 
 #: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
 #: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
 #: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
 #: without the URL's scheme and the title's length, CJK titles in UTF-16; 5: entries in lists of 64;
-#: 6: a band key crowded with fingerprints splits them into a node of child keys (not one sorted set read whole).
-SCHEMA_VERSION = 6
-#: Older schema versions this one reads as they are: 5 is 6 without split band keys (its crowded keys'
-#: sorted sets are read as before). A writable open records the new version, which older releases refuse.
-READS_AS_IS = (5,)
+#: 6: a band key crowded with fingerprints splits them into a node of child keys (not one sorted set read whole);
+#: 7: layout generations (a re-banded index's band tables are named by theirs) and marker values compared.
+SCHEMA_VERSION = 7
+#: Older schema versions this one reads as they are: 6 is 7 never re-banded, 5 is 6 without split band keys
+#: (its crowded keys' sorted sets are read as before). A writable open records the new version, which older
+#: releases refuse.
+READS_AS_IS = (5, 6)
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
@@ -178,6 +180,11 @@ class RedisIndex(Maintenance, QueryChecks):
         # not answer from an emptied index; changed: the index got another band layout, relayout).
         # Read after the record and checked against it, so that the two are of one layout.
         meta_key = f"{self.prefix}:meta"
+        if client.exists(reband_lock(self.prefix)):
+            raise IndexOpenError(
+                f"index {self.location} is being re-banded (scrapy-simhash reband): open it when that is done "
+                "(a re-banding that died lets go within a minute)"
+            )
         for _ in range(3):
             raw = self._verify_record(client, meta_key, requested, create)
             mark = client.get(self._base + "meta")
@@ -225,7 +232,7 @@ class RedisIndex(Maintenance, QueryChecks):
         self.params = stored
         self._meta = meta
         self._bits = stored.bits
-        self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored))
+        self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored), int(meta.get("band_gen", 0)))
         self._limits = {**_LIMITS, **self._k.limits()}
         if not self._readonly:
             forgetful = self._server.forgetful()

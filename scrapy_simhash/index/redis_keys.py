@@ -1,6 +1,7 @@
 """How the Redis index holds the rule's data: key names, binary records, and queries as the script reads them.
 
-Schema version 6 (5 with split band keys; a schema 5 index is read as it is): a compact layout, ~400
+Schema version 7 (6 with layout generations and marker values; 5 without split band keys: schema 5
+and 6 indexes are read as they are): a compact layout, ~400
 bytes an entry with 12 sentence hashes (~390 once its request token expired) and ~220 without,
 request tokens included (``benchmarks/index_size.py``; version 4 took ~460 and ~245, version 3 ~560
 and ~360, version 2 ~630 and ~375, version 1, a key per entry, per fingerprint, per band value and
@@ -23,6 +24,8 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     only by a relayout (``SIMHASH_RESET`` for wider thresholds, while the other namespaces are empty).
 ``<prefix>:namespaces``
     Hash: namespace name → creation time (for ``stats``).
+``<prefix>:reband``
+    Held (its token, expiring unless renewed) while a re-banding runs (:mod:`.redis_reband`).
 ``<prefix>:{<ns>}:meta``
     The namespace's marker (the schema version; after a relayout, a new value), set at open. Every
     script call fails when it no longer holds what its caller read at open: gone, the server lost
@@ -50,7 +53,8 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     the sorted set ``<prefix>:{<ns>}:Z<table>:<hex key>`` (scores: first seen) and keeps a mark in
     their place (the sorted set's existence tells it from a real record). Tables (key → payload, bytes):
 
-    ``tb0``, ``tb1``, … / ``bb0``, …: one table a title/body band; the key is a fingerprint masked
+    ``tb0``, ``tb1``, … / ``bb0``, …: one table a title/body band (``tb0g1``, …: the tables of
+    generation 1 of the layout, built by a re-banding; :func:`band_table`); the key is a fingerprint masked
     to the band's bits (:meth:`Keys.band_keys`), a record the fingerprint (8) alone: its key is
     itself masked, so the script files a new fingerprint under its bands, places records at a
     split and drops them, and a lookup keeps the page's records whose band is the key. A
@@ -111,6 +115,7 @@ and the title (to the end of the record), each present when its flag is.
 from __future__ import annotations
 
 import math
+import re
 import struct
 import time
 from typing import Any
@@ -128,10 +133,28 @@ ID_LIMIT = 2**32  # ids are 4 bytes in the lists
 TIER_CHAR: dict[Tier, str] = {"title": "t", "body": "b", "sentence": "s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 _HEX = frozenset("0123456789abcdef")
+#: A band table's name, as the script's ``layout_of`` makes it (:func:`band_table`).
+BAND_TABLE = re.compile(r"[tb]b\d+(?:g\d+)?")
 _HEADER = struct.Struct(">dBB")
 F_T, F_B, F_NUM, F_NUMTEXT, F_H, F_U, F_N = 1, 2, 4, 8, 16, 32, 64
 #: The URL scheme a record leaves out, by its code (byte 10, bits 5–6).
 SCHEMES = ("", "https://", "http://")
+
+
+def band_table(tier_char: str, band: int, gen: int) -> str:
+    """The name of band ``band``'s table of tier ``tier_char`` in generation ``gen`` of a layout
+    (the script's ``layout_of`` names them so)."""
+    return f"{tier_char}b{band}" + (f"g{gen}" if gen else "")
+
+
+def reband_lock(prefix: str) -> str:
+    """The key a re-banding holds (its token, with a lease) while it runs: opens are refused meanwhile."""
+    return f"{prefix}:reband"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally by a ``SCAN MATCH`` pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
 def _hex16(text: object) -> bool:
@@ -188,9 +211,13 @@ def decode_record(record: bytes, fp_bytes: int) -> dict[str, Any]:
 class Keys:
     """One namespace's fingerprints, band keys and entries in the form the keys and the script hold them."""
 
-    def __init__(self, location: str, namespace: str, bits: int, tiers: dict[Tier, Layout]) -> None:
+    def __init__(self, location: str, namespace: str, bits: int, tiers: dict[Tier, Layout], gen: int = 0) -> None:
         self.location, self.namespace, self._width, self._tiers = location, namespace, bits // 4, tiers
-        self.fp_bytes = bits // 8
+        self.fp_bytes, self.gen = bits // 8, gen
+
+    def tables(self) -> set[str]:
+        """The names of this layout's band tables."""
+        return {band_table(TIER_CHAR[t], n, self.gen) for t, bands in self._tiers.items() for n in range(len(bands))}
 
     def hex(self, fp: int) -> str:
         return format(fp, f"0{self._width}x")
@@ -216,9 +243,10 @@ class Keys:
                 for c, tier, fp in (("t", "title", tfp), ("b", "body", bfp))}
 
     def limits(self) -> dict[str, Any]:
-        """What the script needs of the layout: fingerprint bytes and each tier's bands."""
-        return {"fp_bytes": self.fp_bytes, "bands": {TIER_CHAR[t]: [list(b) for b in bands]
-                                                      for t, bands in self._tiers.items()}}
+        """What the script needs of the layout: fingerprint bytes, each tier's bands, the generation."""
+        out = {"fp_bytes": self.fp_bytes, "bands": {TIER_CHAR[t]: [list(b) for b in bands]
+                                                     for t, bands in self._tiers.items()}}
+        return {**out, "band_gen": self.gen} if self.gen else out
 
     def entry(self, entry_id: int | bytes | str, record: bytes | None) -> Entry:
         """An entry from its record; a record not written by us is an :class:`IndexError_` naming it."""

@@ -1,4 +1,4 @@
-"""The maintenance operations of a Redis index: forget, purge, reset, relayout, count, stats, export.
+"""The maintenance operations of a Redis index: forget, purge, reset, count, stats, export.
 
 A mixin of :class:`.redis.RedisIndex` (which connects, verifies the index and runs the rule's
 script): the same server, script calls and removal (``_remove``). Kept apart so that the module
@@ -8,27 +8,25 @@ with the hot path stays short.
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from .base import Entry, IndexParams, IndexWriteError, ParameterMismatch
-from .meta import check_params, new_meta, stats_dict
-from .redis_client import SWAP, Server
-from .redis_keys import ID_LIMIT, as_score
+from .base import Entry
+from .meta import stats_dict
+from .redis_client import Server
+from .redis_keys import ID_LIMIT, as_score, glob_escape
 
 
 class Maintenance:
-    """Forget, purge, reset, relayout, count, stats and ``entries()`` over the index's keys."""
+    """Forget, purge, reset, count, stats and ``entries()`` over the index's keys."""
 
     SCHEMA_VERSION: int
     location: str
     namespace: str
     prefix: str
     _base: str
-    _record: str
     _server: Server
     _script: Callable[..., Any]
     _args: Callable[..., tuple[str, str]]
@@ -66,7 +64,7 @@ class Maintenance:
         """Remove every entry, band member and decision of this namespace (others are untouched).
 
         ``SCAN`` + ``UNLINK`` in batches: run it while no crawler writes to this namespace."""
-        pattern = "".join("\\" + c if c in "*?[]\\" else c for c in self._base) + "*"
+        pattern = glob_escape(self._base) + "*"
 
         def run(client: Any) -> int:
             n = int(client.get(self._base + "n") or 0)
@@ -84,43 +82,6 @@ class Maintenance:
             return n
 
         return int(self._server.retrying("reset", run, write=True))
-
-    def relayout(self, params: IndexParams) -> int:
-        """Empty this namespace and give the index the band layout of ``params`` (other thresholds),
-        which its namespaces share; returns the entries removed. Refused while another namespace
-        holds entries, whose band keys are of the present layout. Every namespace's marker gets a new
-        value, so a crawler that opened the index before fails at its next call (instead of filing
-        entries under the old layout) and must reopen it. Like :meth:`reset`: run it while no crawler
-        writes to the index."""
-        check_params(params)
-        meta_key = f"{self.prefix}:meta"
-
-        def others(client: Any) -> tuple[list[str], list[Any]]:
-            names = sorted(set(client.hkeys(f"{self.prefix}:namespaces")) | {self.namespace})
-            return names, [client.get(self._namespace_base(name) + "n") for name in names]
-
-        names, counts = self._server.retrying("relayout", others, write=False)
-        busy = [f"{name!r} ({int(n)} entries)" for name, n in zip(names, counts, strict=True)
-                if name != self.namespace and int(n or 0)]
-        if busy:
-            raise ParameterMismatch(
-                f"index {self.location}: cannot give it the band layout of other thresholds while namespace "
-                f"{', '.join(busy)} holds entries under the present one (the layout is the index's): reset "
-                "them first, or use a new ?prefix= or another database"
-            )
-        removed = self.reset()
-        record = json.dumps({"backend": "redis", **new_meta(params, self.SCHEMA_VERSION, fingerprint_storage="binary")},
-                            sort_keys=True)
-        mark = f"{self.SCHEMA_VERSION}:{os.urandom(6).hex()}"
-
-        def swap(client: Any) -> None:
-            if not client.eval(SWAP, 1, meta_key, self._record, record):
-                raise IndexWriteError(f"index {self.location}: its record changed since it was opened; reopen it")
-            for name in names:
-                client.set(self._namespace_base(name) + "meta", mark)
-
-        self._server.retrying("relayout", swap, write=True, retry=False)
-        return removed
 
     def count(self) -> int:
         """Entries in this namespace."""

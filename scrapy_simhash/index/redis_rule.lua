@@ -13,7 +13,7 @@ KEYS[1] routes the call in a cluster (every key of a namespace shares its hash t
 call's JSON object, argv[2] the one every call of an index repeats (base, limits, mark: decoded
 once a text while the script stays loaded):
   op      'check' | 'peek' | 'lookup' | 'add' | 'remove' | 'deliver' | 'release' |
-          'heartbeat' | 'records' | 'bucket' | 'span' | 'bands'
+          'heartbeat' | 'records' | 'bucket' | 'span' | 'bands' | 'reband'
   base    (common) the namespace's key base, '<prefix>:{<ns>}:'
   limits  (common) the constants of rule.py/signatures.py: numbers_max, sentences_stored, sentence_body_distance,
           sentence_body_part, sentence_max_holders, title_body_distance; and of the layout:
@@ -21,7 +21,8 @@ once a text while the script stays loaded):
           ({t = {{shift, width}, ...}, b = ...}: the band layouts), tag_bits (the quotient bits a
           keyed record's tag holds: 7; tests force fewer), band_split, band_node, band_depth
           (when a crowded band key leaves its page, splits, and how deep: 32, 128, 3; see the
-          split band keys)
+          split band keys), band_gen (the layout's generation, in its tables' names: 0 for an index
+          never re-banded; see redis_reband.py)
   mark    (common) the value of the namespace's marker key ('<base>meta') at open: it must still
           hold it (gone: the keys were lost; another value: the index got another band layout)
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
@@ -245,10 +246,11 @@ local function layout_of(lim)
              mask = {}, parts = {}, kids = {}, depth = {}, split_at = lim.band_split or 32,
              node_at = lim.band_node or 128, max_depth = lim.band_depth or 3}
   for t, v in pairs(TAG0) do y.tag[t], y.pay[t], y.spill[t] = v, PAY0[t], SPILL0[t] end
+  local gen = (lim.band_gen or 0) > 0 and 'g' .. lim.band_gen or ''
   for tc, layout in pairs(lim.bands or {}) do
     for n = 1, #layout do
       local shift, nbits = layout[n][1], layout[n][2]
-      local t, bits = tc .. 'b' .. fname(n - 1), {}
+      local t, bits = tc .. 'b' .. fname(n - 1) .. gen, {}  -- redis_keys.band_table
       for b = shift, shift + nbits - 1 do bits[#bits + 1] = b end
       -- the whole bytes inside the band (bits 8m .. 8m + 7 are byte w - m of a record): a page is
       -- searched for them (string.find) instead of testing every record's band; exact when the band
@@ -1818,6 +1820,26 @@ elseif op == 'span' then
     out[j] = spack('>d', best)
   end
   return out
+elseif op == 'reband' then
+  -- the fingerprints of entries A.from .. A.to (ids; removed ones skipped) filed under the band
+  -- tables of this call's layout (redis_reband.py builds a new generation's, the old one serving
+  -- until it is done): {entries read, band members added}
+  local n, added = 0, 0
+  for id = A.from, A.to do
+    local e = fields(id)
+    if e then
+      n = n + 1
+      for _, tier in ipairs({{'t', e.t}, {'b', e.b}}) do
+        local fp = tier[2]
+        if fp then
+          for _, t in ipairs(BANDS[tier[1]]) do
+            if band_add(t, masked(t, fp), fp) then added = added + 1 end
+          end
+        end
+      end
+    end
+  end
+  return flush({n, added})
 elseif op == 'bands' then
   -- how many band members the tier's probes of fingerprint fp find (tests: one member per
   -- fingerprint, not per entry)
