@@ -177,7 +177,7 @@ class RedisIndex(Maintenance, QueryChecks):
     def _verify(self, client: Any, requested: IndexParams | None, create: bool) -> None:
         # The namespace's marker: every call fails once it holds another value than it held here
         # (gone: the server was restarted without persistence or evicted keys, and the script must
-        # not answer from an emptied index; changed: the index got another band layout, relayout).
+        # not answer from an emptied index; changed: the index was re-banded, redis_reband).
         # Read after the record and checked against it, so that the two are of one layout.
         meta_key = f"{self.prefix}:meta"
         if client.exists(reband_lock(self.prefix)):

@@ -21,13 +21,13 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     several processes creating the index at once, one wins and all check against its record);
     other parameters at open are a :class:`~.base.ParameterMismatch` naming the URL and fields. An
     index of another schema version is refused at open, saying what to do. Rewritten (compare-and-set)
-    only by a relayout (``SIMHASH_RESET`` for wider thresholds, while the other namespaces are empty).
+    only by a re-banding (:mod:`.redis_reband`).
 ``<prefix>:namespaces``
     Hash: namespace name → creation time (for ``stats``).
 ``<prefix>:reband``
     Held (its token, expiring unless renewed) while a re-banding runs (:mod:`.redis_reband`).
 ``<prefix>:{<ns>}:meta``
-    The namespace's marker (the schema version; after a relayout, a new value), set at open. Every
+    The namespace's marker (the schema version; after a re-banding, a new value), set at open. Every
     script call fails when it no longer holds what its caller read at open: gone, the server lost
     the index's keys (restarted without persistence, evicted keys), and an emptied index would let
     every story in again; changed, the index got another band layout, under which the caller would

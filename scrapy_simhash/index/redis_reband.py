@@ -30,7 +30,7 @@ from .redis_keys import BAND_TABLE, Keys, glob_escape, reband_lock
 
 #: Seconds the lock outlives a re-banding that stopped renewing it (died).
 LEASE = 30
-#: Entry ids one script call files: ~15 ms of the server's time (~275 µs an entry at 1M entries, measured), which
+#: Entry ids one script call files: ~10 ms of the server's time (~200 µs an entry at 1M entries, measured), which
 #: other clients of the server wait for.
 BATCH = 50
 #: Renew the lock if it is still ours (``EVAL RENEW 1 lock token seconds``); 1 when it was.
