@@ -47,10 +47,8 @@ DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
 #: What to do when a threshold outgrows an index: its band layout is fixed when it is created.
 WIDER_THRESHOLD = (
     "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
-    "which needs 2 more body bands) needs other band rows: re-band a SQLite index in place (`scrapy-simhash reband "
-    "PATH`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the file); a Redis index gets the "
-    "layout with SIMHASH_RESET / --reset when its other namespaces are empty (the namespace is emptied), else point "
-    "SIMHASH_INDEX_URL (--index) at a new ?prefix= or another database"
+    "which needs 2 more body bands) needs other band rows: re-band the index in place (`scrapy-simhash reband "
+    "PATH_OR_URL`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the index)"
 )
 #: What to do when an index holds fingerprints of other features (a version, or other weighting settings).
 OTHER_FEATURES = (

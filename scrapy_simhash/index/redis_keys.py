@@ -30,8 +30,8 @@ Ids are 32-bit (4 bytes, big-endian, in lists); fingerprints are ``bits / 8`` ra
     The namespace's marker (the schema version; after a re-banding, a new value), set at open. Every
     script call fails when it no longer holds what its caller read at open: gone, the server lost
     the index's keys (restarted without persistence, evicted keys), and an emptied index would let
-    every story in again; changed, the index got another band layout, under which the caller would
-    not file its entries. At open, a server that may evict any key
+    every story in again; changed, the index is being or was re-banded, and the caller would file
+    its entries under the old layout. At open, a server that may evict any key
     (``maxmemory-policy allkeys-*``) or does not persist is refused (``unsafe="refuse"``) or logged.
 ``<prefix>:{<ns>}:seq``, ``…:n``, ``…:nbands``
     Entry id counter (``INCR``: ids are never reused, so a decision cannot point at a newer entry),

@@ -24,7 +24,7 @@ once a text while the script stays loaded):
           split band keys), band_gen (the layout's generation, in its tables' names: 0 for an index
           never re-banded; see redis_reband.py)
   mark    (common) the value of the namespace's marker key ('<base>meta') at open: it must still
-          hold it (gone: the keys were lost; another value: the index got another band layout)
+          hold it (gone: the keys were lost; another value: the index is being or was re-banded)
   q       (check, peek) the query: title_fp/body_fp (fixed-width hex, absent when None), title_k,
           body_k, not_before/seen_at (scores as strings: Lua numbers are doubles), url, title,
           numbers (absent when None), title_numbers, sentences (sorted, distinct, 16 hex digits),
@@ -52,11 +52,11 @@ local A, B, L, W, MARK
 
 -- redis: the namespace's marker (set at open) no longer holds what it held then (a check with a
 -- request token reads the marker with its tokens, in one MGET): gone, the server lost the index's
--- keys; changed, the index was given another band layout, which this caller's limits do not know
+-- keys; changed, the index is being or was re-banded (redis_reband.py), a layout its limits lack
 local function lost(now)
   if now then
-    return redis.error_reply('scrapy-simhash: the index was given another band layout since it was opened '
-      .. '(a reset for other thresholds): its calls would file entries under the old one; reopen it')
+    return redis.error_reply('scrapy-simhash: the index is being or was re-banded since it was opened: '
+      .. 'its calls would file entries under the old band layout; reopen it')
   end
   return redis.error_reply('scrapy-simhash: the index lost its keys (the server was restarted without '
     .. 'persistence, or evicted keys): its answers would be wrong; reopen it')
