@@ -171,3 +171,25 @@ def test_the_cli_rebands_a_redis_index(url: str) -> None:
     with open_index(url, params=IndexParams(body_bands=6)) as ix:
         match = ix.peek(Query(title_fp=None, body_fp=0x0123456789ABCDEF ^ 0b11111, title_k=0, body_k=5))
         assert match is not None and match.distance == 5
+
+
+def test_an_open_that_meets_a_reband_starting_is_refused(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-banding that takes the lock and freezes the markers while an open reads the record: the
+    open must not keep the frozen marker's value (its calls would pass and add entries the new
+    tables miss); it is refused like any open during a re-banding."""
+    from scrapy_simhash.index.redis import RedisIndex
+
+    with open_index(url) as ix:
+        ix.check_and_add(Query(title_fp=1, body_fp=2, title_k=2, body_k=3))
+        prefix, base = ix.prefix, ix._base
+    verify_record = RedisIndex._verify_record
+
+    def rebanding_meanwhile(self: Any, client: Any, *args: Any) -> str:
+        raw = verify_record(self, client, *args)
+        client.set(reband_lock(prefix), "token", ex=60)
+        client.set(base + "meta", "7:reband:token")
+        return raw
+
+    monkeypatch.setattr(RedisIndex, "_verify_record", rebanding_meanwhile)
+    with pytest.raises(IndexOpenError, match="is being re-banded"):
+        open_index(url)

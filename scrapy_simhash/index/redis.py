@@ -179,19 +179,25 @@ class RedisIndex(Maintenance, QueryChecks):
         # (gone: the server was restarted without persistence or evicted keys, and the script must
         # not answer from an emptied index; changed: the index was re-banded, redis_reband).
         # Read after the record and checked against it, so that the two are of one layout.
+        # The lock is asked again after the marker is read: a re-banding that began meanwhile may have
+        # given it the value its own calls carry.
         meta_key = f"{self.prefix}:meta"
+        for _ in range(3):
+            self._not_rebanding(client)
+            raw = self._verify_record(client, meta_key, requested, create)
+            mark = client.get(self._base + "meta")
+            self._not_rebanding(client)
+            if client.get(meta_key) == raw:
+                self._mark, self._record = mark, raw
+                return
+        raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
+
+    def _not_rebanding(self, client: Any) -> None:
         if client.exists(reband_lock(self.prefix)):
             raise IndexOpenError(
                 f"index {self.location} is being re-banded (scrapy-simhash reband): open it when that is done "
                 "(a re-banding that died lets go within a minute)"
             )
-        for _ in range(3):
-            raw = self._verify_record(client, meta_key, requested, create)
-            mark = client.get(self._base + "meta")
-            if client.get(meta_key) == raw:
-                self._mark, self._record = mark, raw
-                return
-        raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
 
     def _verify_record(self, client: Any, meta_key: str, requested: IndexParams | None, create: bool) -> str:
         """Check the index's record against ``requested`` and take its parameters; the record's text."""
