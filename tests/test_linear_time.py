@@ -53,6 +53,8 @@ CALL_LIMIT = 3.0  # seconds; one call longer than this fails the case at once
 # Patterns that never see item text.
 EXEMPT = {
     "index._SCHEME": "the scheme of the index URL from the settings",
+    "index.redis_keys.BAND_TABLE": "the table names of the index's own band keys (redis_reband)",
+    "index.redis_reband.BAND_TABLE": "the same pattern, imported",
 }
 SCANS = {"normalize._split_suffix"}  # the linear scan that replaced the title-suffix pattern
 
