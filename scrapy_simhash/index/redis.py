@@ -196,7 +196,7 @@ class RedisIndex(Maintenance, QueryChecks):
         if client.exists(reband_lock(self.prefix)):
             raise IndexOpenError(
                 f"index {self.location} is being re-banded (scrapy-simhash reband): open it when that is done "
-                "(a re-banding that died lets go within a minute)"
+                "(a re-banding that died lets go within half a minute)"
             )
 
     def _verify_record(self, client: Any, meta_key: str, requested: IndexParams | None, create: bool) -> str:
