@@ -193,3 +193,16 @@ def test_an_open_that_meets_a_reband_starting_is_refused(url: str, monkeypatch: 
     monkeypatch.setattr(RedisIndex, "_verify_record", rebanding_meanwhile)
     with pytest.raises(IndexOpenError, match="is being re-banded"):
         open_index(url)
+
+
+@pytest.mark.parametrize("command", ["reband", "stats"])
+def test_a_redis_password_never_shows_in_a_cli_error(command: str) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"redis://:hunter2@127.0.0.1:{port}/0"
+    proc = run(command, *([url] if command == "reband" else ["--index", url]))
+    assert proc.returncode == 2 and "cannot open index redis://:***@" in proc.stderr
+    assert "hunter2" not in proc.stderr + proc.stdout

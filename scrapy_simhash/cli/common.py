@@ -87,14 +87,21 @@ def open_dedup(
             return Deduplicator(index, fingerprinter, **thresholds, **options)
         except Exception as exc:
             index.close()
-            raise CliError(f"cannot use index {args.index}: {describe(exc)}") from exc
+            raise CliError(f"cannot use index {shown(args.index)}: {describe(exc)}") from exc
     try:
         return Deduplicator.open(
             args.index, namespace=args.namespace, bits=args.bits, reset=reset, fingerprinter=fingerprinter,
             index_options={"redis_unsafe": getattr(args, "redis_unsafe", "refuse")}, **thresholds, **options,
         )
     except Exception as exc:  # any failure to open is one line and status 2
-        raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
+        raise CliError(f"cannot open index {shown(args.index)}: {describe(exc)}") from exc
+
+
+def shown(location: str) -> str:
+    """An index location as messages show it: a Redis URL without its password."""
+    from ..index.redis_client import redacted
+
+    return redacted(location) if "://" in str(location) else str(location)
 
 
 def open_index_for(args: argparse.Namespace, readonly: bool = False) -> BandIndex:
@@ -106,7 +113,7 @@ def open_index_for(args: argparse.Namespace, readonly: bool = False) -> BandInde
         return open_index(args.index, namespace=args.namespace, readonly=readonly,
                           redis_unsafe=getattr(args, "redis_unsafe", "refuse"))
     except Exception as exc:
-        raise CliError(f"cannot open index {args.index}: {describe(exc)}") from exc
+        raise CliError(f"cannot open index {shown(args.index)}: {describe(exc)}") from exc
 
 
 # ------------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from .common import (
     open_index_for,
     open_output,
     print_json,
+    shown,
     silence_stdout,
 )
 
@@ -178,6 +179,7 @@ def run_reband(args: argparse.Namespace) -> int:
         body_bands = args.body_max_distance + 1 + (SHORT_BODY_BONUS if args.dynamic_threshold else 0)
     path = sqlite_path(location)
     unit = "band rows" if path is not None else "entry ids"
+    location = shown(location)  # the index is opened by args.path or args.index
     show = args.progress if args.progress is not None else sys.stderr.isatty()
     started = time.monotonic()
 
@@ -197,7 +199,8 @@ def run_reband(args: argparse.Namespace) -> int:
         else:
             from ..index.redis_reband import reband as reband_redis
 
-            opened = argparse.Namespace(index=location, namespace="default", redis_unsafe=args.redis_unsafe)
+            opened = argparse.Namespace(index=args.path or args.index, namespace="default",
+                                        redis_unsafe=args.redis_unsafe)
             with open_index_for(opened) as index:  # every namespace is re-banded
                 done = reband_redis(index, **bands)  # type: ignore[arg-type]
     except (IndexError_, ValueError) as exc:
