@@ -75,7 +75,9 @@ def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: s
         assert ix.check_and_add(Query(title_fp=None, body_fp=fresh, title_k=0, body_k=5)).match is None
         assert ix.peek(Query(title_fp=None, body_fp=fresh ^ 0b11111, title_k=0, body_k=5)).entry.body_fp == fresh  # type: ignore[union-attr]
         fps.append(fresh)
-        band_rows = ix.stats()["band_rows"]
+        stats = ix.stats()
+        band_rows = stats["band_rows"]
+        assert stats["layout_generation"] == 1 and stats["schema_version"] == 7
     assert band_rows == done["band_rows"] + 6
     with open_index(url, namespace="other") as other:
         assert other.count() == len(others)

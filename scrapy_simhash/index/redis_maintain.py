@@ -16,7 +16,7 @@ from urllib.parse import quote
 from .base import Entry
 from .meta import stats_dict
 from .redis_client import Server
-from .redis_keys import ID_LIMIT, as_score, glob_escape
+from .redis_keys import ID_LIMIT, Keys, as_score, glob_escape
 
 
 class Maintenance:
@@ -27,6 +27,7 @@ class Maintenance:
     namespace: str
     prefix: str
     _base: str
+    _k: Keys
     _server: Server
     _script: Callable[..., Any]
     _args: Callable[..., tuple[str, str]]
@@ -115,7 +116,8 @@ class Maintenance:
                                            route=base + "seq")[0]
                 oldest, newest = (struct.unpack(">d", t)[0] for t in span) if span else (None, None)
                 per[name] = {"entries": int(n or 0), "oldest": oldest, "newest": newest, "decisions": int(decisions)}
-        about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory")}
+        about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory"),
+                 "layout_generation": self._k.gen}  # re-bandings so far (redis_reband)
         return stats_dict(self, "redis", per, band_rows, {"prefix": self.prefix}, about)
 
     def _namespace_base(self, name: str) -> str:
