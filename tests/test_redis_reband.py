@@ -51,8 +51,9 @@ def _within(ix: Any, fps: list[int], centre: int, rng: random.Random, k: int) ->
 
 
 def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: str) -> None:
-    """6 body bands (distance 5) from 4, every namespace's entries kept (a crowd whose keys split
-    among them), the old generation's tables gone; a second re-banding goes back to 4 bands."""
+    """6 body bands (distance 5) from 4, every namespace's entries kept (a crowd among them), the old
+    generation's tables gone; a second re-banding goes back to 4 bands, where the crowd's keys split
+    again."""
     rng = random.Random(11)
     centre = rng.getrandbits(64)
     with open_index(url, namespace="other") as other:
@@ -88,6 +89,9 @@ def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: s
     with open_index(url) as ix:
         assert ix.params.body_bands == 4 and ix.count() == len(fps)
         assert _tables(url, base) == {f"bb{n}g2" for n in range(4)} | {f"tb{n}g2" for n in range(3)}
+        raw = raw_redis(url.split("?")[0])
+        assert any(raw.type(k) == "hash" for k in raw.scan_iter(match=f"{base}Zbb*g2:*"))  # the crowd's split nodes
+        raw.close()
         answers_as_a_scan(ix, fps, centre, rng)
 
 
