@@ -93,12 +93,12 @@ def test_sqlite_finds_k_and_never_k_plus_1(exact_index: SqliteIndex, seed: int, 
     assert all(m.distance <= k for m in found)
 
 
-def answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random) -> None:
-    """Lookups near the centre (either backend) find exactly the entries a scan finds within 3 bits."""
+def answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random, k: int = 3) -> None:
+    """Lookups near the centre (either backend) find exactly the entries a scan finds within ``k`` bits."""
     for _ in range(40):
-        query = flips(rng, centre, 64, rng.randint(0, 6))
-        found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=3, limit=10_000)}
-        assert found == {fp for fp in fps if (fp ^ query).bit_count() <= 3}
+        query = flips(rng, centre, 64, rng.randint(0, k + 3))
+        found = {m.entry.body_fp for m in ix.lookup(None, query, title_k=0, body_k=k, limit=10_000)}
+        assert found == {fp for fp in fps if (fp ^ query).bit_count() <= k}
 
 
 def _split_everything_at(monkeypatch: pytest.MonkeyPatch, size: int | None) -> None:

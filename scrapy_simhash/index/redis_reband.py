@@ -111,9 +111,9 @@ class _Reband:
                 entries, members[i], done = entries + int(read), members[i] + int(added), done + hi - lo + 1
                 if progress is not None:
                     progress(done, total)
+        tiers = pigeonhole_records(params)
         record = {**index._meta, "schema_version": SCHEMA_VERSION, "params": params.as_dict(),
-                  "title_layout": pigeonhole_records(params)["title"],
-                  "body_layout": pigeonhole_records(params)["body"], "band_gen": new.gen}
+                  "title_layout": tiers["title"], "body_layout": tiers["body"], "band_gen": new.gen}
         mark = f"{SCHEMA_VERSION}:{os.urandom(6).hex()}"
 
         def switch(client: Any) -> None:
