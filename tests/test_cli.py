@@ -807,7 +807,8 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
                "os.execv(sys.argv[1], sys.argv[1:])")
     proc = subprocess.Popen([sys.executable, "-c", restore, str(SCRIPT), "dedup", str(src), "--index",
                              str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q", "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         deadline = time.monotonic() + 60
         while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
@@ -818,7 +819,12 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
             os.killpg(proc.pid, getattr(signal, sig))
         else:
             proc.send_signal(getattr(signal, sig))
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # a hang (seen once in CI): where its threads wait, from faulthandler
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"dedup --jobs 2 still ran 30 s after {sig}; its threads:\n{err.decode(errors='replace')}")
         deadline = time.monotonic() + 10
         while any(running(w) for w in workers) and time.monotonic() < deadline:
             time.sleep(0.05)
