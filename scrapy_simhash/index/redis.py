@@ -69,23 +69,13 @@ from .base import (
     Query,
     Tier,
 )
-from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, new_meta, verify_meta
+from .meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, verify_meta
 from .owners import alive as owners_alive
-from .redis_client import SWAP, Server, redacted
-from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score, reband_lock
+from .redis_client import Server, redacted
+from .redis_keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score
 from .redis_maintain import Maintenance
+from .redis_record import SCHEMA_VERSION, not_rebanding, read_record
 
-#: 2: the compact layout (binary records in small hashes, linear hashing, time buckets); 3: the
-#: tables looked up by a fingerprint, sentence hash or URL file ids under the key's 4-byte mix; 4:
-#: under 2 bytes of it (quotienting), a band table a band holding bare fingerprints, records
-#: without the URL's scheme and the title's length, CJK titles in UTF-16; 5: entries in lists of 64;
-#: 6: a band key crowded with fingerprints splits them into a node of child keys (not one sorted set read whole);
-#: 7: layout generations (a re-banded index's band tables are named by theirs) and marker values compared.
-SCHEMA_VERSION = 7
-#: Older schema versions this one reads as they are: 6 is 7 never re-banded, 5 is 6 without split band keys
-#: (its crowded keys' sorted sets are read as before). A writable open records the new version, which older
-#: releases refuse.
-READS_AS_IS = (5, 6)
 logger = logging.getLogger(__name__)
 #: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
 #: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
@@ -183,55 +173,19 @@ class RedisIndex(Maintenance, QueryChecks):
         # given it the value its own calls carry.
         meta_key = f"{self.prefix}:meta"
         for _ in range(3):
-            self._not_rebanding(client)
-            raw = self._verify_record(client, meta_key, requested, create)
+            not_rebanding(client, self.prefix, self.location)
+            raw = self._verify_record(client, requested, create)
             mark = client.get(self._base + "meta")
-            self._not_rebanding(client)
+            not_rebanding(client, self.prefix, self.location)
             if client.get(meta_key) == raw:
                 self._mark, self._record = mark, raw
                 return
         raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
 
-    def _not_rebanding(self, client: Any) -> None:
-        if client.exists(reband_lock(self.prefix)):
-            raise IndexOpenError(
-                f"index {self.location} is being re-banded (scrapy-simhash reband): open it when that is done "
-                "(a re-banding that died lets go within half a minute)"
-            )
-
-    def _verify_record(self, client: Any, meta_key: str, requested: IndexParams | None, create: bool) -> str:
+    def _verify_record(self, client: Any, requested: IndexParams | None, create: bool) -> str:
         """Check the index's record against ``requested`` and take its parameters; the record's text."""
-        try:
-            try:
-                raw = client.get(meta_key)
-            except UnicodeDecodeError as exc:
-                raise IndexOpenError(
-                    f"{self.location}: unreadable key {meta_key!r} (binary, not JSON text: not a "
-                    f"scrapy-simhash index): {exc}"
-                ) from exc
-            if raw is None:
-                if self._readonly or not create:
-                    why = "opened read-only" if self._readonly else "create=False"
-                    raise IndexOpenError(f"index {self.location} does not exist (no key {meta_key!r}; {why})")
-                record = new_meta(requested or IndexParams(), SCHEMA_VERSION, fingerprint_storage="binary")
-                client.set(meta_key, json.dumps({"backend": "redis", **record}, sort_keys=True), nx=True)
-                raw = client.get(meta_key)
-        except self._server.errors.ResponseError as exc:
-            if "WRONGTYPE" in str(exc):
-                raise IndexOpenError(
-                    f"{self.location}: key {meta_key!r} holds something else: not a scrapy-simhash index"
-                ) from exc
-            raise
-        try:
-            meta = json.loads(raw)
-            if not isinstance(meta, dict):
-                raise TypeError(f"a JSON {type(meta).__name__}, not an object")
-        except (ValueError, TypeError) as exc:
-            raise IndexOpenError(
-                f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): {exc}"
-            ) from exc
-        if meta.get("format") == FORMAT and meta.get("schema_version") in READS_AS_IS:
-            meta, raw = self._upgraded(client, meta_key, raw, meta)
+        meta, raw = read_record(client, self._server.errors.ResponseError, self.prefix, self.location, requested,
+                                create=create, readonly=self._readonly)
         remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
                   f"'{self.prefix}:*' | xargs redis-cli unlink)")
         stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, remedy)
@@ -253,20 +207,6 @@ class RedisIndex(Maintenance, QueryChecks):
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
             client.set(self._base + "meta", SCHEMA_VERSION, nx=True)
         return raw
-
-    def _upgraded(self, client: Any, meta_key: str, raw: str, meta: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """The record of an index of a version in :data:`READS_AS_IS` as this version's, and its text;
-        written (only if nobody changed it meanwhile) unless read-only, so that older releases refuse
-        the index."""
-        new = {**meta, "schema_version": SCHEMA_VERSION}
-        if self._readonly:
-            return new, raw
-        text = json.dumps(new, sort_keys=True)
-        client.eval(SWAP, 1, meta_key, raw, text)
-        logger.info("scrapy-simhash: Redis index %s: schema version %s upgraded in place to %s (nothing "
-                    "else rewritten; older scrapy-simhash releases refuse it from now on)",
-                    self.location, meta["schema_version"], SCHEMA_VERSION)
-        return new, text
 
     # -- helpers -----------------------------------------------------------------------------------
 

@@ -24,9 +24,10 @@ from typing import Any
 
 from .base import IndexWriteError
 from .meta import check_params, layouts, pigeonhole_records
-from .redis import _LIMITS, SCHEMA_VERSION, RedisIndex
+from .redis import _LIMITS, RedisIndex
 from .redis_client import SWAP
 from .redis_keys import BAND_TABLE, Keys, glob_escape, reband_lock
+from .redis_record import SCHEMA_VERSION
 
 #: Seconds the lock outlives a re-banding that stopped renewing it (died).
 LEASE = 30
