@@ -88,6 +88,20 @@ class RowCounter:
         sqlite_tables.Tables.candidates = counted  # type: ignore[method-assign]
 
 
+def with_prefix(redis_url: str, prefix: str) -> str:
+    """The index URL of key prefix ``prefix`` in the Redis database ``redis_url``."""
+    return f"{redis_url}{'&' if '?' in redis_url else '?'}prefix={prefix}"
+
+
+def flushed(redis_url: str, **options: Any) -> Any:
+    """A client of the Redis database ``redis_url``, emptied (a benchmark's own: told so by its ``--redis-url``)."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url, **options)
+    client.flushdb()
+    return client
+
+
 def build(url: str, dist: str, size: int, batch: int = 100_000) -> float:
     """A fresh index of ``size`` entries; returns entries added per second."""
     src = Source(dist, 1)
@@ -213,15 +227,11 @@ def main(argv: list[str] | None = None) -> int:
                       f"{target.bytes_per_entry:,.0f} bytes/entry", flush=True)
                 targets.append(target)
         if args.redis_url:
-            import redis
-
-            client = redis.Redis.from_url(args.redis_url, socket_timeout=600)
-            client.flushdb()
+            client = flushed(args.redis_url, socket_timeout=600)
             for dist in dists:
                 for size in sorted(int(s) for s in args.redis_sizes.split(",") if s):
                     before = client.info("memory")["used_memory"]
-                    sep = "&" if "?" in args.redis_url else "?"
-                    url = f"{args.redis_url}{sep}prefix=scale-{dist}-{size}"
+                    url = with_prefix(args.redis_url, f"scale-{dist}-{size}")
                     target = Target("redis", dist, size, url, lambda: 0.0)
                     target.fill_rate = build(url, dist, size, batch=10_000)
                     target.bytes_per_entry = (client.info("memory")["used_memory"] - before) / size

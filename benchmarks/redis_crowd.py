@@ -36,11 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ops", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
-    sep = "&" if "?" in args.redis_url else "?"
-    url = f"{args.redis_url}{sep}prefix=crowd"
-    import redis
-
-    redis.Redis.from_url(args.redis_url).flushdb()
+    url = index_scaling.with_prefix(args.redis_url, "crowd")
+    index_scaling.flushed(args.redis_url)
     print(f"load at start {os.getloadavg()}", flush=True)
     rate = index_scaling.build(url, "clustered", args.size)
     print(f"built {args.size:,} clustered entries: {rate:,.0f} entries/s", flush=True)

@@ -35,12 +35,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--title-bands", type=int)
     ap.add_argument("--body-bands", type=int)
     args = ap.parse_args(argv)
-    sep = "&" if "?" in args.redis_url else "?"
-    url = f"{args.redis_url}{sep}prefix=reband"
-    import redis
-
-    server = redis.Redis.from_url(args.redis_url)
-    server.flushdb()
+    url = index_scaling.with_prefix(args.redis_url, "reband")
+    server = index_scaling.flushed(args.redis_url)
     print(f"load at start {os.getloadavg()}", flush=True)
     print(f"built {args.size:,} {args.dist} entries: {index_scaling.build(url, args.dist, args.size):,.0f} entries/s",
           flush=True)
