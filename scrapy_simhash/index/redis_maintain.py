@@ -70,14 +70,7 @@ class Maintenance:
         def run(client: Any) -> int:
             n = int(client.get(self._base + "n") or 0)
             mark = client.get(self._base + "meta")
-            batch: list[str] = []
-            for key in client.scan_iter(match=pattern, count=1000):
-                batch.append(key)
-                if len(batch) >= 1000:
-                    client.unlink(*batch)
-                    batch = []
-            if batch:
-                client.unlink(*batch)
+            unlink_scanned(client, pattern)
             # emptied on purpose: still ours, and crawlers that opened it go on
             client.set(self._base + "meta", mark or self.SCHEMA_VERSION)
             return n
@@ -149,3 +142,19 @@ class Maintenance:
         packed = self._script("export", self._args("bucket", hour=hour), write=False)
         return sorted((struct.unpack_from(">d", packed, i + 4)[0], int.from_bytes(packed[i : i + 4], "big"))
                       for i in range(0, len(packed), 12))
+
+
+def unlink_scanned(client: Any, pattern: str, wanted: Callable[[str], bool] | None = None,
+                   tick: Callable[[], None] | None = None) -> int:
+    """``UNLINK`` the keys ``SCAN`` finds matching ``pattern`` (those ``wanted(key)``, when given), a
+    thousand at a time; ``tick()`` after each thousand scanned. Returns how many went."""
+    gone, batch = 0, []
+    for n, key in enumerate(client.scan_iter(match=pattern, count=1000), 1):
+        if wanted is None or wanted(key):
+            batch.append(key)
+            if len(batch) >= 1000:
+                gone, batch = gone + client.unlink(*batch), []
+        if tick is not None and n % 1000 == 0:
+            tick()
+    return gone + (client.unlink(*batch) if batch else 0)
+

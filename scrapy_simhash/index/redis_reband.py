@@ -27,6 +27,7 @@ from .meta import check_params, layouts, pigeonhole_records
 from .redis import _LIMITS, RedisIndex
 from .redis_client import SWAP
 from .redis_keys import BAND_TABLE, Keys, glob_escape, reband_lock
+from .redis_maintain import unlink_scanned
 from .redis_record import SCHEMA_VERSION
 
 #: Seconds the lock outlives a re-banding that stopped renewing it (died).
@@ -134,18 +135,12 @@ def drop_bands(client: Any, base: str, keep: set[str], tick: Callable[[], None] 
     """Delete namespace ``base``'s band tables but ``keep`` (those of another generation of the
     layout): their buckets, crowded keys' sorted sets and split nodes, and their ``lh`` states;
     ``tick()`` after each thousand keys scanned."""
-    gone, batch = 0, []
-    for pattern in ("[tb]b[0-9]*", "Z[tb]b[0-9]*"):
-        for n, key in enumerate(client.scan_iter(match=glob_escape(base) + pattern, count=1000), 1):
-            table = key[len(base):].removeprefix("Z").split(":", 1)[0]
-            if BAND_TABLE.fullmatch(table) and table not in keep:
-                batch.append(key)
-                if len(batch) >= 1000:
-                    gone, batch = gone + client.unlink(*batch), []
-            if tick is not None and n % 1000 == 0:
-                tick()
-    if batch:
-        gone += client.unlink(*batch)
+    def other(key: str) -> bool:
+        table = key[len(base):].removeprefix("Z").split(":", 1)[0]
+        return BAND_TABLE.fullmatch(table) is not None and table not in keep
+
+    gone = sum(unlink_scanned(client, glob_escape(base) + pattern, other, tick)
+               for pattern in ("[tb]b[0-9]*", "Z[tb]b[0-9]*"))
     states = [field for field in client.hkeys(base + "lh") if BAND_TABLE.fullmatch(field) and field not in keep]
     if states:
         client.hdel(base + "lh", *states)
