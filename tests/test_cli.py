@@ -873,3 +873,38 @@ print("exit", code, flush=True)
         time.sleep(1)
         os.killpg(proc.pid, 0)
         pytest.fail("a worker outlived the run")
+
+
+def test_jobs_take_ctrl_c_between_transactions_not_inside_the_pools_locks(tmp_path: Path) -> None:
+    """Ctrl-C while ``dedup --jobs`` waits on its pool: not raised there, where it can leave a lock that
+    the pool's threads share held (``Pool.terminate`` then waits for them forever: the rare hang of
+    the signal test above), but between transactions: the run ends with its summary and status 130."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(3000)), "utf-8")
+    program = f"""
+import os, signal, time
+from multiprocessing.pool import IMapIterator
+from scrapy_simhash import cli
+calls, raised_inside = [0], []
+original = IMapIterator.next
+def next_(self, timeout=None):
+    calls[0] += 1
+    try:
+        if calls[0] == 5:  # Ctrl-C while the run waits for the workers' answers
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.2)
+        return original(self, timeout)
+    except KeyboardInterrupt:
+        raised_inside.append(calls[0])
+        raise
+IMapIterator.next = IMapIterator.__next__ = next_
+code = cli.main(["dedup", {str(src)!r}, "--index", {str(tmp_path / "i.sqlite3")!r}, "--jobs", "2", "-q",
+                 "--no-progress"])
+print("exit", code, "raised inside", raised_inside, "calls", calls[0], flush=True)
+"""
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.startswith("exit 130 raised inside [] calls "), (proc.stdout, proc.stderr)
+    assert "the summary covers the lines decided so far" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert int(proc.stdout.split()[-1]) < 100, "the run went on long after Ctrl-C"

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -66,6 +66,8 @@ DECIDE_BATCH_READY = 512
 WORKER_NICE = 3
 #: The tiers a match can come from, counted in the summary.
 TIERS = ("title", "body", "sentence")
+#: With ``--jobs``: seconds between looks at a Ctrl-C while no worker's answer comes.
+INTERRUPT_POLL = 0.1
 
 
 class LineResult(NamedTuple):
@@ -308,12 +310,13 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         if args.jobs > 1:
             # The pool starts before the index is opened: workers never inherit its connection. They
             # read and fingerprint the first lines while this process opens the index.
+            ctrl_c = stack.enter_context(_ctrl_c_deferred())  # restored last, once the pool is joined
             pool = _start_pool(args.jobs, LineWorker(fingerprinter, *fields, keep_json=keep), fp_options, fields, keep)
             stack.callback(pool.join)
             stack.callback(pool.terminate)
             stop = threading.Event()
             stack.callback(_stop_feeding, stop, reader)  # first: terminate() waits for the pool's feeder
-            batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize, stop)))
+            batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize, stop)), ctrl_c)
         else:
             results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
             batches = iter(lambda: list(itertools.islice(results, DECIDE_BATCH)), [])
@@ -405,11 +408,40 @@ def _stop_feeding(stop: threading.Event, reader: Reader) -> None:
     reader.consumed()  # one more line read: the feeder sees the stop
 
 
-def _ready_batches(chunks: IMapIterator) -> Iterator[list[LineResult]]:
+@contextmanager
+def _ctrl_c_deferred() -> Iterator[list[int]]:
+    """Ctrl-C noted in the list it yields instead of raised wherever the main thread happens to be,
+    while the pool runs. Raised there, a ``KeyboardInterrupt`` can land between a lock's acquisition
+    and the ``with`` that would release it (a lock the pool's threads share with this one: its
+    results' or the reader's window), and ``Pool.terminate`` then waits forever for threads blocked
+    on it (seen under load). :func:`_ready_batches` raises it where no lock is held.
+    A handler other than Python's default (an embedding program's) is left alone."""
+    seen: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield seen
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _ready_batches(chunks: IMapIterator, ctrl_c: Sequence[int]) -> Iterator[list[LineResult]]:
     """The lines of each transaction, from the pool's answers in input order: :data:`DECIDE_BATCH`,
-    and the chunks already answered after them, up to :data:`DECIDE_BATCH_READY`."""
+    and the chunks already answered after them, up to :data:`DECIDE_BATCH_READY`. A Ctrl-C noted in
+    ``ctrl_c`` (:func:`_ctrl_c_deferred`) is raised here, between transactions, as ``KeyboardInterrupt``."""
     batch: list[LineResult] = []
-    for chunk in chunks:
+    while True:
+        if ctrl_c:
+            raise KeyboardInterrupt
+        try:
+            chunk = chunks.next(timeout=INTERRUPT_POLL)
+        except multiprocessing.TimeoutError:
+            continue
+        except StopIteration:
+            break
         batch += chunk
         if len(batch) < DECIDE_BATCH:
             continue
