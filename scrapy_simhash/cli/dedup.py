@@ -68,6 +68,8 @@ WORKER_NICE = 3
 TIERS = ("title", "body", "sentence")
 #: With ``--jobs``: seconds between looks at a Ctrl-C while no worker's answer comes.
 INTERRUPT_POLL = 0.1
+#: With ``--jobs``: seconds a run stopped early waits for its workers' answers before it kills them.
+FINISH_TIMEOUT = 10.0
 
 
 class LineResult(NamedTuple):
@@ -187,6 +189,18 @@ class _Pool(multiprocessing.pool.Pool):
 
     def _get_sentinels(self) -> list[Any]:
         return [self._change_notifier._reader]  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        """Close the pool, let the workers answer what they were sent (a run stopped early: at most
+        the reader's window of lines), and join it. Not ``terminate()`` first: it kills the workers, and
+        one killed while it sends an answer leaves the answers' queue locked, on which the pool's own
+        clean-up then waits forever (seen under load). Only a pool still busy after
+        :data:`FINISH_TIMEOUT` (a worker killed from outside: its task is never answered) is terminated."""
+        self.close()
+        self._worker_handler.join(FINISH_TIMEOUT)  # type: ignore[attr-defined]  # it ends once all is answered
+        if self._worker_handler.is_alive():  # type: ignore[attr-defined]
+            self.terminate()
+        self.join()
 
 
 def _forked_worker() -> None:
@@ -312,10 +326,9 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             # read and fingerprint the first lines while this process opens the index.
             ctrl_c = stack.enter_context(_ctrl_c_deferred())  # restored last, once the pool is joined
             pool = _start_pool(args.jobs, LineWorker(fingerprinter, *fields, keep_json=keep), fp_options, fields, keep)
-            stack.callback(pool.join)
-            stack.callback(pool.terminate)
+            stack.callback(pool.finish)
             stop = threading.Event()
-            stack.callback(_stop_feeding, stop, reader)  # first: terminate() waits for the pool's feeder
+            stack.callback(_stop_feeding, stop, reader)  # first: the pool finishes once its feeder ends
             batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize, stop)), ctrl_c)
         else:
             results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
@@ -372,8 +385,6 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             raise CliError("output closed (broken pipe)", 1) from None
         finally:
             progress.close()
-        if pool is not None:
-            pool.close()
         entries = _safe(dedup.index.count)
         _print_summary(args, stats, dedup, entries, source, reader)
     if interrupted:
@@ -401,9 +412,8 @@ def _chunks(reader: Reader, size: int, stop: threading.Event) -> Iterator[list[t
 
 def _stop_feeding(stop: threading.Event, reader: Reader) -> None:
     """End the pool's feed of lines (a run that stops early: Ctrl-C, an index error). Its feeder
-    thread may wait for the reader's window, which only decided lines open: without this,
-    ``Pool.terminate`` waits forever for an idle worker to let go of the queue, since the feeder
-    that would send it its stop never gets there."""
+    thread may wait for the reader's window, which only decided lines open: without this, it waits
+    forever, and the pool, which finishes once every line sent is answered (:meth:`_Pool.finish`), with it."""
     stop.set()
     reader.consumed()  # one more line read: the feeder sees the stop
 
@@ -413,7 +423,7 @@ def _ctrl_c_deferred() -> Iterator[list[int]]:
     """Ctrl-C noted in the list it yields instead of raised wherever the main thread happens to be,
     while the pool runs. Raised there, a ``KeyboardInterrupt`` can land between a lock's acquisition
     and the ``with`` that would release it (a lock the pool's threads share with this one: its
-    results' or the reader's window), and ``Pool.terminate`` then waits forever for threads blocked
+    results' or the reader's window), and the pool's clean-up then waits forever for threads blocked
     on it (seen under load). :func:`_ready_batches` raises it where no lock is held.
     A handler other than Python's default (an embedding program's) is left alone."""
     seen: list[int] = []
