@@ -889,6 +889,7 @@ import os, signal, time
 from multiprocessing.pool import IMapIterator
 from multiprocessing.process import BaseProcess
 from scrapy_simhash import cli
+signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored in a process started in a shell's background
 calls, raised_inside, killed = [0], [], []
 terminate = BaseProcess.terminate
 BaseProcess.terminate = lambda self: (killed.append(self.pid), terminate(self))[1]
