@@ -914,3 +914,43 @@ print("exit", code, "raised inside", raised_inside, "killed", killed, "calls", c
     assert "the summary covers the lines decided so far" in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert int(proc.stdout.split()[-1]) < 100, "the run went on long after Ctrl-C"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_jobs_a_worker_killed_from_outside_ends_the_run_with_an_error(tmp_path: Path) -> None:
+    """A ``dedup --jobs 2`` worker killed (the OOM killer, an operator): its lines are never answered,
+    and the run waited for them forever. Now it stops: status 1, why, and what was decided, in the index."""
+    import signal
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(20000)), "utf-8")
+    index = tmp_path / "i.sqlite3"
+    proc = subprocess.Popen([str(SCRIPT), "dedup", str(src), "--index", str(index), "--jobs", "2", "--no-progress",
+                             "--decisions", str(tmp_path / "decisions.jsonl")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 2 and proc.poll() is None
+        time.sleep(0.5)  # both busy: 20,000 lines take seconds
+        os.kill(min(workers), signal.SIGKILL)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail("dedup --jobs 2 still waits 30 s after one of its workers was killed")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+    assert "Traceback" not in err, err
+    decided = sum(1 for line in (tmp_path / "decisions.jsonl").read_text("utf-8").splitlines() if line)
+    if proc.returncode == 0:  # the killed worker was between two calls: it held no line, none is lost
+        assert decided == 20000, err
+    else:
+        assert proc.returncode == 1, err
+        assert f"a --jobs worker process died (killed, or out of memory?): lines after line {decided:,} were " \
+               "not decided" in err, err
+        assert 0 < decided < 20000
+    assert not [w for w in workers if running(w)], "a worker outlived the run"

@@ -187,20 +187,46 @@ class _Pool(multiprocessing.pool.Pool):
     which the run's serial part needs. The workers' sentinels and the change notifier (close,
     terminate, the last task done) are all it acts on."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._started = {worker.pid for worker in self._pool}  # type: ignore[attr-defined]
+
     def _get_sentinels(self) -> list[Any]:
         return [self._change_notifier._reader]  # type: ignore[attr-defined]
 
+    def lost_a_worker(self) -> bool:
+        """Has a worker died (killed, out of memory)? The pool replaces it without a word, and the
+        lines it was fingerprinting are never answered: the run would wait for them forever."""
+        return any(worker.pid not in self._started or worker.exitcode is not None
+                   for worker in list(self._pool))  # type: ignore[attr-defined]
+
     def finish(self) -> None:
         """Close the pool, let the workers answer what they were sent (a run stopped early: at most
-        the reader's window of lines), and join it. Not ``terminate()`` first: it kills the workers, and
-        one killed while it sends an answer leaves the answers' queue locked, on which the pool's own
-        clean-up then waits forever (seen under load). Only a pool still busy after
-        :data:`FINISH_TIMEOUT` (a worker killed from outside: its task is never answered) is terminated."""
+        the reader's window of lines), and join it. Not ``terminate()``: it kills the workers, and one
+        killed while it sends an answer leaves the answers' queue locked, on which the pool's own
+        clean-up then waits forever (seen under load). A pool that lost a worker (whose lines are never
+        answered) or is still busy after :data:`FINISH_TIMEOUT` is abandoned (:meth:`_abandon`)."""
         self.close()
-        self._worker_handler.join(FINISH_TIMEOUT)  # type: ignore[attr-defined]  # it ends once all is answered
-        if self._worker_handler.is_alive():  # type: ignore[attr-defined]
-            self.terminate()
-        self.join()
+        if not self.lost_a_worker():
+            self._worker_handler.join(FINISH_TIMEOUT)  # type: ignore[attr-defined]  # it ends once all is answered
+            if not self._worker_handler.is_alive():  # type: ignore[attr-defined]
+                self.join()
+                return
+        self._abandon()
+
+    def _abandon(self) -> None:
+        """Kill the workers and leave the pool's threads behind (daemons: they end with the process).
+        A dead worker may hold a lock of the pool's queues (an idle one waits for its next task holding
+        the tasks' read lock), on which ``terminate()``'s clean-up, and the one the pool runs at exit,
+        would wait forever: that clean-up is cancelled."""
+        handler = self._worker_handler  # type: ignore[attr-defined]
+        handler._state = multiprocessing.pool.TERMINATE  # no replacement workers from now on
+        self._change_notifier.put(None)  # type: ignore[attr-defined]
+        handler.join()
+        for worker in list(self._pool):  # type: ignore[attr-defined]
+            worker.kill()
+            worker.join()
+        self._terminate.cancel()  # type: ignore[attr-defined]
 
 
 def _forked_worker() -> None:
@@ -329,7 +355,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             stack.callback(pool.finish)
             stop = threading.Event()
             stack.callback(_stop_feeding, stop, reader)  # first: the pool finishes once its feeder ends
-            batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize, stop)), ctrl_c)
+            batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize, stop)), ctrl_c, pool.lost_a_worker)
         else:
             results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
             batches = iter(lambda: list(itertools.islice(results, DECIDE_BATCH)), [])
@@ -346,7 +372,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         dec = stack.enter_context(closing_output(open_output(decisions_name))) if decisions_name else None
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         progress = _Progress(source, bool(show))
-        write_error: str | None = None
+        run_error: str | None = None
         interrupted = False
         try:
             for batch in batches:
@@ -356,7 +382,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                 try:  # one transaction (one fsync) for the batch; nothing is written out before it
                     decided = iter(dedup.decide_many([(r.fps, r.url) for r in usable]) if usable else ())
                 except Exception as exc:
-                    write_error = (f"index write failed at line {usable[0].line} "
+                    run_error = (f"index write failed at line {usable[0].line} "
                                    f"(lines {usable[0].line}-{usable[-1].line} not decided): {describe(exc)}")
                     break
                 added = []
@@ -380,6 +406,8 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True
+        except WorkerDied as exc:
+            run_error = f"{exc}: lines after line {stats.lines:,} were not decided"
         except BrokenPipeError:
             silence_stdout()
             raise CliError("output closed (broken pipe)", 1) from None
@@ -390,8 +418,8 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
     if interrupted:
         print("interrupted: the summary covers the lines decided so far", file=sys.stderr)
         return 130
-    if write_error or reader.error:
-        print(f"error: {write_error or reader.error}", file=sys.stderr)
+    if run_error or reader.error:
+        print(f"error: {run_error or reader.error}", file=sys.stderr)
         return 1
     return 0
 
@@ -438,10 +466,16 @@ def _ctrl_c_deferred() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _ready_batches(chunks: IMapIterator, ctrl_c: Sequence[int]) -> Iterator[list[LineResult]]:
+class WorkerDied(Exception):
+    """A ``--jobs`` worker process died: the lines it held will never be answered."""
+
+
+def _ready_batches(chunks: IMapIterator, ctrl_c: Sequence[int],
+                   lost_a_worker: Callable[[], bool]) -> Iterator[list[LineResult]]:
     """The lines of each transaction, from the pool's answers in input order: :data:`DECIDE_BATCH`,
     and the chunks already answered after them, up to :data:`DECIDE_BATCH_READY`. A Ctrl-C noted in
-    ``ctrl_c`` (:func:`_ctrl_c_deferred`) is raised here, between transactions, as ``KeyboardInterrupt``."""
+    ``ctrl_c`` (:func:`_ctrl_c_deferred`) is raised here, between transactions, as ``KeyboardInterrupt``;
+    a worker lost while the answers wait, as :class:`WorkerDied`."""
     batch: list[LineResult] = []
     while True:
         if ctrl_c:
@@ -449,6 +483,8 @@ def _ready_batches(chunks: IMapIterator, ctrl_c: Sequence[int]) -> Iterator[list
         try:
             chunk = chunks.next(timeout=INTERRUPT_POLL)
         except multiprocessing.TimeoutError:
+            if lost_a_worker():
+                raise WorkerDied("a --jobs worker process died (killed, or out of memory?)") from None
             continue
         except StopIteration:
             break
