@@ -840,7 +840,8 @@ def test_jobs_stopped_early_end_their_workers_under_a_handler_that_only_sets_a_f
     """A program that runs ``dedup --jobs`` in-process with a Python SIGTERM handler that only sets
     a flag (Twisted's reactor, as under pytest-twisted, installs one): a run that stops early (here
     Ctrl-C in its first commit) still ends, with no worker behind. A forked worker that kept the
-    parent's handler would survive ``Pool.terminate``'s SIGTERM and the run would wait for it forever."""
+    parent's handler would survive the SIGTERM that ends it (``Pool.terminate``'s, or
+    :mod:`multiprocessing`'s at exit) and the run would wait for it forever."""
     src = tmp_path / "in.jsonl"
     src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
                            + "\n" for k in range(20000)), "utf-8")
@@ -953,4 +954,44 @@ def test_jobs_a_worker_killed_from_outside_ends_the_run_with_an_error(tmp_path: 
         assert f"a --jobs worker process died (killed, or out of memory?): lines after line {decided:,} were " \
                "not decided" in err, err
         assert 0 < decided < 20000
+    assert not [w for w in workers if running(w)], "a worker outlived the run"
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
+def test_jobs_stopped_with_a_worker_that_never_answers_still_end(tmp_path: Path) -> None:
+    """Ctrl-C to a ``dedup --jobs 2`` run one of whose workers never answers (stopped here, SIGSTOP):
+    the run waits ``FINISH_TIMEOUT`` for its answers, then kills its workers and ends, status 130.
+    ``Pool.terminate``'s SIGTERM would stay pending on the stopped worker and its join wait forever."""
+    import signal
+
+    from scrapy_simhash.cli.dedup import FINISH_TIMEOUT
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(20000)), "utf-8")
+    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.argv[1], sys.argv[1:])")  # SIGINT is ignored in a shell's background jobs
+    proc = subprocess.Popen([sys.executable, "-c", restore, str(SCRIPT), "dedup", str(src), "--index",
+                             str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q", "--no-progress"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 2 and proc.poll() is None
+        time.sleep(0.5)
+        os.kill(min(workers), signal.SIGSTOP)
+        os.kill(proc.pid, signal.SIGINT)
+        try:
+            _, err = proc.communicate(timeout=FINISH_TIMEOUT + 20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"dedup --jobs 2 still ran {FINISH_TIMEOUT + 20:.0f} s after Ctrl-C with a stopped worker")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        proc.wait()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    deadline = time.monotonic() + 10
+    while any(running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not [w for w in workers if running(w)], "a worker outlived the run"

@@ -206,8 +206,9 @@ class _Pool(multiprocessing.pool.Pool):
         killed while it sends an answer leaves the answers' queue locked, on which the pool's own
         clean-up then waits forever (seen under load). A pool that lost a worker (whose lines are never
         answered) or is still busy after :data:`FINISH_TIMEOUT` is abandoned (:meth:`_abandon`)."""
+        lost = self.lost_a_worker()  # before close(): closed, workers end of their own once all is answered
         self.close()
-        if not self.lost_a_worker():
+        if not lost:
             self._worker_handler.join(FINISH_TIMEOUT)  # type: ignore[attr-defined]  # it ends once all is answered
             if not self._worker_handler.is_alive():  # type: ignore[attr-defined]
                 self.join()
@@ -231,8 +232,9 @@ class _Pool(multiprocessing.pool.Pool):
 
 def _forked_worker() -> None:
     """Pool initializer (a forked worker): not the parent's signal handlers (a Python handler that
-    only sets a flag, as Twisted's or an embedding program's may, would keep ``Pool.terminate``'s
-    SIGTERM from ending the worker: the run would wait for it forever); Ctrl-C is the parent's."""
+    only sets a flag, as Twisted's or an embedding program's may, would keep a SIGTERM from ending the
+    worker: ``Pool.terminate``'s, the one :mod:`multiprocessing` sends its daemon processes at exit);
+    Ctrl-C is the parent's."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _nicer()
