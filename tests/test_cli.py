@@ -792,6 +792,49 @@ def test_scrapy_simhash_outside_a_project_creates_no_directory(tmp_path: Path) -
     assert list(outside.iterdir()) == [], "a read-only command created files or directories"
 
 
+def _numbered_notices(tmp_path: Path, n: int) -> Path:
+    """``n`` JSON lines of one story, numbered: seconds of work for ``dedup --jobs 2`` at 20,000."""
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
+                           + "\n" for k in range(n)), "utf-8")
+    return src
+
+
+def _jobs_run(tmp_path: Path, *options: str, **popen: Any) -> tuple[subprocess.Popen[str], set[int]]:
+    """``dedup --jobs 2`` of 20,000 lines in a session of its own, with SIGINT at its default (a process
+    started in a shell's background ignores it), once its two workers are up: it and their pids."""
+    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+               "os.execv(sys.argv[1], sys.argv[1:])")
+    src = _numbered_notices(tmp_path, 20000)
+    proc = subprocess.Popen([sys.executable, "-c", restore, str(SCRIPT), "dedup", str(src), "--index",
+                             str(tmp_path / "i.sqlite3"), "--jobs", "2", "--no-progress", *options],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            **popen)
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(workers) == 2 and proc.poll() is None
+    except BaseException:
+        _end_session(proc)
+        raise
+    return proc, workers
+
+
+def _end_session(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+def _survivors(workers: set[int]) -> list[int]:
+    """The workers still running 10 s from now, or none as soon as they are all gone."""
+    deadline = time.monotonic() + 10
+    while any(running(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [w for w in workers if running(w)]
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
 @pytest.mark.parametrize(("sig", "group"), [("SIGTERM", False), ("SIGINT", True)], ids=["sigterm", "ctrl-c"])
 def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: str, group: bool) -> None:
@@ -799,21 +842,8 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
     workers fingerprint: the command and every worker are gone soon after."""
     import signal
 
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
-                           + "\n" for k in range(20000)), "utf-8")
-    # SIGINT is ignored in a process started in the background of a shell: restore its default
-    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-               "os.execv(sys.argv[1], sys.argv[1:])")
-    proc = subprocess.Popen([sys.executable, "-c", restore, str(SCRIPT), "dedup", str(src), "--index",
-                             str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q", "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-                            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
+    proc, workers = _jobs_run(tmp_path, "-q", env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
-        deadline = time.monotonic() + 60
-        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(workers) == 2 and proc.poll() is None
         time.sleep(1)  # working
         if group:
             os.killpg(proc.pid, getattr(signal, sig))
@@ -824,15 +854,10 @@ def test_jobs_stopped_by_a_signal_leave_no_worker_behind(tmp_path: Path, sig: st
         except subprocess.TimeoutExpired:  # a hang (seen once in CI): where its threads wait, from faulthandler
             proc.send_signal(signal.SIGABRT)
             _, err = proc.communicate(timeout=10)
-            pytest.fail(f"dedup --jobs 2 still ran 30 s after {sig}; its threads:\n{err.decode(errors='replace')}")
-        deadline = time.monotonic() + 10
-        while any(running(w) for w in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not [w for w in workers if running(w)]
+            pytest.fail(f"dedup --jobs 2 still ran 30 s after {sig}; its threads:\n{err}")
+        assert not _survivors(workers)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        proc.wait()
+        _end_session(proc)
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
@@ -842,9 +867,7 @@ def test_jobs_stopped_early_end_their_workers_under_a_handler_that_only_sets_a_f
     Ctrl-C in its first commit) still ends, with no worker behind. A forked worker that kept the
     parent's handler would survive the SIGTERM that ends it (``Pool.terminate``'s, or
     :mod:`multiprocessing`'s at exit) and the run would wait for it forever."""
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
-                           + "\n" for k in range(20000)), "utf-8")
+    src = _numbered_notices(tmp_path, 20000)
     program = f"""
 import os, signal, sys, threading
 flag = []
@@ -882,9 +905,7 @@ def test_jobs_take_ctrl_c_between_transactions_not_inside_the_pools_locks(tmp_pa
     sent instead of being killed, which can leave the answers' queue locked by a worker killed while
     it sent one. Either made the pool's clean-up wait forever (the rare hang of the signal test above,
     reproduced under load). The run ends with its summary and status 130."""
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
-                           + "\n" for k in range(3000)), "utf-8")
+    src = _numbered_notices(tmp_path, 3000)
     program = f"""
 import os, signal, time
 from multiprocessing.pool import IMapIterator
@@ -923,18 +944,8 @@ def test_jobs_a_worker_killed_from_outside_ends_the_run_with_an_error(tmp_path: 
     and the run waited for them forever. Now it stops: status 1, why, and what was decided, in the index."""
     import signal
 
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
-                           + "\n" for k in range(20000)), "utf-8")
-    index = tmp_path / "i.sqlite3"
-    proc = subprocess.Popen([str(SCRIPT), "dedup", str(src), "--index", str(index), "--jobs", "2", "--no-progress",
-                             "--decisions", str(tmp_path / "decisions.jsonl")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc, workers = _jobs_run(tmp_path, "--decisions", str(tmp_path / "decisions.jsonl"))
     try:
-        deadline = time.monotonic() + 60
-        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(workers) == 2 and proc.poll() is None
         time.sleep(0.5)  # both busy: 20,000 lines take seconds
         os.kill(min(workers), signal.SIGKILL)
         try:
@@ -942,9 +953,7 @@ def test_jobs_a_worker_killed_from_outside_ends_the_run_with_an_error(tmp_path: 
         except subprocess.TimeoutExpired:
             pytest.fail("dedup --jobs 2 still waits 30 s after one of its workers was killed")
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        proc.wait()
+        _end_session(proc)
     assert "Traceback" not in err, err
     decided = sum(1 for line in (tmp_path / "decisions.jsonl").read_text("utf-8").splitlines() if line)
     if proc.returncode == 0:  # the killed worker was between two calls: it held no line, none is lost
@@ -954,7 +963,7 @@ def test_jobs_a_worker_killed_from_outside_ends_the_run_with_an_error(tmp_path: 
         assert f"a --jobs worker process died (killed, or out of memory?): lines after line {decided:,} were " \
                "not decided" in err, err
         assert 0 < decided < 20000
-    assert not [w for w in workers if running(w)], "a worker outlived the run"
+    assert not _survivors(workers), "a worker outlived the run"
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux's /proc")
@@ -966,19 +975,8 @@ def test_jobs_stopped_with_a_worker_that_never_answers_still_end(tmp_path: Path)
 
     from scrapy_simhash.cli.dedup import FINISH_TIMEOUT
 
-    src = tmp_path / "in.jsonl"
-    src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
-                           + "\n" for k in range(20000)), "utf-8")
-    restore = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-               "os.execv(sys.argv[1], sys.argv[1:])")  # SIGINT is ignored in a shell's background jobs
-    proc = subprocess.Popen([sys.executable, "-c", restore, str(SCRIPT), "dedup", str(src), "--index",
-                             str(tmp_path / "i.sqlite3"), "--jobs", "2", "-q", "--no-progress"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc, workers = _jobs_run(tmp_path, "-q")
     try:
-        deadline = time.monotonic() + 60
-        while len(workers := children(proc.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(workers) == 2 and proc.poll() is None
         time.sleep(0.5)
         os.kill(min(workers), signal.SIGSTOP)
         os.kill(proc.pid, signal.SIGINT)
@@ -987,11 +985,6 @@ def test_jobs_stopped_with_a_worker_that_never_answers_still_end(tmp_path: Path)
         except subprocess.TimeoutExpired:
             pytest.fail(f"dedup --jobs 2 still ran {FINISH_TIMEOUT + 20:.0f} s after Ctrl-C with a stopped worker")
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, 9)
-        proc.wait()
+        _end_session(proc)
     assert proc.returncode == 130 and "Traceback" not in err, err
-    deadline = time.monotonic() + 10
-    while any(running(w) for w in workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [w for w in workers if running(w)], "a worker outlived the run"
+    assert not _survivors(workers), "a worker outlived the run"
