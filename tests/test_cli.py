@@ -558,10 +558,10 @@ def test_jobs_pool_does_not_spin_while_answers_wait_to_be_read(tmp_path: Path) -
     thread behind the decide loop for the GIL): it must not take the parent's CPU and GIL then."""
     program = """
 import json, os, time
-from scrapy_simhash.cli import dedup
+from scrapy_simhash.cli import jobs, lines
 from scrapy_simhash.fingerprint import Fingerprinter
 fields = (["title"], ["body"], ["url"])
-pool = dedup._start_pool(2, dedup.LineWorker(Fingerprinter(), *fields, keep_json=False), {}, fields, False)
+pool = jobs.start_pool(2, lines.LineWorker(Fingerprinter(), *fields, keep_json=False), {}, fields, False)
 for _ in pool.imap(bytes, [20000] * 3000):  # 20 kB answers, the parent busy with the GIL between them
     end = time.perf_counter() + 0.0002
     while time.perf_counter() < end:
@@ -582,7 +582,7 @@ pool.join()
 def test_jobs_workers_run_nicer_than_the_parent(tmp_path: Path, start: str) -> None:
     """The parent's check-and-adds are the serial part of a --jobs run: its workers run
     WORKER_NICE nicer, forked (no other thread) or spawned (another thread runs)."""
-    from scrapy_simhash.cli.dedup import WORKER_NICE
+    from scrapy_simhash.cli.jobs import WORKER_NICE
 
     src = tmp_path / "in.jsonl"
     src.write_text("".join(dumps({"url": f"u{k}", "title": f"第{k}号公告 标题", "body": f"{STORY_ZH['body']} {k}。"})
@@ -973,7 +973,7 @@ def test_jobs_stopped_with_a_worker_that_never_answers_still_end(tmp_path: Path)
     ``Pool.terminate``'s SIGTERM would stay pending on the stopped worker and its join wait forever."""
     import signal
 
-    from scrapy_simhash.cli.dedup import FINISH_TIMEOUT
+    from scrapy_simhash.cli.jobs import FINISH_TIMEOUT
 
     proc, workers = _jobs_run(tmp_path, "-q")
     try:

@@ -11,41 +11,34 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
-import multiprocessing
-import multiprocessing.pool
-import os
-import signal
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from ..index.owners import new_owner
+from . import jobs
 from .common import (
     CliError,
     closing_output,
     describe,
     fingerprinter_options,
-    json_type,
     make_fingerprinter,
     open_dedup,
     open_output,
-    pick,
     silence_stdout,
     sync_output,
 )
 from .input import Input, Reader
+from .lines import LineResult, LineWorker, json_line
 
 if TYPE_CHECKING:
-    from multiprocessing.pool import IMapIterator
 
     from ..dedup import Deduplicator, Verdict
-    from ..fingerprint import Fingerprinter, Fingerprints
 
 #: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
 MAX_REPORTED_BAD_LINES = 20
@@ -58,191 +51,8 @@ DECIDE_BATCH = 32
 #: transaction is this long, so its fsync wait, which the parent spends idle, comes once a this
 #: many lines (2,000 lines: 4 fsyncs instead of 16 at 128).
 DECIDE_BATCH_READY = 512
-#: With ``--jobs``: the workers run this much nicer than the parent. The parent's check-and-adds are
-#: the run's serial part (in English, where fingerprints are cheap, its pace is the run's); with as
-#: many workers as cores, three processes at one priority share two cores and the parent gets two
-#: thirds of one. Two workers at +3 (weight 526 each) weigh what the parent (1024) does: the
-#: scheduler leaves it a core, and the workers share the rest and what it leaves idle.
-WORKER_NICE = 3
 #: The tiers a match can come from, counted in the summary.
 TIERS = ("title", "body", "sentence")
-#: With ``--jobs``: seconds between looks at a Ctrl-C while no worker's answer comes.
-INTERRUPT_POLL = 0.1
-#: With ``--jobs``: seconds a run stopped early waits for its workers' answers before it kills them.
-FINISH_TIMEOUT = 10.0
-
-
-class LineResult(NamedTuple):
-    """What a worker made of one input line (picklable: it crosses process boundaries)."""
-
-    line: int
-    url: str | None
-    fps: Fingerprints | None  # None when the line is bad or blank
-    error: str | None  # why the line is bad
-    blank: bool
-    kept: str | None  # the item re-serialized, when kept items are written
-
-
-@dataclass
-class LineWorker:
-    """Turns one raw line into a :class:`LineResult`: decode, parse, pick fields, fingerprint."""
-
-    fingerprinter: Fingerprinter
-    title_fields: Sequence[str]
-    body_fields: Sequence[str]
-    url_fields: Sequence[str]
-    keep_json: bool
-
-    def __call__(self, numbered: tuple[int, bytes | str]) -> LineResult:
-        n, raw = numbered
-        if isinstance(raw, str):  # the reader's reason for not reading it (too long)
-            return LineResult(n, None, None, raw, False, None)
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return LineResult(n, None, None, f"not UTF-8 ({exc.reason} at byte {exc.start})", False, None)
-        if not text.strip():
-            return LineResult(n, None, None, None, True, None)
-        try:
-            item = json.loads(text)
-        except json.JSONDecodeError as exc:
-            return LineResult(n, None, None, f"not JSON ({exc.msg} at column {exc.colno})", False, None)
-        except RecursionError:
-            return LineResult(n, None, None, "not JSON (nested too deeply)", False, None)
-        if not isinstance(item, dict):
-            return LineResult(n, None, None, f"not a JSON object but {json_type(item)}", False, None)
-        url_name, url = pick(item, self.url_fields)
-        if url is not None and not isinstance(url, str):
-            return LineResult(n, None, None, f"field {url_name!r} must be a string, not {json_type(url)}",
-                              False, None)
-        title_name, title = pick(item, self.title_fields)
-        body_name, body = pick(item, self.body_fields)
-        if title_name is None and body_name is None:
-            wanted = ", ".join(dict.fromkeys([*self.title_fields, *self.body_fields]))
-            return LineResult(n, url, None, f"no title or body field (looked for {wanted})", False, None)
-        for name, value in ((title_name, title), (body_name, body)):
-            if value is None or isinstance(value, str):
-                continue
-            if name == body_name and isinstance(value, list) and all(isinstance(v, str) for v in value):
-                continue  # a list of paragraphs
-            expected = "a string or a list of strings" if name == body_name else "a string"
-            return LineResult(n, url, None, f"field {name!r} must be {expected}, not {json_type(value)}",
-                              False, None)
-        try:
-            fps = self.fingerprinter.fingerprint(title, body)
-        except (TypeError, ValueError, UnicodeError, RecursionError) as exc:
-            return LineResult(n, url, None, f"cannot fingerprint ({type(exc).__name__}: {exc})", False, None)
-        kept = _json_line(item) if self.keep_json else None
-        return LineResult(n, url, fps, None, False, kept)
-
-
-def _json_line(obj: Any) -> str:
-    """One JSON line, readable UTF-8 where possible; ASCII escapes when the data holds lone
-    surrogates (from ``\\ud800``-style escapes in the input), which UTF-8 cannot carry."""
-    text = json.dumps(obj, ensure_ascii=False)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return json.dumps(obj)
-    return text
-
-
-_worker: LineWorker | None = None
-
-
-def _init_worker(fp_options: dict[str, Any], fields: tuple[list[str], list[str], list[str]], keep: bool) -> None:
-    """Pool initializer (a spawned worker): one Fingerprinter per worker process, built with the
-    parent's options."""
-    global _worker
-    _nicer()
-    _worker = LineWorker(make_fingerprinter(fp_options), *fields, keep_json=keep)
-
-
-def _nicer() -> None:
-    """A worker's priority: :data:`WORKER_NICE` below the parent's (where the platform has nice)."""
-    if hasattr(os, "nice"):
-        os.nice(WORKER_NICE)
-
-
-def _start_pool(jobs: int, worker: LineWorker, fp_options: dict[str, Any],
-                fields: tuple[list[str], list[str], list[str]], keep: bool) -> multiprocessing.pool.Pool:
-    """The worker processes. Forked where that is safe (Linux, and no other thread in this process
-    yet: a fork copies only the calling thread, and a lock another thread held stays locked in the
-    child): they start with the parent's engine, tables and route already loaded, instead of paying
-    the engine's start-up again each (~0.1 s of CPU a worker). Elsewhere spawned, each building its own."""
-    global _worker
-    if sys.platform == "linux" and threading.active_count() == 1:
-        worker.fingerprinter.prepare()  # what the first fingerprint loads, loaded once for all of them
-        _worker = worker
-        return _Pool(jobs, initializer=_forked_worker, context=multiprocessing.get_context("fork"))
-    return _Pool(jobs, initializer=_init_worker, initargs=(fp_options, fields, keep),
-                 context=multiprocessing.get_context("spawn"))
-
-
-class _Pool(multiprocessing.pool.Pool):
-    """A process pool whose worker handler thread sleeps until a worker exits or the pool changes
-    state. CPython's also wakes whenever the results pipe is readable (``_get_sentinels``): while
-    answers wait there for the result thread (which waits for the GIL behind the decide loop), it
-    spins, building a selector and checking the workers over and over, on the parent's CPU and GIL,
-    which the run's serial part needs. The workers' sentinels and the change notifier (close,
-    terminate, the last task done) are all it acts on."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._started = {worker.pid for worker in self._pool}  # type: ignore[attr-defined]
-
-    def _get_sentinels(self) -> list[Any]:
-        return [self._change_notifier._reader]  # type: ignore[attr-defined]
-
-    def lost_a_worker(self) -> bool:
-        """Has a worker died (killed, out of memory)? The pool replaces it without a word, and the
-        lines it was fingerprinting are never answered: the run would wait for them forever."""
-        return any(worker.pid not in self._started or worker.exitcode is not None
-                   for worker in list(self._pool))  # type: ignore[attr-defined]
-
-    def finish(self) -> None:
-        """Close the pool, let the workers answer what they were sent (a run stopped early: at most
-        the reader's window of lines), and join it. Not ``terminate()``: it kills the workers, and one
-        killed while it sends an answer leaves the answers' queue locked, on which the pool's own
-        clean-up then waits forever (seen under load). A pool that lost a worker (whose lines are never
-        answered) or is still busy after :data:`FINISH_TIMEOUT` is abandoned (:meth:`_abandon`)."""
-        lost = self.lost_a_worker()  # before close(): closed, workers end of their own once all is answered
-        self.close()
-        if not lost:
-            self._worker_handler.join(FINISH_TIMEOUT)  # type: ignore[attr-defined]  # it ends once all is answered
-            if not self._worker_handler.is_alive():  # type: ignore[attr-defined]
-                self.join()
-                return
-        self._abandon()
-
-    def _abandon(self) -> None:
-        """Kill the workers and leave the pool's threads behind (daemons: they end with the process).
-        A dead worker may hold a lock of the pool's queues (an idle one waits for its next task holding
-        the tasks' read lock), on which ``terminate()``'s clean-up, and the one the pool runs at exit,
-        would wait forever: that clean-up is cancelled."""
-        handler = self._worker_handler  # type: ignore[attr-defined]
-        handler._state = multiprocessing.pool.TERMINATE  # no replacement workers from now on
-        self._change_notifier.put(None)  # type: ignore[attr-defined]
-        handler.join()
-        for worker in list(self._pool):  # type: ignore[attr-defined]
-            worker.kill()
-            worker.join()
-        self._terminate.cancel()  # type: ignore[attr-defined]
-
-
-def _forked_worker() -> None:
-    """Pool initializer (a forked worker): not the parent's signal handlers (a Python handler that
-    only sets a flag, as Twisted's or an embedding program's may, would keep a SIGTERM from ending the
-    worker: ``Pool.terminate``'s, the one :mod:`multiprocessing` sends its daemon processes at exit);
-    Ctrl-C is the parent's."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _nicer()
-
-
-def _work(chunk: list[tuple[int, bytes | str]]) -> list[LineResult]:
-    assert _worker is not None
-    return [_worker(numbered) for numbered in chunk]
 
 
 @dataclass
@@ -352,12 +162,14 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         if args.jobs > 1:
             # The pool starts before the index is opened: workers never inherit its connection. They
             # read and fingerprint the first lines while this process opens the index.
-            ctrl_c = stack.enter_context(_ctrl_c_deferred())  # restored last, once the pool is joined
-            pool = _start_pool(args.jobs, LineWorker(fingerprinter, *fields, keep_json=keep), fp_options, fields, keep)
+            ctrl_c = stack.enter_context(jobs.ctrl_c_deferred())  # restored last, once the pool is joined
+            pool = jobs.start_pool(args.jobs, LineWorker(fingerprinter, *fields, keep_json=keep), fp_options, fields,
+                                   keep)
             stack.callback(pool.finish)
             stop = threading.Event()
-            stack.callback(_stop_feeding, stop, reader)  # first: the pool finishes once its feeder ends
-            batches = _ready_batches(pool.imap(_work, _chunks(reader, chunksize, stop)), ctrl_c, pool.lost_a_worker)
+            stack.callback(jobs.stop_feeding, stop, reader)  # first: the pool finishes once its feeder ends
+            answers = pool.imap(jobs.work, jobs.feed(reader, chunksize, stop))
+            batches = jobs.ready_batches(answers, ctrl_c, pool.lost_a_worker, DECIDE_BATCH, DECIDE_BATCH_READY)
         else:
             results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
             batches = iter(lambda: list(itertools.islice(results, DECIDE_BATCH)), [])
@@ -399,7 +211,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                     if out is not None and record["status"] in ("new", "flagged") and result.kept is not None:
                         out.write(result.kept + "\n")
                     if dec is not None:
-                        dec.write(_json_line(record) + "\n")
+                        dec.write(json_line(record) + "\n")
                 if owner is not None and added:  # the lines are on disk before their entries count
                     for stream in (out, dec):
                         if stream is not None:
@@ -408,7 +220,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True
-        except WorkerDied as exc:
+        except jobs.WorkerDied as exc:
             run_error = f"{exc}: lines after line {stats.lines:,} were not decided"
         except BrokenPipeError:
             silence_stdout()
@@ -424,84 +236,6 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         print(f"error: {run_error or reader.error}", file=sys.stderr)
         return 1
     return 0
-
-
-def _chunks(reader: Reader, size: int, stop: threading.Event) -> Iterator[list[tuple[int, bytes | str]]]:
-    """The reader's lines in lists of ``size``: one task of the pool each; none once ``stop`` is set."""
-    chunk: list[tuple[int, bytes | str]] = []
-    for numbered in reader:
-        if stop.is_set():
-            return
-        chunk.append(numbered)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk and not stop.is_set():
-        yield chunk
-
-
-def _stop_feeding(stop: threading.Event, reader: Reader) -> None:
-    """End the pool's feed of lines (a run that stops early: Ctrl-C, an index error). Its feeder
-    thread may wait for the reader's window, which only decided lines open: without this, it waits
-    forever, and the pool, which finishes once every line sent is answered (:meth:`_Pool.finish`), with it."""
-    stop.set()
-    reader.consumed()  # one more line read: the feeder sees the stop
-
-
-@contextmanager
-def _ctrl_c_deferred() -> Iterator[list[int]]:
-    """Ctrl-C noted in the list it yields instead of raised wherever the main thread happens to be,
-    while the pool runs. Raised there, a ``KeyboardInterrupt`` can land between a lock's acquisition
-    and the ``with`` that would release it (a lock the pool's threads share with this one: its
-    results' or the reader's window), and the pool's clean-up then waits forever for threads blocked
-    on it (seen under load). :func:`_ready_batches` raises it where no lock is held.
-    A handler other than Python's default (an embedding program's) is left alone."""
-    seen: list[int] = []
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
-        yield seen
-        return
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-class WorkerDied(Exception):
-    """A ``--jobs`` worker process died: the lines it held will never be answered."""
-
-
-def _ready_batches(chunks: IMapIterator, ctrl_c: Sequence[int],
-                   lost_a_worker: Callable[[], bool]) -> Iterator[list[LineResult]]:
-    """The lines of each transaction, from the pool's answers in input order: :data:`DECIDE_BATCH`,
-    and the chunks already answered after them, up to :data:`DECIDE_BATCH_READY`. A Ctrl-C noted in
-    ``ctrl_c`` (:func:`_ctrl_c_deferred`) is raised here, between transactions, as ``KeyboardInterrupt``;
-    a worker lost while the answers wait, as :class:`WorkerDied`."""
-    batch: list[LineResult] = []
-    while True:
-        if ctrl_c:
-            raise KeyboardInterrupt
-        try:
-            chunk = chunks.next(timeout=INTERRUPT_POLL)
-        except multiprocessing.TimeoutError:
-            if lost_a_worker():
-                raise WorkerDied("a --jobs worker process died (killed, or out of memory?)") from None
-            continue
-        except StopIteration:
-            break
-        batch += chunk
-        if len(batch) < DECIDE_BATCH:
-            continue
-        while len(batch) < DECIDE_BATCH_READY:
-            try:
-                batch += chunks.next(timeout=0)
-            except (multiprocessing.TimeoutError, StopIteration):
-                break
-        yield batch
-        batch = []
-    if batch:
-        yield batch
 
 
 def _count(stats: RunStats, record: Mapping[str, Any]) -> None:
