@@ -93,6 +93,14 @@ def with_prefix(redis_url: str, prefix: str) -> str:
     return f"{redis_url}{'&' if '?' in redis_url else '?'}prefix={prefix}"
 
 
+def redis_benchmark_args(doc: str) -> argparse.ArgumentParser:
+    """The options of a benchmark on one Redis index built of ``--size`` entries (more can be added)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--redis-url", required=True, help="a database of a server that serves nothing else (flushed)")
+    ap.add_argument("--size", type=int, default=1_000_000)
+    return ap
+
+
 def flushed(redis_url: str, **options: Any) -> Any:
     """A client of the Redis database ``redis_url``, emptied (a benchmark's own: told so by its ``--redis-url``)."""
     import redis

@@ -13,7 +13,6 @@ database given is flushed first).
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import statistics
@@ -30,9 +29,7 @@ from scrapy_simhash.index import IndexParams, Query, open_index
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--redis-url", required=True, help="a database of a server that serves nothing else (flushed)")
-    ap.add_argument("--size", type=int, default=1_000_000)
+    ap = index_scaling.redis_benchmark_args(__doc__)
     ap.add_argument("--ops", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)

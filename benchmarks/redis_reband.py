@@ -12,7 +12,6 @@ Run: ``python benchmarks/redis_reband.py --redis-url redis://127.0.0.1:6379/14 -
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -28,9 +27,7 @@ from scrapy_simhash.index.redis_reband import BATCH, reband
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--redis-url", required=True, help="a database of a server that serves nothing else (flushed)")
-    ap.add_argument("--size", type=int, default=1_000_000)
+    ap = index_scaling.redis_benchmark_args(__doc__)
     ap.add_argument("--dist", default="random", choices=("random", "identical", "clustered"))
     ap.add_argument("--title-bands", type=int)
     ap.add_argument("--body-bands", type=int)
