@@ -975,15 +975,18 @@ def test_jobs_stopped_with_a_worker_that_never_answers_still_end(tmp_path: Path)
 
     from scrapy_simhash.cli.jobs import FINISH_TIMEOUT
 
-    proc, workers = _jobs_run(tmp_path, "-q")
+    proc, workers = _jobs_run(tmp_path, "-q", env={**os.environ, "PYTHONFAULTHANDLER": "1"})
     try:
         time.sleep(0.5)
         os.kill(min(workers), signal.SIGSTOP)
         os.kill(proc.pid, signal.SIGINT)
         try:
             _, err = proc.communicate(timeout=FINISH_TIMEOUT + 20)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"dedup --jobs 2 still ran {FINISH_TIMEOUT + 20:.0f} s after Ctrl-C with a stopped worker")
+        except subprocess.TimeoutExpired:  # where its threads wait, from faulthandler
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=10)
+            pytest.fail(f"dedup --jobs 2 still ran {FINISH_TIMEOUT + 20:.0f} s after Ctrl-C with a stopped worker; "
+                        f"its threads:\n{err}")
     finally:
         _end_session(proc)
     assert proc.returncode == 130 and "Traceback" not in err, err

@@ -17,6 +17,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -98,12 +99,17 @@ class _Pool(multiprocessing.pool.Pool):
         the reader's window of lines), and join it. Not ``terminate()``: it kills the workers, and one
         killed while it sends an answer leaves the answers' queue locked, on which the pool's own
         clean-up then waits forever (seen under load). A pool that lost a worker (whose lines are never
-        answered) or is still busy after :data:`FINISH_TIMEOUT` is abandoned (:meth:`_abandon`)."""
+        answered), or whose answers or workers' ends take longer than :data:`FINISH_TIMEOUT` (a worker
+        that never answers, even with all its lines answered), is abandoned (:meth:`_abandon`)."""
         lost = self.lost_a_worker()  # before close(): closed, workers end of their own once all is answered
         self.close()
         if not lost:
+            deadline = time.monotonic() + FINISH_TIMEOUT
             self._worker_handler.join(FINISH_TIMEOUT)  # type: ignore[attr-defined]  # it ends once all is answered
-            if not self._worker_handler.is_alive():  # type: ignore[attr-defined]
+            workers = list(self._pool)  # type: ignore[attr-defined]
+            for worker in workers:  # then each ends at the stop it is sent (one that never answers does not)
+                worker.join(max(0.0, deadline - time.monotonic()))
+            if not self._worker_handler.is_alive() and not any(w.is_alive() for w in workers):  # type: ignore[attr-defined]
                 self.join()
                 return
         self._abandon()
