@@ -18,7 +18,7 @@ keep those.
 ``--option key=value`` (repeatable, the value read as a Python literal as in ``accuracy.py``):
 an option the command line has a flag for becomes that flag (``sentences_shared=50`` →
 ``--sentences-shared 50``, ``main_content=True`` → ``--main-content``); any other option is a
-:class:`~scrapy_simhash.fingerprint.Fingerprinter` keyword (``tf=log``, ``max_share=0.05``) and is
+:class:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprinter` keyword (``tf=log``, ``max_share=0.05``) and is
 added to the options the command builds its Fingerprinter with. Each item goes in with one more
 field, its line in the file, given to the command as ``--url-field``, so that every decision names
 the line of its original; URLs take no part in the rule.

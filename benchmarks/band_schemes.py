@@ -29,8 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scrapy_simhash.fingerprint.simhash import band_layout
 from scrapy_simhash.index.bands import TierBands
-from scrapy_simhash.simhash import band_layout
 
 BITS, K, FLIPS, SHARE, ROW_BYTES = 64, 3, 6, 0.10, 22
 

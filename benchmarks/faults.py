@@ -708,7 +708,7 @@ def _rebanded(tier: str, bands: int) -> Any:
     def change(meta: dict[str, Any]) -> None:
         from scrapy_simhash.index import IndexParams
         from scrapy_simhash.index.bands import records
-        from scrapy_simhash.index.sqlite_tables import value_bits
+        from scrapy_simhash.index.sqlite.tables import value_bits
 
         meta["params"][f"{tier}_bands"] = bands
         params = IndexParams(**meta["params"])

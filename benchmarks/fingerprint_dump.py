@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus missing: {CORPUS} (needs ../shared/corpus next to the repo)", file=sys.stderr)
         return 2
     from scrapy_simhash import Fingerprinter
-    from scrapy_simhash.fingerprint import UnreadableField
+    from scrapy_simhash.fingerprint.fingerprinter import UnreadableField
 
     corpus = list(items(args.limit))
     out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")  # noqa: SIM115

@@ -44,7 +44,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scrapy_simhash.index import IndexParams, Query, open_index, sqlite_tables
+from scrapy_simhash.index import IndexParams, Query, open_index
+from scrapy_simhash.index.sqlite import tables as sqlite_tables
 
 DISTS = ("random", "identical", "clustered")
 TITLE_K, BODY_K = 2, 3

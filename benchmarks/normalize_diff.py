@@ -64,7 +64,7 @@ def digest(limit: int | None, out: Path) -> None:
     """Write ``key<TAB>output name<TAB>sha256 of repr(output)`` for every record."""
     import scrapy_simhash
     from scrapy_simhash import Fingerprinter
-    from scrapy_simhash.normalize import main_text, normalize_body, normalize_text, normalize_title
+    from scrapy_simhash.text.normalize import main_text, normalize_body, normalize_text, normalize_title
 
     print(f"  {scrapy_simhash.__file__}", file=sys.stderr)
     plain, main = Fingerprinter(), Fingerprinter(main_content=True)

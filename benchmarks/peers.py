@@ -208,7 +208,7 @@ def setup(system: str, workdir: Path) -> Stream:
         return setup_engine({}, workdir, DECIDE_BATCH)
     if name == "engine-fallback":
         os.environ["SCRAPY_SIMHASH_PURE_PYTHON"] = "1"  # the segmenter's pure-Python route
-        from scrapy_simhash import segment, simhash
+        from scrapy_simhash.fingerprint import segment, simhash
 
         assert not segment.COMPILED
         simhash._np = simhash._vote_compiled = None  # the vote's pure-Python path, as without numpy

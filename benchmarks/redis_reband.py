@@ -1,7 +1,7 @@
 """What re-banding a Redis index costs: time, the server's time a script call, and memory before, at the peak, after.
 
 Builds a Redis index of ``--size`` entries with ``index_scaling.py``'s data (``--dist``), then re-bands it
-with :func:`scrapy_simhash.index.redis_reband.reband` to ``--title-bands``/``--body-bands``, sampling the
+with :func:`scrapy_simhash.index.redis.reband.reband` to ``--title-bands``/``--body-bands``, sampling the
 server's ``used_memory`` at each progress call. Prints entries a second, the server's µs a script call
 and an entry (``INFO commandstats``: run it against a server that serves nothing else) and
 ``used_memory`` before, at its highest, and after (the old tables deleted).
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import index_scaling
 
 from scrapy_simhash.index import open_index
-from scrapy_simhash.index.redis_reband import BATCH, reband
+from scrapy_simhash.index.redis.reband import BATCH, reband
 
 
 def main(argv: list[str] | None = None) -> int:

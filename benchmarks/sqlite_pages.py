@@ -104,7 +104,8 @@ def wal_frames(path: str) -> list[int]:
 def _without_bands() -> None:
     """Measurement only: band rows are neither read nor written (every probe finds nothing), so a
     check-and-add costs what the rest of the file does; the floor of any band layout kept elsewhere."""
-    from scrapy_simhash.index import sqlite_dense, sqlite_tables
+    from scrapy_simhash.index.sqlite import dense as sqlite_dense
+    from scrapy_simhash.index.sqlite import tables as sqlite_tables
 
     sqlite_tables.Tables._prefetched = lambda self, tier, fp: []  # type: ignore[method-assign]
     sqlite_dense.candidates = lambda *args, **kwargs: []

@@ -29,7 +29,7 @@ import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 from scrapy_simhash import Deduplicator
 if sys.argv[2] == "pipeline":
-    import scrapy_simhash.pipeline  # what Scrapy loads for the pipeline (Scrapy itself included)
+    import scrapy_simhash.scrapy.pipeline  # what Scrapy loads for the pipeline (Scrapy itself included)
 t1 = time.perf_counter()
 d = Deduplicator.open(sys.argv[1])
 t2 = time.perf_counter()

@@ -198,8 +198,8 @@ def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], work
     """
     import dataclasses
 
-    from scrapy_simhash import fingerprint as fpmod
-    from scrapy_simhash.simhash import simhash
+    from scrapy_simhash.fingerprint import fingerprinter as fpmod
+    from scrapy_simhash.fingerprint.simhash import simhash
 
     fields = {f.name for f in dataclasses.fields(fpmod.Fingerprints)}
     numbers = getattr(fpmod, "number_signature", None) if "numbers" in fields else None
@@ -358,7 +358,7 @@ STARTUP_CODE = r"""
 import json, sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 from scrapy_simhash import Deduplicator
-import scrapy_simhash.pipeline  # what Scrapy loads for the pipeline
+import scrapy_simhash.scrapy.pipeline  # what Scrapy loads for the pipeline
 t1 = time.perf_counter()
 d = Deduplicator.open(sys.argv[1])
 t2 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Would another tokenizer make fingerprinting much faster? (issue 8, item 3)
 
 The engine's ``Fingerprinter`` with its word segmenter swapped for another tokenizer's ``cut``,
-against the default (``scrapy_simhash.segment``: jieba's words, exactly), on the same real
+against the default (``scrapy_simhash.fingerprint.segment``: jieba's words, exactly), on the same real
 articles as ``throughput.py`` (inews BDCI 2019, Reuters-21578). CPU time of ``fingerprint()`` end to
 end, minimum of ``--passes`` passes, a fresh ``Fingerprinter`` per pass (no warm caches), and the
 share of body fingerprints that change. Tokenizers that are not installed are skipped

@@ -12,26 +12,26 @@ from typing import TYPE_CHECKING, Any
 from .__version__ import __version__
 
 if TYPE_CHECKING:
-    from .addon import Addon
-    from .dedup import Deduplicator, Verdict
-    from .drops import IndexUnavailable, NearDuplicate
-    from .fingerprint import Fingerprinter
-    from .pipeline import SimhashPipeline
+    from .engine import Deduplicator, Verdict
+    from .fingerprint.fingerprinter import Fingerprinter
+    from .fingerprint.simhash import hamming_distance
+    from .scrapy.addon import Addon
+    from .scrapy.drops import IndexUnavailable, NearDuplicate
+    from .scrapy.pipeline import SimhashPipeline
+    from .scrapy.summary import DedupSummary
     from .settings import SettingError
-    from .simhash import hamming_distance
-    from .summary import DedupSummary
 
 _WHERE = {
-    "Addon": ".addon",
-    "DedupSummary": ".summary",
+    "Addon": ".scrapy.addon",
+    "DedupSummary": ".scrapy.summary",
     "SettingError": ".settings",
-    "Deduplicator": ".dedup",
-    "Verdict": ".dedup",
-    "Fingerprinter": ".fingerprint",
-    "IndexUnavailable": ".drops",
-    "NearDuplicate": ".drops",
-    "SimhashPipeline": ".pipeline",
-    "hamming_distance": ".simhash",
+    "Deduplicator": ".engine",
+    "Verdict": ".engine",
+    "Fingerprinter": ".fingerprint.fingerprinter",
+    "IndexUnavailable": ".scrapy.drops",
+    "NearDuplicate": ".scrapy.drops",
+    "SimhashPipeline": ".scrapy.pipeline",
+    "hamming_distance": ".fingerprint.simhash",
 }
 
 __all__ = [

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash import Deduplicator
-from scrapy_simhash.features import FeatureExtractor
-from scrapy_simhash.fingerprint import Fingerprinter, number_signature, sentence_signature
+from scrapy_simhash.fingerprint.features import FeatureExtractor
+from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter, number_signature, sentence_signature
+from scrapy_simhash.fingerprint.signatures import NUMBERS_MAX, SENTENCES_CHECKED
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.rule import numbers_agree
-from scrapy_simhash.signatures import NUMBERS_MAX, SENTENCES_CHECKED
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "example_project" / "site"
@@ -236,7 +236,7 @@ def test_sentence_tier_catches_an_edited_repost_of_a_real_page(tmp_path: Path) -
         pytest.skip("example site page changed: selector finds no body")
     fp = Fingerprinter()
     text = fp.clean_body(body)
-    from scrapy_simhash.signatures import _SENTENCE_END
+    from scrapy_simhash.fingerprint.signatures import _SENTENCE_END
 
     parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
     fillers = ["the weather in a distant city", "a football match in another league", "prices at a market",

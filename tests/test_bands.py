@@ -19,14 +19,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index, sqlite_dense
+from scrapy_simhash.fingerprint.simhash import to_signed64
+from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index
 from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
 from scrapy_simhash.index.meta import layouts
-from scrapy_simhash.index.sqlite import SqliteIndex
-from scrapy_simhash.index.sqlite_reband import reband
-from scrapy_simhash.index.sqlite_tables import Rows
-from scrapy_simhash.index.sqlite_values import codec
-from scrapy_simhash.simhash import to_signed64
+from scrapy_simhash.index.sqlite import dense as sqlite_dense
+from scrapy_simhash.index.sqlite.index import SqliteIndex
+from scrapy_simhash.index.sqlite.reband import reband
+from scrapy_simhash.index.sqlite.tables import Rows
+from scrapy_simhash.index.sqlite.values import codec
 
 from .conftest import kill_mid_reband
 from .test_cli import SCRAPY, make_project, ok, run
@@ -328,7 +329,7 @@ def test_scrapy_simhash_reband_uses_the_project_index(tmp_path: Path) -> None:
 
 _REBANDER = """
 import sys
-from scrapy_simhash.index import sqlite_reband
+from scrapy_simhash.index.sqlite import reband as sqlite_reband
 sqlite_reband.PROGRESS_EVERY = 1000
 
 def progress(done, total):

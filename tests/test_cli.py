@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from scrapy_simhash import cli
-from scrapy_simhash.dedup import Deduplicator
+from scrapy_simhash.engine import Deduplicator
 from scrapy_simhash.index import open_index
 
 from .conftest import STORY_EN, STORY_ZH, STORY_ZH_2, read_jsonl, repost_with_new_title, repost_with_suffix
@@ -170,8 +170,8 @@ def test_summary_counts_the_sentence_tier(tmp_path: Path) -> None:
                        "article.story div.story-body")
     if not body:
         pytest.skip("example site page changed: selector finds no body")
-    from scrapy_simhash.fingerprint import Fingerprinter
-    from scrapy_simhash.signatures import _SENTENCE_END
+    from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
+    from scrapy_simhash.fingerprint.signatures import _SENTENCE_END
 
     parts = [p.strip() for p in _SENTENCE_END.split(Fingerprinter().clean_body(body)) if p.strip()]
     fillers = ["the weather in a distant city", "a football match in another league", "prices at a market"]
@@ -559,7 +559,7 @@ def test_jobs_pool_does_not_spin_while_answers_wait_to_be_read(tmp_path: Path) -
     program = """
 import json, os, time
 from scrapy_simhash.cli import jobs, lines
-from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 fields = (["title"], ["body"], ["url"])
 pool = jobs.start_pool(2, lines.LineWorker(Fingerprinter(), *fields, keep_json=False), {}, fields, False)
 for _ in pool.imap(bytes, [20000] * 3000):  # 20 kB answers, the parent busy with the GIL between them
@@ -590,7 +590,7 @@ def test_jobs_workers_run_nicer_than_the_parent(tmp_path: Path, start: str) -> N
     program = f"""
 import json, multiprocessing, os, threading
 from scrapy_simhash import cli
-from scrapy_simhash.dedup import Deduplicator
+from scrapy_simhash.engine import Deduplicator
 if {start!r} == "spawn":
     threading.Thread(target=threading.Event().wait, args=(60,), daemon=True).start()
 seen = set()
@@ -873,7 +873,7 @@ import os, signal, sys, threading
 flag = []
 signal.signal(signal.SIGTERM, lambda *_: flag.append(1))
 from scrapy_simhash import cli
-from scrapy_simhash.dedup import Deduplicator
+from scrapy_simhash.engine import Deduplicator
 assert threading.active_count() == 1  # so the workers are forked
 def interrupted(self, *args, **kwargs):
     raise KeyboardInterrupt

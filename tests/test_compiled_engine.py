@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash import signatures
-from scrapy_simhash import simhash as sh
 from scrapy_simhash._compiled import _signatures_c, _vocabulary_c
-from scrapy_simhash.features import FeatureExtractor, builtin_stop_words
-from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.segment import COMPILED, Segmenter
+from scrapy_simhash.fingerprint import signatures
+from scrapy_simhash.fingerprint import simhash as sh
+from scrapy_simhash.fingerprint.features import FeatureExtractor, builtin_stop_words
+from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
+from scrapy_simhash.fingerprint.segment import COMPILED, Segmenter
 
 pytestmark = pytest.mark.skipif(not COMPILED, reason="extension not built (setup.py build_ext --inplace)")
 
@@ -64,7 +64,7 @@ def test_compiled_and_fallback_fingerprints_are_identical(items, options, monkey
 def test_the_word_caches_filling_up_change_nothing(items, monkeypatch: pytest.MonkeyPatch) -> None:
     big, small = Fingerprinter(), Fingerprinter()
     want = [big.fingerprint(t, b) for t, b in items[:300]]
-    monkeypatch.setattr("scrapy_simhash.features._WORD_CACHE_MAX", 500)  # emptied every few items
+    monkeypatch.setattr("scrapy_simhash.fingerprint.features._WORD_CACHE_MAX", 500)  # emptied every few items
     assert [small.fingerprint(t, b) for t, b in items[:300]] == want
     assert small.features._compiled.size < big.features._compiled.size
 
@@ -152,7 +152,7 @@ _SIGNATURE_TEXT = st.lists(st.sampled_from(_SIGNATURE_BITS), max_size=60).map(""
 @settings(max_examples=3000, deadline=None)
 @given(_SIGNATURE_TEXT)
 def test_the_compiled_sentence_cut_is_the_python_one(text: str) -> None:
-    from scrapy_simhash import normalize
+    from scrapy_simhash.text import normalize
 
     class Text(str):  # what lxml returns: a str subclass
         pass

@@ -87,8 +87,10 @@ def _engine(package_parent: Path, pure: bool = False) -> str:
         # An editable install's finder would serve a module missing here from the installed tree.
         "sys.meta_path[:] = [f for f in sys.meta_path\n"
         "                    if not str(getattr(f, '__module__', '')).startswith('__editable__')]\n"
-        "from scrapy_simhash import _compiled, hints, normalize, segment, signatures, simhash\n"
-        "from scrapy_simhash.fingerprint import Fingerprinter\n"
+        "from scrapy_simhash import _compiled\n"
+        "from scrapy_simhash.fingerprint import segment, signatures, simhash\n"
+        "from scrapy_simhash.text import hints, normalize\n"
+        "from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter\n"
         f"text = {TEXT!r}\n"
         "fp = Fingerprinter()\n"
         "paths = {'segment': segment.COMPILED, 'vocabulary': fp.features._compiled is not None,\n"

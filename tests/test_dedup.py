@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash import Deduplicator, Fingerprinter
-from scrapy_simhash.dedup import required_params
+from scrapy_simhash.engine import required_params
 from scrapy_simhash.index import IndexOpenError, ParameterMismatch
 from tests.conftest import STORY_EN, STORY_ZH, STORY_ZH_2, repost_with_new_title, repost_with_suffix
 

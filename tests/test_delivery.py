@@ -176,7 +176,7 @@ def test_fates_are_flushed_by_one_thread_a_moment_after_they_arrive() -> None:
     import threading
     import time
 
-    from scrapy_simhash.delivery import DeliveryTracker
+    from scrapy_simhash.scrapy.delivery import DeliveryTracker
 
     index, flushers = Recording(), []
 

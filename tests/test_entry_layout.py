@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from scrapy_simhash.fingerprint.simhash import to_signed64
 from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
-from scrapy_simhash.index.sqlite import SqliteIndex
-from scrapy_simhash.index.sqlite_file import SCHEMA_VERSION
-from scrapy_simhash.index.sqlite_reband import reband
-from scrapy_simhash.index.sqlite_schema import FP_MIX, fp_key_sql
-from scrapy_simhash.index.sqlite_sentences import ns_mask
-from scrapy_simhash.simhash import to_signed64
+from scrapy_simhash.index.sqlite.file import SCHEMA_VERSION
+from scrapy_simhash.index.sqlite.index import SqliteIndex
+from scrapy_simhash.index.sqlite.reband import reband
+from scrapy_simhash.index.sqlite.schema import FP_MIX, fp_key_sql
+from scrapy_simhash.index.sqlite.sentences import ns_mask
 from tests.conftest import kill_mid_reband
 from tests.test_cli import ok, run
 from tests.test_sentence_storage import _CONVERTER, filled, verdicts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jieba
 import pytest
 
-from scrapy_simhash.features import FeatureExtractor, get_tokenizer, load_stop_words
+from scrapy_simhash.fingerprint.features import FeatureExtractor, get_tokenizer, load_stop_words
 
 
 @pytest.fixture(scope="module")

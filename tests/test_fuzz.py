@@ -181,8 +181,8 @@ LAUGHS = (
 _MEASURE = textwrap.dedent(
     """
     import json, resource, sys, time
-    from scrapy_simhash.fingerprint import Fingerprinter
-    from scrapy_simhash.normalize import MAX_INPUT_CHARS
+    from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
+    from scrapy_simhash.text.normalize import MAX_INPUT_CHARS
     LAUGHS = sys.argv[1]
     fp = Fingerprinter()
     fp.fingerprint("预热标题 一二三四五", "预热正文，一段足够长的中文文本用于加载结巴分词词典和逆文档频率表。" * 3)

@@ -7,7 +7,7 @@ from concurrent.futures import Future
 
 import pytest
 
-from scrapy_simhash.groupcommit import GroupCommit
+from scrapy_simhash.workers.groupcommit import GroupCommit
 
 
 def test_calls_queued_while_busy_are_handled_together_in_order() -> None:

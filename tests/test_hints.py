@@ -17,8 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash import dates, hints, normalize, signatures
 from scrapy_simhash._compiled import _text_c
+from scrapy_simhash.fingerprint import signatures
+from scrapy_simhash.text import dates, hints, normalize
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 compiled = pytest.mark.skipif(_text_c is None, reason="the compiled extension is not built")

@@ -32,7 +32,7 @@ from scrapy.exceptions import CloseSpider
 from sqlitedict import SqliteDict
 
 from scrapy_simhash import Deduplicator
-from scrapy_simhash.dedup import required_params
+from scrapy_simhash.engine import required_params
 from scrapy_simhash.index import IndexError_, IndexOpenError, ParameterMismatch, open_index
 from tests.conftest import REPO, STORY_EN, STORY_ZH, STORY_ZH_2, crawl_settings, repost_with_suffix, run_crawl
 

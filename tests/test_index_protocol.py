@@ -33,6 +33,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from scrapy_simhash.fingerprint.simhash import hamming_distance
 from scrapy_simhash.index import (
     BandIndex,
     Decision,
@@ -43,11 +44,10 @@ from scrapy_simhash.index import (
     Query,
     open_index,
 )
-from scrapy_simhash.index import redis as redis_module
 from scrapy_simhash.index import rule as index_rule
-from scrapy_simhash.index import sqlite as sqlite_module
 from scrapy_simhash.index.bands import records
-from scrapy_simhash.simhash import hamming_distance
+from scrapy_simhash.index.redis import index as redis_module
+from scrapy_simhash.index.sqlite import index as sqlite_module
 
 REPO = Path(__file__).resolve().parents[1]
 M64 = (1 << 64) - 1

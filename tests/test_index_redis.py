@@ -32,24 +32,13 @@ from typing import Any
 import pytest
 import pytest_twisted
 
-from scrapy_simhash.dedup import Deduplicator
-from scrapy_simhash.index import (
-    IndexError_,
-    IndexOpenError,
-    IndexParams,
-    IndexWriteError,
-    Query,
-    open_index,
-    redis_client,
-)
+from scrapy_simhash.engine import Deduplicator
+from scrapy_simhash.fingerprint.simhash import hamming_distance
+from scrapy_simhash.index import IndexError_, IndexOpenError, IndexParams, IndexWriteError, Query, open_index
 from scrapy_simhash.index.owners import new_owner
-from scrapy_simhash.index.redis import (
-    FORMAT,
-    SCHEMA_VERSION,
-    redacted,
-)
-from scrapy_simhash.index.redis_keys import decode_record
-from scrapy_simhash.simhash import hamming_distance
+from scrapy_simhash.index.redis import client as redis_client
+from scrapy_simhash.index.redis.index import FORMAT, SCHEMA_VERSION, redacted
+from scrapy_simhash.index.redis.keys import decode_record
 from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
 from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
 

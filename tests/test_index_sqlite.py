@@ -37,7 +37,7 @@ from scrapy_simhash.index import (
     open_index,
 )
 from scrapy_simhash.index.bands import records
-from scrapy_simhash.index.sqlite import FORMAT, META_TABLE, SCHEMA_VERSION, SqliteIndex
+from scrapy_simhash.index.sqlite.index import FORMAT, META_TABLE, SCHEMA_VERSION, SqliteIndex
 
 REPO = Path(__file__).resolve().parents[1]
 

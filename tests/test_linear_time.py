@@ -30,9 +30,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import scrapy_simhash
-from scrapy_simhash import Fingerprinter, dates, normalize
-from scrapy_simhash.features import FeatureExtractor, get_tokenizer
-from scrapy_simhash.normalize import (
+from scrapy_simhash import Fingerprinter
+from scrapy_simhash.fingerprint.features import FeatureExtractor, get_tokenizer
+from scrapy_simhash.fingerprint.segment import Segmenter
+from scrapy_simhash.fingerprint.signatures import number_signature, sentence_signature
+from scrapy_simhash.text import dates, normalize
+from scrapy_simhash.text.normalize import (
     html_to_text,
     looks_like_html,
     looks_like_page,
@@ -41,8 +44,6 @@ from scrapy_simhash.normalize import (
     normalize_text,
     normalize_title,
 )
-from scrapy_simhash.segment import Segmenter
-from scrapy_simhash.signatures import number_signature, sentence_signature
 
 GROWTH = 8  # the long input has GROWTH times the units of the short one
 MAX_RATIO = 24.0  # linear: ≤ GROWTH (plus noise); quadratic: ≈ GROWTH ** 2
@@ -53,10 +54,10 @@ CALL_LIMIT = 3.0  # seconds; one call longer than this fails the case at once
 # Patterns that never see item text.
 EXEMPT = {
     "index._SCHEME": "the scheme of the index URL from the settings",
-    "index.redis_keys.BAND_TABLE": "the table names of the index's own band keys (redis_reband)",
-    "index.redis_reband.BAND_TABLE": "the same pattern, imported",
+    "index.redis.keys.BAND_TABLE": "the table names of the index's own band keys (redis_reband)",
+    "index.redis.reband.BAND_TABLE": "the same pattern, imported",
 }
-SCANS = {"normalize._split_suffix"}  # the linear scan that replaced the title-suffix pattern
+SCANS = {"text.normalize._split_suffix"}  # the linear scan that replaced the title-suffix pattern
 
 
 def _features(text: str) -> dict[str, float]:
@@ -95,71 +96,71 @@ class Case:
 NL = "\n"
 CASES = [
     # HTML detection and conversion
-    Case(("html_text._HTML_RE",), looks_like_html, lambda n: "<div" + " " * (4 * n) + "x"),
-    Case(("html_text._HTML_RE",), looks_like_html, lambda n: "<div class" + "-x" * (2 * n)),
-    Case(("html_text._HTML_RE",), looks_like_html, lambda n: "</div " * n),
-    Case(("html_text._LOWER_TAG_RE",), looks_like_html, lambda n: "<b" + " " * (4 * n) + "/"),
-    Case(("html_text._LOWER_TAG_RE",), looks_like_html, lambda n: "<b /" * n),
-    Case(("html_text._ENTITY_RE",), normalize_body, lambda n: "&" + "a" * (4 * n)),
-    Case(("html_text._ENTITY_RE",), normalize_body, lambda n: "&#x" * n),
-    Case(("html_text._PAGE_RE",), looks_like_page, lambda n: "<htm <bod <nav" * n + "x"),
-    Case(("html_text._PAGE_RE",), looks_like_page, lambda n: "<" * (4 * n) + "x"),
-    Case(("html_text._LINK_RE",), looks_like_page, lambda n: "<a" * (2 * n) + "x"),
-    Case(("html_text._HTML_SPACE_RE",), html_to_text, lambda n: "<p>" + " \t\r" * n + "x</p><p>y</p>"),
-    Case(("html_text._PUNCT_RE", "html_text._NON_SPACE_RE", "html_text._FOOTER_RE"), main_text,
+    Case(("text.html._HTML_RE",), looks_like_html, lambda n: "<div" + " " * (4 * n) + "x"),
+    Case(("text.html._HTML_RE",), looks_like_html, lambda n: "<div class" + "-x" * (2 * n)),
+    Case(("text.html._HTML_RE",), looks_like_html, lambda n: "</div " * n),
+    Case(("text.html._LOWER_TAG_RE",), looks_like_html, lambda n: "<b" + " " * (4 * n) + "/"),
+    Case(("text.html._LOWER_TAG_RE",), looks_like_html, lambda n: "<b /" * n),
+    Case(("text.html._ENTITY_RE",), normalize_body, lambda n: "&" + "a" * (4 * n)),
+    Case(("text.html._ENTITY_RE",), normalize_body, lambda n: "&#x" * n),
+    Case(("text.html._PAGE_RE",), looks_like_page, lambda n: "<htm <bod <nav" * n + "x"),
+    Case(("text.html._PAGE_RE",), looks_like_page, lambda n: "<" * (4 * n) + "x"),
+    Case(("text.html._LINK_RE",), looks_like_page, lambda n: "<a" * (2 * n) + "x"),
+    Case(("text.html._HTML_SPACE_RE",), html_to_text, lambda n: "<p>" + " \t\r" * n + "x</p><p>y</p>"),
+    Case(("text.html._PUNCT_RE", "text.html._NON_SPACE_RE", "text.html._FOOTER_RE"), main_text,
          lambda n: "<div><p>" + "，copyrigh ICP" * (n // 4) + "</p></div><div><a href=x>y</a></div>"),
     # character-level rules
-    Case(("normalize._CRLF_RE",), normalize_text, lambda n: "\r" * (4 * n) + "x"),
-    Case(("normalize._DASH_RUN_RE",), normalize_text, lambda n: "-" * (4 * n) + "x"),
-    Case(("normalize._ELLIPSIS_RE",), normalize_text, lambda n: "..。。…" * n + "x"),
-    Case(("normalize._SPACE_RUN_RE",), normalize_text, lambda n: " \t" * (2 * n) + "x"),
-    Case(("normalize._SPACE_NL_RE",), normalize_text, lambda n: "a" + " \n" * (2 * n) + "x"),
-    Case(("normalize._ADVERSARIAL_RE",), normalize_text, lambda n: "中" + "*" * (4 * n) + "文"),
-    Case(("normalize._ADVERSARIAL_RE",), normalize_text, lambda n: "中 * " * n + "文"),
+    Case(("text.normalize._CRLF_RE",), normalize_text, lambda n: "\r" * (4 * n) + "x"),
+    Case(("text.normalize._DASH_RUN_RE",), normalize_text, lambda n: "-" * (4 * n) + "x"),
+    Case(("text.normalize._ELLIPSIS_RE",), normalize_text, lambda n: "..。。…" * n + "x"),
+    Case(("text.normalize._SPACE_RUN_RE",), normalize_text, lambda n: " \t" * (2 * n) + "x"),
+    Case(("text.normalize._SPACE_NL_RE",), normalize_text, lambda n: "a" + " \n" * (2 * n) + "x"),
+    Case(("text.normalize._ADVERSARIAL_RE",), normalize_text, lambda n: "中" + "*" * (4 * n) + "文"),
+    Case(("text.normalize._ADVERSARIAL_RE",), normalize_text, lambda n: "中 * " * n + "文"),
     # dates: each followed by a long run of line breaks (where the time would start) and no time
-    Case(("dates._DATE_RES[0]", "dates._YEAR_HINT_RE"), normalize_text,
+    Case(("text.dates._DATE_RES[0]", "text.dates._YEAR_HINT_RE"), normalize_text,
          lambda n: "2023年1月1日" + NL * (4 * n) + "x", n=100),
-    Case(("dates._DATE_RES[0]",), normalize_text, lambda n: "2023" + " 年" * (2 * n)),
-    Case(("dates._DATE_RES[1]",), normalize_text, lambda n: "2023-01-01" + NL * (4 * n) + "x", n=100),
-    Case(("dates._DATE_RES[2]",), normalize_text, lambda n: "1/2/2023" + NL * (4 * n) + "x", n=100),
-    Case(("dates._DATE_RES[3]",), normalize_text, lambda n: "1 Jan 2023" + NL * (4 * n) + "x", n=100),
-    Case(("dates._DATE_RES[4]",), normalize_text, lambda n: "Jan 1, 2023" + NL * (4 * n) + "at", n=100),
-    Case(("dates._DATE_RES[4]",), normalize_text, lambda n: "jan 2019 " * n),
-    Case(("dates._DATE_HINT_RES[0]",), normalize_text, lambda n: "2023 年 1 月 1" * n + " " * (4 * n) + "x"),
-    Case(("dates._DATE_HINT_RES[1]",), normalize_text, lambda n: "2023-1-" * n + "-" * (4 * n) + "1"),
-    Case(("dates._DATE_HINT_RES[2]",), normalize_text, lambda n: "2023 1/1" * n + "/" * (4 * n) + "1"),
-    Case(("dates._DATE_HINT_RES[3]",), normalize_text, lambda n: "2023 may 1st" * n + " " * (4 * n) + "ma"),
-    Case(("dates._DATE_HINT_RES[4]",), normalize_text, lambda n: "2023 may 1st," * n + " " * (4 * n) + "20"),
-    Case(("dates._CN_TIME_HINT_RE",), normalize_text, lambda n: "2023:" + "下午 1" * n + " " * (4 * n) + "1"),
-    Case(("dates._LONE_TIME_RE",), normalize_text, lambda n: "8:30" + NL * (4 * n) + "P", n=250),
-    Case(("dates._LONE_TIME_RE",), normalize_text, lambda n: "下午" + NL * (4 * n) + "8", n=250),
-    Case(("dates._YEAR_HINT_RE", "dates._LONE_TIME_RE"), normalize_text, lambda n: "2023:" * n),
-    Case(("dates._AP_HINT_RE",), normalize_text, lambda n: "8:30" + " 1" * (2 * n) + " a"),
-    Case(("normalize._ADVERSARIAL_HINT_RE",), normalize_text, lambda n: "中" + " " * (4 * n) + "*"),
-    Case(("normalize._CHAR_CHANGE_RE",), normalize_text, lambda n: "，“" * (2 * n)),
+    Case(("text.dates._DATE_RES[0]",), normalize_text, lambda n: "2023" + " 年" * (2 * n)),
+    Case(("text.dates._DATE_RES[1]",), normalize_text, lambda n: "2023-01-01" + NL * (4 * n) + "x", n=100),
+    Case(("text.dates._DATE_RES[2]",), normalize_text, lambda n: "1/2/2023" + NL * (4 * n) + "x", n=100),
+    Case(("text.dates._DATE_RES[3]",), normalize_text, lambda n: "1 Jan 2023" + NL * (4 * n) + "x", n=100),
+    Case(("text.dates._DATE_RES[4]",), normalize_text, lambda n: "Jan 1, 2023" + NL * (4 * n) + "at", n=100),
+    Case(("text.dates._DATE_RES[4]",), normalize_text, lambda n: "jan 2019 " * n),
+    Case(("text.dates._DATE_HINT_RES[0]",), normalize_text, lambda n: "2023 年 1 月 1" * n + " " * (4 * n) + "x"),
+    Case(("text.dates._DATE_HINT_RES[1]",), normalize_text, lambda n: "2023-1-" * n + "-" * (4 * n) + "1"),
+    Case(("text.dates._DATE_HINT_RES[2]",), normalize_text, lambda n: "2023 1/1" * n + "/" * (4 * n) + "1"),
+    Case(("text.dates._DATE_HINT_RES[3]",), normalize_text, lambda n: "2023 may 1st" * n + " " * (4 * n) + "ma"),
+    Case(("text.dates._DATE_HINT_RES[4]",), normalize_text, lambda n: "2023 may 1st," * n + " " * (4 * n) + "20"),
+    Case(("text.dates._CN_TIME_HINT_RE",), normalize_text, lambda n: "2023:" + "下午 1" * n + " " * (4 * n) + "1"),
+    Case(("text.dates._LONE_TIME_RE",), normalize_text, lambda n: "8:30" + NL * (4 * n) + "P", n=250),
+    Case(("text.dates._LONE_TIME_RE",), normalize_text, lambda n: "下午" + NL * (4 * n) + "8", n=250),
+    Case(("text.dates._YEAR_HINT_RE", "text.dates._LONE_TIME_RE"), normalize_text, lambda n: "2023:" * n),
+    Case(("text.dates._AP_HINT_RE",), normalize_text, lambda n: "8:30" + " 1" * (2 * n) + " a"),
+    Case(("text.normalize._ADVERSARIAL_HINT_RE",), normalize_text, lambda n: "中" + " " * (4 * n) + "*"),
+    Case(("text.normalize._CHAR_CHANGE_RE",), normalize_text, lambda n: "，“" * (2 * n)),
     # titles: runs of colons before a hyphen; runs of spaces left by removed tags
-    Case(("normalize._split_suffix",), normalize_title, lambda n: "x" + ":" * (4 * n) + "-"),
-    Case(("normalize._split_suffix",), normalize_title, lambda n: "a::b" + "(转)" * n + "c"),
-    Case(("normalize._split_suffix",), _fingerprint_title, lambda n: "标题" + ":" * (4 * n) + "_"),
-    Case(("normalize._TITLE_TAG_RE",), normalize_title, lambda n: "标题" + "(图)" * n + "x"),
-    Case(("normalize._TITLE_TAG_RE",), normalize_title, lambda n: "标题" + "(转 " * n),
-    Case(("normalize._TITLE_TRAILING_MARK_RE",), normalize_title, lambda n: "标题" + "(图)" * n + "原创x"),
-    Case(("normalize._LEADING_BRACKET_RE",), normalize_title, lambda n: "[" * (4 * n) + "x"),
-    Case(("normalize._TITLE_PREFIX_RE",), normalize_title, lambda n: "转载" * (2 * n) + ":"),
-    Case(("normalize._SITE_WORDS_RE", "normalize._DIGIT_RE"), normalize_title,
+    Case(("text.normalize._split_suffix",), normalize_title, lambda n: "x" + ":" * (4 * n) + "-"),
+    Case(("text.normalize._split_suffix",), normalize_title, lambda n: "a::b" + "(转)" * n + "c"),
+    Case(("text.normalize._split_suffix",), _fingerprint_title, lambda n: "标题" + ":" * (4 * n) + "_"),
+    Case(("text.normalize._TITLE_TAG_RE",), normalize_title, lambda n: "标题" + "(图)" * n + "x"),
+    Case(("text.normalize._TITLE_TAG_RE",), normalize_title, lambda n: "标题" + "(转 " * n),
+    Case(("text.normalize._TITLE_TRAILING_MARK_RE",), normalize_title, lambda n: "标题" + "(图)" * n + "原创x"),
+    Case(("text.normalize._LEADING_BRACKET_RE",), normalize_title, lambda n: "[" * (4 * n) + "x"),
+    Case(("text.normalize._TITLE_PREFIX_RE",), normalize_title, lambda n: "转载" * (2 * n) + ":"),
+    Case(("text.normalize._SITE_WORDS_RE", "text.normalize._DIGIT_RE"), normalize_title,
          lambda n: "标题 - " + "Daily" * n + "1"),
     # features, fingerprint signatures, segmentation
-    Case(("features._NO_WORD",), _features, lambda n: "_" * (4 * n) + "a"),
-    Case(("features._NUMBER", "features._HAN"), _features, lambda n: "1,中 " * n),
+    Case(("fingerprint.features._NO_WORD",), _features, lambda n: "_" * (4 * n) + "a"),
+    Case(("fingerprint.features._NUMBER", "fingerprint.features._HAN"), _features, lambda n: "1,中 " * n),
     Case(("cli.input._SPACE",), _json_array, lambda n: "[" + " \t\r\n" * n + "{}" + " " * n + "]"),
-    Case(("signatures._NUMBER",), number_signature, lambda n: "1." * (2 * n) + "x"),
-    Case(("signatures._DATE_TIME",), number_signature, lambda n: "2023-1-1 1:" * n),
-    Case(("signatures._DATE_TIME_HINT",), number_signature, lambda n: "1-x1:" * (2 * n)),
-    Case(("signatures._SENTENCE_END", "signatures._SPACE"), sentence_signature,
+    Case(("fingerprint.signatures._NUMBER",), number_signature, lambda n: "1." * (2 * n) + "x"),
+    Case(("fingerprint.signatures._DATE_TIME",), number_signature, lambda n: "2023-1-1 1:" * n),
+    Case(("fingerprint.signatures._DATE_TIME_HINT",), number_signature, lambda n: "1-x1:" * (2 * n)),
+    Case(("fingerprint.signatures._SENTENCE_END", "fingerprint.signatures._SPACE"), sentence_signature,
          lambda n: ".。 " * n + " " * (2 * n) + "x"),
-    Case(("segment._BLOCK", "segment._SKIP"), _cut, lambda n: "a-" * (2 * n) + "\r\n " * n),
-    Case(("segment._BLOCK",), _cut, lambda n: "龘" * (4 * n)),  # unknown characters: jieba's HMM
-    Case(("segment._BLOCK",), _cut, lambda n: "1.1%" * n),  # digits in an unknown run
+    Case(("fingerprint.segment._BLOCK", "fingerprint.segment._SKIP"), _cut, lambda n: "a-" * (2 * n) + "\r\n " * n),
+    Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "龘" * (4 * n)),  # unknown characters: jieba's HMM
+    Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "1.1%" * n),  # digits in an unknown run
 ]
 
 
@@ -314,6 +315,6 @@ year_bits = st.lists(st.sampled_from(["2023", "1999", "2199", "1", "12", "0", "�
 def test_year_first_rewrites_match_as_before(text: str) -> None:
     for old, new in zip(OLD_YEAR_FIRST, N._DATE_RES, strict=False):
         assert _spans(new, text) == _spans(re.compile(rf"{old}(?P<time>{N._TIME_RE})?", re.IGNORECASE), text)
-    from scrapy_simhash import signatures
+    from scrapy_simhash.fingerprint import signatures
 
     assert _spans(signatures._DATE_TIME, text) == _spans(OLD_DATE_TIME, text)

@@ -19,7 +19,7 @@ import lxml.html
 import pytest
 from w3lib.encoding import html_to_unicode
 
-from scrapy_simhash.normalize import (
+from scrapy_simhash.text.normalize import (
     MAX_INPUT_CHARS,
     decode_html_bytes,
     html_to_text,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash import dates, normalize
+from scrapy_simhash.text import dates, normalize
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 _OLD_SPACE_RUN_RE = re.compile(r"[^\S\n]+")

@@ -9,9 +9,9 @@ import gzip
 import lxml.html
 import pytest
 
-from scrapy_simhash.dedup import DEFAULT_BODY_MAX_DISTANCE
-from scrapy_simhash.fingerprint import Fingerprinter
-from scrapy_simhash.normalize import looks_like_page
+from scrapy_simhash.engine import DEFAULT_BODY_MAX_DISTANCE
+from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
+from scrapy_simhash.text.normalize import looks_like_page
 
 from .conftest import CORPUS, STORY_ZH, crawl_settings, run_crawl
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import IndexError_, open_index
-from scrapy_simhash.index import redis as redis_index
+from scrapy_simhash.index.redis import index as redis_index
 from tests.test_index_protocol import raw_redis
 from tests.test_index_redis import RedisProcess, _calls, q
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import Query, open_index
-from scrapy_simhash.index.redis_keys import Keys
+from scrapy_simhash.index.redis.keys import Keys
 from tests.test_bands import answers_as_a_scan, flips
 from tests.test_index_protocol import raw_redis
 from tests.test_index_redis import colliding, mix, q

@@ -6,7 +6,7 @@ import pytest
 
 redis = pytest.importorskip("redis")
 
-from scrapy_simhash.index.redis_client import _packed  # noqa: E402
+from scrapy_simhash.index.redis.client import _packed  # noqa: E402
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])

@@ -1,4 +1,4 @@
-"""Re-banding a Redis index (:mod:`scrapy_simhash.index.redis_reband`): every entry kept, the new
+"""Re-banding a Redis index (:mod:`scrapy_simhash.index.redis.reband`): every entry kept, the new
 threshold answered as a scan would, the old tables gone, and a SIGKILL midway leaving the index as it
 was. Real ``redis-server`` (the ``url`` fixture: a fresh prefix)."""
 
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
-from scrapy_simhash.index.redis_keys import BAND_TABLE, reband_lock
-from scrapy_simhash.index.redis_reband import reband
+from scrapy_simhash.index.redis.keys import BAND_TABLE, reband_lock
+from scrapy_simhash.index.redis.reband import reband
 from tests.test_bands import answers_as_a_scan, flips
 from tests.test_cli import ok, run
 from tests.test_index_protocol import REPO, raw_redis
@@ -111,7 +111,7 @@ def test_opens_wait_for_a_reband_and_a_second_one_is_refused(url: str) -> None:
 _REBANDER = """
 import sys, time
 from scrapy_simhash.index import open_index
-from scrapy_simhash.index.redis_reband import reband
+from scrapy_simhash.index.redis.reband import reband
 
 def progress(done, total):
     print(done, total, flush=True)
@@ -175,7 +175,7 @@ def test_an_open_that_meets_a_reband_starting_is_refused(url: str, monkeypatch: 
     """A re-banding that takes the lock and freezes the markers while an open reads the record: the
     open must not keep the frozen marker's value (its calls would pass and add entries the new
     tables miss); it is refused like any open during a re-banding."""
-    from scrapy_simhash.index.redis import RedisIndex
+    from scrapy_simhash.index.redis.index import RedisIndex
 
     with open_index(url) as ix:
         ix.check_and_add(Query(title_fp=1, body_fp=2, title_k=2, body_k=3))

@@ -32,7 +32,7 @@ import scrapy
 from scrapy import signals
 
 from scrapy_simhash import Deduplicator
-from scrapy_simhash.pipeline import IndexUnavailable, SimhashPipeline
+from scrapy_simhash.scrapy.pipeline import IndexUnavailable, SimhashPipeline
 from tests.conftest import REPO, STORY_EN, STORY_ZH, STORY_ZH_2, ItemsSpider, crawl_settings, run_crawl
 
 sys.path.insert(0, str(REPO / "benchmarks"))

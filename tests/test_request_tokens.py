@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 from scrapy_simhash.index import Query, open_index
-from scrapy_simhash.index.sqlite_schema import REQUEST_TTL
+from scrapy_simhash.index.sqlite.schema import REQUEST_TTL
 from tests.conftest import made_before_table
 
 

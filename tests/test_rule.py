@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from scrapy_simhash.fingerprint.simhash import band_layout, split_bands
 from scrapy_simhash.index import Entry, Match, Query, Tier, open_index, rule
-from scrapy_simhash.simhash import band_layout, split_bands
 from tests.test_index_protocol import redis_server_url, with_prefix
 
 M64 = (1 << 64) - 1
@@ -316,7 +316,7 @@ def test_the_lua_rule_reads_every_constant_it_uses_from_the_limits() -> None:
     """Every ``L.<name>`` the script reads is passed by redis.py (a missing one is nil in Lua)."""
     import re
 
-    from scrapy_simhash.index import redis
+    from scrapy_simhash.index.redis import index as redis
 
     used = set(re.findall(r"\bL\.([a-z_]+)", redis.SCRIPT))
     layout = {"fp_bytes", "bands"}  # the layout's (redis_keys.Keys.limits)

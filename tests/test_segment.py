@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jieba import finalseg
 
-from scrapy_simhash.features import get_tokenizer
-from scrapy_simhash.normalize import normalize_body
-from scrapy_simhash.segment import COMPILED, Segmenter, _hmm_cut
+from scrapy_simhash.fingerprint.features import get_tokenizer
+from scrapy_simhash.fingerprint.segment import COMPILED, Segmenter, _hmm_cut
+from scrapy_simhash.text.normalize import normalize_body
 
 from .conftest import STORY_EN, STORY_ZH, STORY_ZH_2, read_jsonl
 

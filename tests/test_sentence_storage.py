@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from scrapy_simhash.fingerprint.simhash import to_signed64
 from scrapy_simhash.index import IndexOpenError, Query, open_index, rule
-from scrapy_simhash.index.sqlite import SqliteIndex
-from scrapy_simhash.index.sqlite_reband import reband
-from scrapy_simhash.simhash import to_signed64
+from scrapy_simhash.index.sqlite.index import SqliteIndex
+from scrapy_simhash.index.sqlite.reband import reband
 from tests.conftest import kill_mid_reband
 from tests.test_cli import ok, run
 from tests.test_rule import Memory, flip
@@ -236,7 +236,7 @@ def test_a_schema_4_file_is_refused_then_converted_by_reband(tmp_path: Path) -> 
 
 _CONVERTER = """
 import sys
-from scrapy_simhash.index import sqlite_reband
+from scrapy_simhash.index.sqlite import reband as sqlite_reband
 sqlite_reband.PROGRESS_EVERY = 1000
 
 def progress(done, total):

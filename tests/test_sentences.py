@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash import Deduplicator, Fingerprinter
+from scrapy_simhash.fingerprint.signatures import _SENTENCE_END, is_line, sentence_signature
 from scrapy_simhash.index import rule
-from scrapy_simhash.signatures import _SENTENCE_END, is_line, sentence_signature
 
 from .conftest import read_jsonl
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from scrapy_simhash.simhash import (
+from scrapy_simhash.fingerprint.simhash import (
     band_layout,
     feature_hash,
     from_signed64,
@@ -66,7 +66,7 @@ def test_feature_hash_is_stable_blake2b():
 
 def test_fingerprints_identical_across_processes():
     code = (
-        "from scrapy_simhash.simhash import simhash;"
+        "from scrapy_simhash.fingerprint.simhash import simhash;"
         "print(simhash({'供给侧': 2.5, '改革': 1.2, 'reform': 0.7, '2016': 1.0}))"
     )
     outs = {

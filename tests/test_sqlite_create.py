@@ -14,7 +14,7 @@ import pytest
 PROGRAM = """
 import sys
 from pathlib import Path
-from scrapy_simhash.index.sqlite_file import create_file
+from scrapy_simhash.index.sqlite.file import create_file
 create_file(Path(sys.argv[1]), {"note": "made by the test"})
 """
 

@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from scrapy_simhash.index import Query, sqlite_dense
-from scrapy_simhash.index.sqlite import SqliteIndex
-from scrapy_simhash.index.sqlite_tables import Tables
+from scrapy_simhash.index import Query
+from scrapy_simhash.index.sqlite import dense as sqlite_dense
+from scrapy_simhash.index.sqlite.index import SqliteIndex
+from scrapy_simhash.index.sqlite.tables import Tables
 
 from .test_bands import flips
 

@@ -16,10 +16,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 CODE = """
 import json, sys
-import scrapy_simhash.features
+import scrapy_simhash.fingerprint.features
 import jieba
 seen = "pkg_resources" in sys.modules
-from scrapy_simhash.features import get_tokenizer
+from scrapy_simhash.fingerprint.features import get_tokenizer
 words = list(get_tokenizer().cut("他来到了网易杭研大厦"))
 try:
     import pkg_resources  # noqa: F401
@@ -63,7 +63,7 @@ def test_the_first_fingerprint_builds_no_prefix_dictionary_and_jieba_still_loads
     out = subprocess.run([sys.executable, "-W", "ignore", "-c", LAZY, f"sqlite:///{tmp_path / 'i.sqlite3'}",
                           str(jieba_tmp)], capture_output=True, text=True, env=env, check=True, cwd=str(tmp_path))
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    from scrapy_simhash.segment import COMPILED
+    from scrapy_simhash.fingerprint.segment import COMPILED
 
     assert result == {"built": not COMPILED, "fp": True, "words": ["他", "来到", "了", "网易", "杭研", "大厦"],
                       "initialized": True, "jieba_cache": []}
@@ -74,7 +74,7 @@ import json, sys
 from scrapy_simhash.cli import main
 code = main(["dedup", sys.argv[1], "--index", sys.argv[2], "-q", "--no-progress"])
 plain = "lxml" in sys.modules
-from scrapy_simhash.html_text import html_to_text
+from scrapy_simhash.text.html import html_to_text
 text = html_to_text("<div><p>第一段</p><p>second &amp; last</p></div>")
 print(json.dumps({"code": code, "plain": plain, "text": text, "html": "lxml.html" in sys.modules}))
 """

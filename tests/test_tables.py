@@ -13,8 +13,8 @@ from typing import Any
 import jieba
 import pytest
 
-from scrapy_simhash import tables
-from scrapy_simhash.segment import _hmm
+from scrapy_simhash.fingerprint import dictionary as tables
+from scrapy_simhash.fingerprint.segment import _hmm
 
 IDF_TXT = Path(jieba.__file__).parent / "analyse" / "idf.txt"
 

@@ -29,7 +29,7 @@ import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
 from scrapy_simhash.index.bands import records
-from scrapy_simhash.index.sqlite_tables import value_bits
+from scrapy_simhash.index.sqlite.tables import value_bits
 from tests.conftest import REPO
 from tests.test_hostile_files import immutable
 
@@ -387,7 +387,7 @@ def test_a_wal_that_vanishes_while_it_is_checked_is_no_damage(tmp_path: Path, mo
     "cannot read the WAL" in four processes creating one index at once)."""
     import contextlib
 
-    from scrapy_simhash.index import sqlite_wal
+    from scrapy_simhash.index.sqlite import wal as sqlite_wal
 
     file = tmp_path / "i.sqlite3"
     with open_index(file) as ix:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scrapy_simhash import Deduplicator
-from scrapy_simhash.dedup import DEFAULT_BODY_MAX_DISTANCE
+from scrapy_simhash.engine import DEFAULT_BODY_MAX_DISTANCE
 from scrapy_simhash.index import rule
 
 from .conftest import read_jsonl

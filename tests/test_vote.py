@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from scrapy_simhash import simhash as sh
-from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.fingerprint import simhash as sh
+from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 
 pytest.importorskip("numpy", reason="the vectorized vote needs numpy (pip install scrapy-simhash[fast])")
 

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scrapy_simhash import Deduplicator
-from scrapy_simhash.dedup import DEFAULT_BODY_MAX_DISTANCE
-from scrapy_simhash.features import FeatureExtractor, cap_shares
-from scrapy_simhash.fingerprint import Fingerprinter
+from scrapy_simhash.engine import DEFAULT_BODY_MAX_DISTANCE
+from scrapy_simhash.fingerprint.features import FeatureExtractor, cap_shares
+from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 
 from .conftest import read_jsonl
 

@@ -37,9 +37,11 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.settings import Settings
 
-from scrapy_simhash import Deduplicator, Fingerprinter, SimhashPipeline, worker_process, workers
+from scrapy_simhash import Deduplicator, Fingerprinter, SimhashPipeline
 from scrapy_simhash.settings import effective_settings, engine_options
-from scrapy_simhash.workers import MAX_BATCH, MAX_RESTARTS, FingerprintPool
+from scrapy_simhash.workers import pool as workers
+from scrapy_simhash.workers import process as worker_process
+from scrapy_simhash.workers.pool import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
     REPO,
     STORY_EN,

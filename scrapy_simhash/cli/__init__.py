@@ -1,7 +1,7 @@
 """``scrapy-simhash``: dedup a JSONL export and inspect or maintain the index, without writing Python.
 
 The same parser and implementation serve ``scrapy simhash …`` inside a Scrapy project
-(:mod:`scrapy_simhash.commands`), which only changes the option defaults (``--index`` and the
+(:mod:`scrapy_simhash.scrapy.commands`), which only changes the option defaults (``--index`` and the
 tier options come from the project's ``SIMHASH_*`` settings).
 
 Subcommands: ``dedup`` (JSONL in → kept items and one decision per line out) and ``import`` (warm an

@@ -17,8 +17,8 @@ from typing import IO, TYPE_CHECKING, Any
 from ..timefmt import iso
 
 if TYPE_CHECKING:
-    from ..dedup import Deduplicator
-    from ..fingerprint import Fingerprinter
+    from ..engine import Deduplicator
+    from ..fingerprint.fingerprinter import Fingerprinter
     from ..index import BandIndex, Entry
 
 PROG = "scrapy-simhash"
@@ -61,7 +61,7 @@ def fingerprinter_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def make_fingerprinter(options: Mapping[str, Any]) -> Fingerprinter:
     """A Fingerprinter (jieba is loaded here, on first use, not when the command line starts)."""
-    from ..fingerprint import Fingerprinter
+    from ..fingerprint.fingerprinter import Fingerprinter
 
     return Fingerprinter(**options)
 
@@ -73,7 +73,7 @@ def open_dedup(
     """The Deduplicator the options describe. Writable: opened like the pipeline opens it (the index
     must have been built for these thresholds). Read-only (``check``): the index as recorded, and any
     thresholds it can answer."""
-    from ..dedup import Deduplicator
+    from ..engine import Deduplicator
 
     options: dict[str, Any] = {"ttl_days": args.ttl_days, "title_numbers": args.title_numbers,
                                "sentences_shared": args.sentences_shared, "owner": owner}
@@ -99,7 +99,7 @@ def open_dedup(
 
 def shown(location: str) -> str:
     """An index location as messages show it: a Redis URL without its password."""
-    from ..index.redis_client import redacted
+    from ..index.redis.client import redacted
 
     return redacted(location) if "://" in str(location) else str(location)
 

@@ -38,7 +38,7 @@ from .lines import LineResult, LineWorker, json_line
 
 if TYPE_CHECKING:
 
-    from ..dedup import Deduplicator, Verdict
+    from ..engine import Deduplicator, Verdict
 
 #: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
 MAX_REPORTED_BAD_LINES = 20

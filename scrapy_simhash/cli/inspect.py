@@ -29,7 +29,7 @@ from .common import (
 )
 
 if TYPE_CHECKING:
-    from ..dedup import Verdict
+    from ..engine import Verdict
     from ..index import Match
 
 def _check_item(args: argparse.Namespace) -> tuple[Any, Any, str | None]:

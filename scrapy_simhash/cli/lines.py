@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .common import json_type, pick
 
 if TYPE_CHECKING:
-    from ..fingerprint import Fingerprinter, Fingerprints
+    from ..fingerprint.fingerprinter import Fingerprinter, Fingerprints
 
 
 class LineResult(NamedTuple):

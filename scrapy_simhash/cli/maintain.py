@@ -161,8 +161,8 @@ def run_forget(args: argparse.Namespace) -> int:
 
 def run_reband(args: argparse.Namespace) -> int:
     """Rebuild an index's band rows for other thresholds: a SQLite file's in one transaction
-    (:func:`~scrapy_simhash.index.sqlite_reband.reband`), a Redis index's as a new generation of its
-    band tables (:func:`~scrapy_simhash.index.redis_reband.reband`)."""
+    (:func:`~scrapy_simhash.index.sqlite.reband.reband`), a Redis index's as a new generation of its
+    band tables (:func:`~scrapy_simhash.index.redis.reband.reband`)."""
     from ..index import IndexError_, sqlite_path
 
     location = args.path or args.index
@@ -174,7 +174,7 @@ def run_reband(args: argparse.Namespace) -> int:
     if args.title_max_distance is not None:
         title_bands = args.title_max_distance + 1
     if args.body_max_distance is not None:
-        from ..dedup import SHORT_BODY_BONUS
+        from ..engine import SHORT_BODY_BONUS
 
         body_bands = args.body_max_distance + 1 + (SHORT_BODY_BONUS if args.dynamic_threshold else 0)
     path = sqlite_path(location)
@@ -193,11 +193,11 @@ def run_reband(args: argparse.Namespace) -> int:
     bands = {"title_bands": title_bands, "body_bands": body_bands, "progress": progress if show else None}
     try:
         if path is not None:
-            from ..index.sqlite_reband import reband
+            from ..index.sqlite.reband import reband
 
             done = reband(path, **bands)
         else:
-            from ..index.redis_reband import reband as reband_redis
+            from ..index.redis.reband import reband as reband_redis
 
             opened = argparse.Namespace(index=args.path or args.index, namespace="default",
                                         redis_unsafe=args.redis_unsafe)

@@ -1,7 +1,7 @@
 """The command line's parser: every subcommand, its options and their defaults.
 
 The defaults are the built-in ones (:data:`BUILTIN_DEFAULTS`), or a Scrapy project's settings
-(``scrapy simhash``, :mod:`scrapy_simhash.commands`): only the defaults change.
+(``scrapy simhash``, :mod:`scrapy_simhash.scrapy.commands`): only the defaults change.
 """
 
 from __future__ import annotations

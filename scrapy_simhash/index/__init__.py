@@ -105,19 +105,19 @@ def open_index(
         assert isinstance(url, str)
         scheme = _SCHEME.match(url).group(1).lower()  # type: ignore[union-attr]
         if scheme in ("redis", "rediss", "unix"):
-            from .redis import RedisIndex
+            from .redis.index import RedisIndex
 
             return RedisIndex.open(
                 url, namespace=namespace, params=params, create=create, readonly=readonly,
                 busy_timeout=busy_timeout, redis_params=redis_params, unsafe=redis_unsafe,
             )
-        from .redis import redacted
+        from .redis.index import redacted
 
         raise IndexOpenError(
             f"cannot open {redacted(url)}: unknown index scheme {scheme!r} "
             "(use a file path or sqlite:///path/to/index.sqlite3)"
         )
-    from .sqlite import SqliteIndex
+    from .sqlite.index import SqliteIndex
 
     return SqliteIndex.open(
         path, namespace=namespace, params=params, create=create, readonly=readonly, busy_timeout=busy_timeout
@@ -132,12 +132,12 @@ def reset_layout(url: str | os.PathLike[str], params: IndexParams, *, namespace:
     :func:`open_index` takes."""
     path = sqlite_path(url)
     if path is not None:
-        from .sqlite_reband import reband
+        from .sqlite.reband import reband
 
         reband(path, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)
         return
-    from .redis import RedisIndex
-    from .redis_reband import reband as reband_redis
+    from .redis.index import RedisIndex
+    from .redis.reband import reband as reband_redis
 
     with open_index(url, namespace=namespace, **options) as index:  # as it is recorded
         assert isinstance(index, RedisIndex)

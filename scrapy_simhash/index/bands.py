@@ -1,6 +1,6 @@
 """Which band keys an entry stores and which a query probes: multi-index hashing, for every backend.
 
-A fingerprint of ``bits`` bits is cut into ``m`` parts (:func:`~scrapy_simhash.simhash.band_layout`,
+A fingerprint of ``bits`` bits is cut into ``m`` parts (:func:`~scrapy_simhash.fingerprint.simhash.band_layout`,
 widths differing by at most one bit). Two fingerprints within ``k`` bits differ in at most
 ``k // m`` bits in at least one part (were every part ``k // m + 1`` or more bits apart, they would
 be ``m * (k // m + 1) > k`` apart), so an entry stores one row per part (its value) and a query
@@ -32,7 +32,7 @@ from itertools import combinations
 from math import comb
 from typing import Any
 
-from ..simhash import band_layout
+from ..fingerprint.simhash import band_layout
 from .base import IndexParams, Tier
 
 #: Probes per tier and query at most, when choosing the number of parts.

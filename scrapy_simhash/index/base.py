@@ -114,7 +114,7 @@ class Query:
     before this POSIX time are expired and never match. ``numbers``: the item's number signature
     (stored with its entry). ``title_numbers``: when > 0, the title tier's number guard (a
     percentage, see :func:`.rule.numbers_agree`). ``sentences``: the item's sentence signature (up
-    to :data:`~scrapy_simhash.signatures.SENTENCES_CHECKED` distinct 16-hex-digit hashes; the
+    to :data:`~scrapy_simhash.fingerprint.signatures.SENTENCES_CHECKED` distinct 16-hex-digit hashes; the
     :data:`~.rule.SENTENCES_STORED` smallest are stored with its entry). ``sentences_shared``: a
     percentage; when > 0, the sentence tier is on (the sentences also serve the title tier's body
     check, :func:`.rule.bodies_agree`). ``short_body``: the digest of a body too short to

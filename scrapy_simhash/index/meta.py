@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..__version__ import __version__
-from ..simhash import SUPPORTED_BITS, band_layout
+from ..fingerprint.simhash import SUPPORTED_BITS, band_layout
 from .base import IndexOpenError, IndexParams, ParameterMismatch, Query, Tier
 
 FORMAT = "scrapy-simhash-index"

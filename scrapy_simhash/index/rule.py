@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
-from ..signatures import NUMBERS_MAX, is_line
+from ..fingerprint.signatures import NUMBERS_MAX, is_line
 from .base import Entry, Match, Outcome, Query, Tier
 
 #: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash.
@@ -96,7 +96,7 @@ class Store(Protocol):
 def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: bool = False) -> bool:
     """Do two number signatures agree (the guard against templated reports with other figures)?
 
-    A signature is ``""`` (no numbers) or up to :data:`~scrapy_simhash.signatures.NUMBERS_MAX`
+    A signature is ``""`` (no numbers) or up to :data:`~scrapy_simhash.fingerprint.signatures.NUMBERS_MAX`
     distinct 8-hex-digit hashes, sorted ascending and separated by single spaces.
     ``min_percent`` ≤ 0 disables the check; ``None`` (an entry stored without a signature) always
     agrees. Both empty agree; one empty agrees only with ``empty_agrees`` (the sentence tier: its

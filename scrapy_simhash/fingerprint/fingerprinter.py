@@ -1,0 +1,176 @@
+"""Title and body of an item → fingerprints: normalize, extract features, simhash.
+
+One :class:`Fingerprinter` holds the whole configuration so the pipeline, the command line and
+the benchmarks compute fingerprints the same way.
+
+Besides the two fingerprints, an item gets a *number signature* of its body
+(:func:`number_signature`): the title tier uses it so that a recurring templated headline over a
+report with other figures is not taken for a repost. And it gets a *sentence signature*
+(:func:`sentence_signature`, the hashes of its sentences, smallest first) for the sentence
+tier, which catches edited reposts whose body fingerprints drifted past the body threshold, and
+for the title tier's body check. A body that is a whole page is first reduced to its main text.
+
+Too little text makes no fingerprint (``None``): a few words hash to a few bits that collide with
+other short texts, so they must not create matches by themselves. A title needs
+``min_title_chars`` characters and 2 features after normalization; a body needs
+``min_body_chars`` characters and 3 features.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .. import defaults
+from ..index.base import FEATURES_VERSION
+from ..text.normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
+from .features import DEFAULT_TOP_K, FeatureExtractor
+from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
+from .simhash import SUPPORTED_BITS
+
+_T = TypeVar("_T")
+DEFAULT_MIN_TITLE_CHARS = 5
+DEFAULT_MIN_BODY_CHARS = 30
+_MIN_TITLE_FEATURES = 2
+_MIN_BODY_FEATURES = 3
+
+
+class UnreadableField(ValueError):
+    """A title or body that cannot be read as text (a number, a dict, an iterator that raises …);
+    ``part`` says which: ``"title"`` or ``"body"``."""
+
+    def __init__(self, part: str, exc: Exception) -> None:
+        super().__init__(f"{type(exc).__name__}: {exc}")
+        self.part = part
+
+
+def _read(part: str, clean: Callable[[Any], _T], raw: Any) -> _T:
+    try:
+        return clean(raw)
+    except Exception as exc:  # whatever reading an item's value raises, it is this field's fault
+        raise UnreadableField(part, exc) from exc
+
+
+@dataclass(frozen=True)
+class Fingerprints:
+    """Fingerprints of one item, ``None`` where there was too little text, plus what they came from."""
+
+    title: int | None
+    body: int | None
+    title_text: str
+    body_chars: int
+    numbers: str | None = None  # number signature of the body (None: no body to compare)
+    sentences: tuple[str, ...] = ()  # sentence signature of the body (empty: none)
+    figures: bool = False  # the body is figure-heavy (signatures.FIGURE_HEAVY_SHARE): body matches need its numbers
+    short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
+    main_text: bool = False  # the body was a page, reduced to its main text (stat simhash/main_text)
+
+    @property
+    def usable(self) -> bool:
+        return self.title is not None or self.body is not None
+
+
+class Fingerprinter:
+    """Normalization + features + simhash, configured once."""
+
+    def __init__(
+        self,
+        bits: int = 64,
+        top_k: int = DEFAULT_TOP_K,
+        stop_words: str | os.PathLike[str] | Iterable[str] | None = None,
+        user_dict: str | os.PathLike[str] | None = None,
+        title_patterns: Iterable[str | re.Pattern[str]] = (),
+        min_title_chars: int = DEFAULT_MIN_TITLE_CHARS,
+        min_body_chars: int = DEFAULT_MIN_BODY_CHARS,
+        main_content: bool | None = None,
+        sentences: bool = True,
+        tf: str = "linear",
+        max_share: float | None = defaults.MAX_SHARE,
+    ) -> None:
+        if bits not in SUPPORTED_BITS:
+            raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")
+        self.bits = bits
+        self.features = FeatureExtractor(top_k=top_k, stop_words=stop_words, user_dict=user_dict, tf=tf,
+                                         max_share=max_share)
+        self.title_patterns = tuple(re.compile(p) if isinstance(p, str) else p for p in title_patterns)
+        self.min_title_chars = min_title_chars
+        self.min_body_chars = min_body_chars
+        self.main_content = main_content
+        self.sentences = sentences  # sentence signatures: the sentence tier, and the title tier's body check
+
+    def prepare(self) -> None:
+        """Load now what the first fingerprint would (the segmenter's route): before worker
+        processes are forked, so that they share it."""
+        self.features.segmenter.prepare()
+
+    @property
+    def features_version(self) -> str:
+        """What an index records as its ``features_version``: :data:`~.index.base.FEATURES_VERSION`,
+        then each weighting setting that differs from its default (``;top_k=32``, ``;tf=log``,
+        ``;max_share=0.2``): body fingerprints weighted otherwise cannot be compared with ours, so an
+        index built with other weights is refused rather than silently mixed."""
+        f = self.features
+        settings = (
+            ("top_k", f.top_k, DEFAULT_TOP_K), ("tf", f.tf, "linear"), ("max_share", f.max_share, defaults.MAX_SHARE),
+        )
+        return FEATURES_VERSION + "".join(f";{name}={value}" for name, value, default in settings if value != default)
+
+    def clean_title(self, raw: Any) -> str:
+        """The normalized title (site suffixes and repost marks removed)."""
+        return normalize_title(raw, self.title_patterns)
+
+    def clean_body(self, raw: Any) -> str:
+        """The normalized body text (HTML parsed; a page reduced to its main text, see :meth:`is_page`;
+        in an HTML fragment, link-heavy blocks left out unless ``main_content`` is False)."""
+        return self._clean_body(raw, self.is_page(raw))
+
+    def _clean_body(self, raw: Any, page: bool) -> str:
+        if page:
+            return normalize_text(main_text(raw))
+        return normalize_body(raw, drop_link_blocks=self.main_content is not False)
+
+    def is_page(self, raw: Any) -> bool:
+        """Is this body reduced to its main text? ``main_content`` True: every HTML body; False:
+        none; None (default): bodies that look like a whole page or a link-dense block
+        (:func:`~.normalize.looks_like_page`), so ``response.css("body").get()`` still works."""
+        if not isinstance(raw, (str, bytes)) or self.main_content is False:
+            return False
+        return self.main_content is True or looks_like_page(raw)
+
+    def title(self, raw: Any) -> int | None:
+        """Fingerprint of a title, or None when it is too short to be trusted."""
+        return self._title_fp(self.clean_title(raw))
+
+    def body(self, raw: Any) -> int | None:
+        """Fingerprint of a body (HTML or text), or None when it is too short to be trusted."""
+        return self._body_fp(self.clean_body(raw))
+
+    def fingerprint(self, title: Any, body: Any) -> Fingerprints:
+        """Both fingerprints of an item; :class:`UnreadableField` if either cannot be read."""
+        title_text = _read("title", self.clean_title, title)
+        page = _read("body", self.is_page, body)
+        body_text = _read("body", lambda raw: self._clean_body(raw, page), body)
+        body_fp = self._body_fp(body_text)
+        short = short_body_digest(body_text) if body_fp is None else None
+        return Fingerprints(
+            self._title_fp(title_text), body_fp, title_text, len(body_text),
+            # no body to speak of: no numbers to compare either (a title-only copy matches its title)
+            number_signature(body_text) if body_fp is not None or short is not None else None,
+            sentence_signature(body_text) if self.sentences else (),
+            figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page,
+        )
+
+    def _title_fp(self, text: str) -> int | None:
+        if len(text) < self.min_title_chars:
+            return None
+        count, fingerprint = self.features.fingerprint(text, body=False, bits=self.bits)
+        return fingerprint if count >= _MIN_TITLE_FEATURES else None
+
+    def _body_fp(self, text: str) -> int | None:
+        if len(text) < self.min_body_chars:
+            return None
+        count, fingerprint = self.features.fingerprint(text, body=True, bits=self.bits)
+        return fingerprint if count >= _MIN_BODY_FEATURES else None

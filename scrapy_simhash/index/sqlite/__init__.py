@@ -1,0 +1,1 @@
+"""scrapy_simhash.index.sqlite"""

@@ -1,0 +1,491 @@
+"""The default band index: one SQLite file, shared by every process and spider that opens it.
+
+The tables and how they hold the rule's data are described in :mod:`.sqlite_tables`; how the file is
+made and checked, in :mod:`.sqlite_file`; the sentence samples, in :mod:`.sqlite_sentences`. This
+module opens the file and runs the rule and the delivery tracking in transactions; the maintenance
+operations (forget, purge, reset, stats, export) are in :mod:`.sqlite_maintain`.
+
+Transactions: the connection runs in autocommit mode (``isolation_level=None``) with explicit
+``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is the rule of :mod:`.rule` run
+over this file's tables (:class:`.sqlite_tables.Tables`) inside one ``BEGIN IMMEDIATE`` transaction, so two
+processes carrying one story are
+serialized and exactly one is admitted. The file is in WAL mode with ``synchronous=FULL``: when
+``check_and_add`` returns "added", the entry is committed and its WAL frame fsynced, so a process
+killed at any point leaves a file that opens and holds every entry reported new. Readers are never
+blocked by writers; writers wait up to ``busy_timeout`` seconds for each other.
+
+Safety (:mod:`.sqlite_file`): nothing read from the file is unpickled or evaluated (meta values are
+JSON). A file that is not ours, is corrupt, truncated or not a database is an
+:class:`~.base.IndexOpenError` naming it, and is never modified; nothing is silently recreated. A
+new file is built under a temporary name and linked into place only once complete, so a concurrent
+opener sees either no file or a whole one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from .. import rule
+from ..bands import bands_for, records
+from ..base import (
+    Decision,
+    Entry,
+    IndexError_,
+    IndexOpenError,
+    IndexParams,
+    IndexWriteError,
+    Match,
+    Outcome,
+    Query,
+    Tier,
+)
+from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
+from ..owners import alive as owners_alive
+from . import dense as sqlite_dense
+from .file import (
+    META_TABLE,
+    SCHEMA_VERSION,
+    check_header,
+    check_schema,
+    connect,
+    create_file,
+    open_error,
+    probe_write,
+    read_meta,
+    sqlite_error,
+)
+from .maintain import Maintenance
+from .reband import REBANDED
+from .schema import PENDING_SCHEMA, REQUEST_SCHEMA, REQUEST_TTL
+from .tables import ENTRY_COLS_E, NAMESPACE_BITS, Rows, Tables, check_rows, check_storage_meta, storage_meta, value_bits
+from .values import codec, url_key, whole_seconds
+
+__all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
+
+#: What fails one item of a check-and-add batch alone (a value in the file that is not ours).
+_ITEM_ERRORS = (IndexError_, ValueError, TypeError, OverflowError)
+
+
+def _failed(exc: BaseException) -> Outcome:
+    return Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
+
+
+class SqliteIndex(Maintenance, QueryChecks):
+    """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
+
+    Open it with :func:`scrapy_simhash.index.open_index` or :meth:`SqliteIndex.open`. One instance
+    holds one connection; its methods may be called from several threads (a lock serializes them).
+    """
+
+    location: str
+    namespace: str
+    params: IndexParams
+
+    def __init__(self) -> None:  # use SqliteIndex.open()
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
+        self._tokens_purged = 0.0  # seen_at of the last purge of old request tokens
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        namespace: str = "default",
+        params: IndexParams | None = None,
+        create: bool = True,
+        readonly: bool = False,
+        busy_timeout: float = 30.0,
+    ) -> SqliteIndex:
+        """Open the index file at ``path``, creating it (with ``params`` or the defaults) if absent.
+
+        ``params=None`` accepts whatever the file records (inspection tools); otherwise every field
+        must match or :class:`~.base.ParameterMismatch` names the file and each difference.
+        """
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError("namespace must be a non-empty string")
+        if params is not None:
+            check_params(params)
+        file = Path(os.path.expanduser(os.fspath(path))).absolute()
+        self = cls()
+        self.location = str(file)
+        self.namespace = namespace
+        self._readonly = readonly
+        self._busy_timeout = busy_timeout
+        if not file.exists():
+            if readonly or not create:
+                why = "opened read-only" if readonly else "create=False"
+                raise IndexOpenError(f"index {file} does not exist ({why})")
+            params = params or IndexParams()
+            create_file(file, new_meta(params, SCHEMA_VERSION, layout_records=records, **storage_meta(params)))
+        self._open_existing(file, params)
+        return self
+
+    def _open_existing(self, file: Path, params: IndexParams | None) -> None:
+        check_header(file)
+        conn = connect(file, self._readonly, self._busy_timeout)
+        self._conn = conn
+        try:
+            self._verify_and_configure(file, params)
+        except BaseException:
+            self._conn = None
+            conn.close()
+            raise
+
+    def _verify_and_configure(self, file: Path, requested: IndexParams | None) -> None:
+        conn = self._conn
+        assert conn is not None
+        try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.Error as exc:
+            raise open_error(file, exc, "reading its schema") from exc
+        if META_TABLE not in tables:
+            raise IndexOpenError(
+                f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
+            )
+        meta = read_meta(conn, file)
+        stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file", layout_records=records,
+                             convert={version: f"scrapy-simhash reband {file}" for version in REBANDED})
+        check_schema(conn, file)  # also: none of our tables and indexes is missing
+        check_storage_meta(meta, stored, str(file))
+        self.params = stored
+        self._meta = meta
+        self._value_bits = value_bits(stored)
+        self._layouts = bands_for(stored)
+        self._bits = stored.bits
+        self._enc, decode = codec(stored.bits)
+        stored_type = int if stored.bits <= 64 else bytes
+
+        def checked_decode(raw: Any) -> int:
+            # A file written by someone else may hold anything in a fingerprint column.
+            if type(raw) is not stored_type:
+                raise IndexError_(
+                    f"index {file} is corrupt: a stored fingerprint is {type(raw).__name__}, "
+                    f"not {stored_type.__name__}"
+                )
+            return decode(raw)
+
+        self._dec = checked_decode
+        try:
+            check_rows(conn, str(file), self._layouts, self._value_bits, self._bits)
+            if not self._readonly:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+                probe_write(conn)
+                if "pending" not in tables:  # a file made before delivery tracking
+                    self._add_tables(conn, PENDING_SCHEMA)
+                if "request" not in tables:  # a file made before request tokens
+                    self._add_tables(conn, REQUEST_SCHEMA)
+            conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
+            conn.execute("PRAGMA temp_store=MEMORY")
+            self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
+        except sqlite3.Error as exc:
+            raise open_error(file, exc, "opening") from exc
+        self._prepare()
+
+    @staticmethod
+    def _add_tables(conn: sqlite3.Connection, schema: Sequence[str]) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in schema:  # another process may be adding them too
+                conn.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS")
+                             .replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _namespace_id(self, name: str, *, create: bool) -> int | None:
+        conn = self._conn
+        assert conn is not None
+        row = conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()
+        if row is not None or not create:
+            return None if row is None else int(row[0])
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT OR IGNORE INTO namespace(name, created) VALUES (?, ?)", (name, time.time()))
+            ns_id = int(conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()[0])
+            if ns_id >= 1 << NAMESPACE_BITS:
+                raise IndexOpenError(
+                    f"index {self.location} cannot hold more than {1 << NAMESPACE_BITS} namespaces"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        return ns_id
+
+    def _prepare(self) -> None:
+        """Precompute what the hot path needs: band key bases and SQL per tier."""
+        self._rows = Rows(self._ns_id, self.namespace, self._layouts, self._value_bits, self._enc, self._dec)
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _live(self) -> sqlite3.Connection:
+        conn = self._conn
+        if conn is None:
+            raise IndexError_(f"index {self.location} is closed")
+        return conn
+
+    def _writable(self) -> sqlite3.Connection:
+        conn = self._live()
+        if self._readonly:
+            raise IndexWriteError(f"index {self.location} was opened read-only: cannot write to it")
+        if self._ns_id is None:  # pragma: no cover - created at open when writable
+            raise IndexWriteError(f"index {self.location}: namespace {self.namespace!r} is missing")
+        return conn
+
+    def _begin(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise IndexWriteError(
+                f"index {self.location}: could not get the write lock within {self._busy_timeout} s ({exc})"
+            ) from exc
+
+    @contextlib.contextmanager
+    def _write(self, doing: str) -> Iterator[sqlite3.Connection]:
+        """One ``BEGIN IMMEDIATE`` … ``COMMIT`` transaction; rolled back on any error."""
+        with self._lock:
+            conn = self._writable()
+            self._begin(conn)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                self._abort(conn, exc, doing)
+                raise
+
+    def _abort(self, conn: sqlite3.Connection, exc: BaseException, doing: str) -> None:
+        """Roll back the failed transaction; an SQLite error is raised as ours, naming the index
+        (the caller re-raises anything else)."""
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise sqlite_error(self.location, exc, doing) from exc
+
+    # -- the protocol ----------------------------------------------------------------------------
+
+    def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
+        """The rule (:func:`.rule.check_and_add`) in one ``BEGIN IMMEDIATE`` transaction, fsynced."""
+        return self.check_and_add_many([query], flagged=flagged)[0].checked()
+
+    def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
+        """Each query in turn as :meth:`check_and_add` (a later one sees the earlier ones' entries),
+        all in one transaction: one fsync for the batch, and nothing of it is committed unless all is."""
+        for query in queries:
+            self._check_query(query)
+        if not queries:
+            return []
+        if len(queries) == 1:  # the transaction is the item's savepoint: two statements fewer
+            return [self._check_one(queries[0], flagged)]
+        with self._write("check-and-add") as conn:
+            purged = self._tokens_purged
+            try:  # the usual batch, no item failing: no savepoints (two statements an item fewer)
+                return [self._decide(conn, Tables(self._rows, conn, query), query, flagged) for query in queries]
+            except _ITEM_ERRORS:  # again from the same state, a savepoint an item: that item alone fails
+                conn.execute("ROLLBACK")
+                self._tokens_purged = purged
+                self._begin(conn)
+            return [self._one(conn, Tables(self._rows, conn, query), query, flagged) for query in queries]
+
+    def _check_one(self, query: Query, flagged: Collection[Tier]) -> Outcome:
+        """One query in a transaction of its own: :meth:`_write` unrolled (the hot path of
+        ``check_and_add``), the item's failure rolled back as its outcome."""
+        with self._lock:
+            conn = self._writable()
+            self._begin(conn)
+            try:
+                try:
+                    outcome = self._decide(conn, Tables(self._rows, conn, query), query, flagged)
+                except _ITEM_ERRORS as exc:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    return _failed(exc)
+                conn.execute("COMMIT")
+                return outcome
+            except BaseException as exc:
+                self._abort(conn, exc, "check-and-add")
+                raise
+
+    def _decide(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
+        """The rule for one query; with a request id, the answer it was already given, if any, else
+        the rule's answer, kept with it (tokens older than :data:`REQUEST_TTL` go once a minute)."""
+        token = query.request_id
+        if token is None:
+            return rule.check_and_add(tables, query, flagged)
+        outcome = tables.answered(token)
+        if outcome is None:
+            outcome = rule.check_and_add(tables, query, flagged)
+            tables.remember(token, outcome, query.seen_at)
+            if query.seen_at >= self._tokens_purged + 60:
+                conn.execute("DELETE FROM request WHERE at < ?", (query.seen_at - REQUEST_TTL,))
+                self._tokens_purged = query.seen_at
+        return outcome
+
+    def _one(self, conn: sqlite3.Connection, tables: Tables, query: Query, flagged: Collection[Tier]) -> Outcome:
+        """One query of a batch, under a savepoint: a value in the file that is not ours (a tampered
+        fingerprint) fails this item alone, with nothing of it written."""
+        conn.execute("SAVEPOINT item")
+        try:
+            outcome = self._decide(conn, tables, query, flagged)
+        except _ITEM_ERRORS as exc:
+            conn.execute("ROLLBACK TO item")
+            outcome = _failed(exc)
+        conn.execute("RELEASE item")
+        return outcome
+
+    def peek(self, query: Query) -> Match | None:
+        """What :meth:`check_and_add` would answer now, read in one snapshot; nothing is written."""
+        self._check_query(query)
+        return self._read("check", lambda tables: rule.peek(Tables(tables.rows, tables.conn, query), query), None)
+
+    def lookup(
+        self,
+        title_fp: int | None,
+        body_fp: int | None,
+        *,
+        title_k: int,
+        body_k: int,
+        not_before: float | None = None,
+        limit: int = 5,
+    ) -> list[Match]:
+        """Nearest entries per tier within the distances, title tier first, each tier nearest first."""
+        self._check_fp(title_fp, "title_fp")
+        self._check_fp(body_fp, "body_fp")
+        self._check_k(title_k, body_k)
+        return self._read("lookup", lambda tables: rule.lookup(
+            tables, title_fp, body_fp, title_k=title_k, body_k=body_k, not_before=not_before, limit=limit
+        ), [])
+
+    def _read(self, doing: str, run: Callable[[Tables], Any], empty: Any) -> Any:
+        """``run`` over the tables in one read transaction (a consistent snapshot, writers not blocked)."""
+        with self._lock:
+            conn = self._live()
+            if self._ns_id is None:
+                return empty
+            try:
+                conn.execute("BEGIN")
+                try:
+                    return run(Tables(self._rows, conn))
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise sqlite_error(self.location, exc, doing) from exc
+
+    def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
+        """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` in one transaction, unchecked."""
+        rows, bands = [], []
+        enc, ns = self._enc, getattr(self, "_ns_id", None)
+        for tfp, bfp, url, title, first_seen in entries:
+            if tfp is None and bfp is None:
+                raise ValueError("an entry needs a title or a body fingerprint")
+            self._check_fp(tfp, "title_fp")
+            self._check_fp(bfp, "body_fp")
+            rows.append(
+                (
+                    ns,
+                    None if tfp is None else enc(tfp),
+                    None if bfp is None else enc(bfp),
+                    whole_seconds(first_seen),
+                    url,
+                    url_key(ns or 0, url),
+                    None if title is None else title[:TITLE_CHARS],
+                )
+            )
+            bands.extend(self._rows.band_rows(tfp, bfp))
+        bands.sort(key=lambda r: r[0])  # key order: B-tree appends instead of random page writes
+        with self._write("bulk add") as conn:
+            conn.executemany(
+                "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            sqlite_dense.write(conn, self._rows, bands)
+        return len(rows)
+
+    def explain(self, url: str) -> Decision | None:
+        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
+        found = self._decisions("AND d.url = ?", (url,), 1)
+        return found[0] if found else None
+
+    def decisions(self, limit: int = 1000) -> list[Decision]:
+        """The ``limit`` most recent decisions of this namespace, newest first."""
+        return self._decisions("", (), limit)
+
+    def _decisions(self, where: str, args: tuple[Any, ...], limit: int) -> list[Decision]:
+        def read(tables: Tables) -> tuple[list[Any], list[Entry]]:
+            rows = tables.conn.execute(
+                f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {ENTRY_COLS_E}"
+                " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
+                f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
+                (self._ns_id, *args, limit),
+            ).fetchall()
+            return rows, self._rows.entries(tables.conn, (r[6:] for r in rows if r[6] is not None))
+
+        rows, found = self._read("explain", read, ([], []))
+        originals = {e.id: e for e in found}
+        return [
+            Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
+                     original=originals.get(erow[0]))
+            for url, status, tier, distance, decided_at, title, *erow in rows
+        ]
+
+    # -- delivery ---------------------------------------------------------------------------------
+
+    def deliver(self, entry_ids: Sequence[int]) -> None:
+        """These pending entries' items reached storage: no longer pending (one transaction)."""
+        if entry_ids:
+            with self._write("deliver") as conn:
+                conn.executemany("DELETE FROM pending WHERE entry = ?", [(int(i),) for i in entry_ids])
+
+    def release(self, entry_ids: Sequence[int]) -> int:
+        """Remove these pending entries (their items were dropped downstream); returns how many."""
+        if not entry_ids:
+            return 0
+        with self._write("release") as conn:
+            marks = ",".join("?" * len(entry_ids))
+            return self._remove(conn, f"ns = ? AND id IN (SELECT entry FROM pending WHERE entry IN ({marks}))",
+                                (self._ns_id, *map(int, entry_ids)))
+
+    def recover(self) -> int:
+        """Release the pending entries of this namespace whose owner died before delivering them."""
+        with self._lock:
+            owners = [o for (o,) in self._live().execute(
+                "SELECT DISTINCT p.owner FROM pending p JOIN entry e ON e.id = p.entry WHERE e.ns = ?",
+                (self._ns_id,))]
+        dead = [o for o in owners if owners_alive(o) is False]
+        total = 0
+        for owner in dead:
+            with self._write("recover") as conn:
+                total += self._remove(
+                    conn, "ns = ? AND id IN (SELECT entry FROM pending WHERE owner = ?)", (self._ns_id, owner)
+                )
+        return total
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+
+    def __enter__(self) -> SqliteIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._conn is None else ("read-only" if self._readonly else "open")
+        return f"<SqliteIndex {self.location} namespace={self.namespace!r} {state}>"
