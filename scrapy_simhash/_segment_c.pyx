@@ -37,9 +37,9 @@ cdef inline uint64_t _seen_bit(uint64_t key) noexcept:
     return (key * 0xC2B2AE3D27D4EB4FULL) >> (64 - _SEEN_BITS)
 
 
-#: The layout of :meth:`Router.tables` (the slot table, its hash, the seen bits): a cached copy of
-#: another layout is not read. 2: the same tables, written 16-byte aligned so that a Router uses them
-#: in place (a table file of layout 1 would be copied at every start: it is rebuilt once instead).
+#: The layout of :meth:`Router.tables` (the slot table, its hash, the seen bits, written 16-byte
+#: aligned so that a Router uses them in place): a cached copy of another layout is not read but
+#: rebuilt once. Changed whenever the tables' bytes change.
 ROUTE_LAYOUT = "2"
 
 

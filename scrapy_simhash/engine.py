@@ -42,7 +42,7 @@ DEFAULT_TITLE_MAX_DISTANCE = defaults.TITLE_MAX_DISTANCE
 DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
 #: Title tier: minimum overlap (percent) of the bodies' number sets; 0 = no number check.
 DEFAULT_TITLE_NUMBERS = defaults.TITLE_NUMBERS
-#: Opt-in sentence tier: percent of an earlier story's sampled sentences that must be here; 0 = off.
+#: Sentence tier: percent of an earlier story's sampled sentences that must be here; 0 = off.
 DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
 #: What to do when a threshold outgrows an index: its band layout is fixed when it is created.
 WIDER_THRESHOLD = (
@@ -55,7 +55,8 @@ OTHER_FEATURES = (
     "open it with the settings it records (SIMHASH_TOP_K, SIMHASH_MAX_SHARE, the Fingerprinter's tf), or use a new "
     "index: fingerprints weighted otherwise cannot be compared"
 )
-#: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less.
+#: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less
+#: (docs/decisions/0015-dynamic-threshold.md).
 SHORT_BODY_CHARS, SHORT_BODY_BONUS = 100, 2
 LONG_BODY_CHARS, LONG_BODY_MALUS = 2000, 1
 

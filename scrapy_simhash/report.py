@@ -44,7 +44,7 @@ from .index import BandIndex, Entry, Tier
 FINGERPRINT_TIERS: tuple[Tier, ...] = ("title", "body")
 #: Every tier a decision can come from, as counted on the page.
 DECISION_TIERS: tuple[Tier, ...] = (*FINGERPRINT_TIERS, "sentence")
-#: Hamming distances computed per tier for the near-miss search (about 0.1 s per million).
+#: Hamming distances computed per tier for the near-miss search: the bound on its work.
 DEFAULT_MAX_COMPARISONS = 8_000_000
 #: Entries kept in memory as the comparison set (the most recent ones).
 DEFAULT_WINDOW = 200_000

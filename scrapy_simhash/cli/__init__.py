@@ -7,7 +7,7 @@ tier options come from the project's ``SIMHASH_*`` settings).
 Subcommands: ``dedup`` (JSONL in → kept items and one decision per line out) and ``import`` (warm an
 index, summary only), both in :mod:`.dedup`; ``check`` (verdict for one item without adding it, plus its nearest
 entries), ``explain`` (why a URL was dropped), ``stats``, ``export``, ``purge``, ``reset``,
-``reband`` (rebuild a SQLite index's band rows for other thresholds), ``forget`` and ``report`` (a
+``reband`` (rebuild an index's band rows for other thresholds), ``forget`` and ``report`` (a
 self-contained HTML page about the thresholds).
 
 Exit status: 0 on success (bad input lines are reported, counted and skipped, they do not fail a

@@ -15,8 +15,9 @@ carry a fifth of a body's weight and decide most bits alone: different stories o
 "vr") then collide. ``max_share`` (0.1 by default) bounds that: it lowers the heaviest body
 features to one level so that, once lowered, none holds more than that share of the body's total
 weight (titles keep their weights: too few words to cap). ``tf="log"`` (``1 + ln n``) or
-``tf="sqrt"`` (``√n``) count repeats sublinearly instead (measured, costlier in recall: see
-``benchmarks/README.md``).
+``tf="sqrt"`` (``√n``) count repeats sublinearly instead: they flatten every repeated word, not only
+the dominant one, and cost more recall (docs/decisions/0008-max-share.md). Why ``top_k`` is 64 and
+ties are kept: docs/decisions/0009-top-k.md.
 
 jieba's dictionary is loaded once per process and shared by every extractor with the same user
 dictionary.
@@ -72,8 +73,9 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
     """The process-wide jieba tokenizer for this user dictionary.
 
     jieba's own (``jieba.dt``, no user dictionary) is left uninitialized: the compiled segmenter
-    cuts with its route from the table cache, and its ``FREQ`` (500,000 words, ~0.2 s) is built
-    when something reads it (:func:`_initialize_from_cache`). A user dictionary's is loaded here."""
+    cuts with its route from the table cache, and its ``FREQ`` (500,000 words, a large part of
+    jieba's start-up) is built only when something reads it (:func:`_initialize_from_cache`). A user
+    dictionary's is loaded here."""
     key = os.fspath(user_dict) if user_dict else None
     with _tokenizers_lock:
         tokenizer = _tokenizers.get(key)
@@ -95,7 +97,8 @@ def get_tokenizer(user_dict: str | os.PathLike[str] | None = None) -> jieba.Toke
 def _initialize_from_cache(tokenizer: jieba.Tokenizer) -> None:
     """Until it is initialized, ``tokenizer`` initializes from the table cache (``load_prefix_dict``)
     whenever jieba's API needs its dictionary (``check_initialized`` calls ``self.initialize()``),
-    as it did when it was loaded here at start-up: not from jieba's own cache."""
+    so that its prefix dictionary comes from the package's table cache
+    (:func:`.dictionary.load_prefix_dict`), never from jieba's own cache."""
     if tokenizer.initialized:
         return
 
@@ -113,9 +116,9 @@ def _initialize_from_cache(tokenizer: jieba.Tokenizer) -> None:
 def idf_table() -> tuple[Mapping[str, float], float]:
     """jieba's IDF table and its median (the weight of unknown words).
 
-    Read from the ``analyse/idf.txt`` file jieba ships (through :mod:`.tables`), without importing
-    ``jieba.analyse``: that import also loads ``jieba.posseg`` (≈ 0.5 s) and builds TextRank tables
-    we never use.
+    Read from the ``analyse/idf.txt`` file jieba ships (through :mod:`.dictionary`), without importing
+    ``jieba.analyse``: that import also loads ``jieba.posseg`` (a slow import) and builds TextRank
+    tables we never use.
     """
     return load_idf(Path(jieba.__file__).parent / "analyse" / "idf.txt")
 

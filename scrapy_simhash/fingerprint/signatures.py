@@ -16,9 +16,11 @@ from hashlib import blake2b
 from .._compiled import _signatures_c
 from ..text.hints import H_DATE_TIME, H_EXACT, compiled, remembered
 
-#: At most this many number hashes make an entry's number signature (the smallest ones).
+#: At most this many number hashes make an entry's number signature (the smallest ones): a bottom-k
+#: sample, so that a long table's signature stays short (docs/decisions/0010-number-guard.md).
 NUMBERS_MAX = 16
-#: An item is checked with up to this many of its sentence hashes (the smallest).
+#: An item is checked with up to this many of its sentence hashes (the smallest), which bounds the
+#: lookups of a very long body (docs/decisions/0012-sentence-signature.md).
 SENTENCES_CHECKED = 64
 
 # "\d\d*" is "\d+": a pattern that starts with a character class lets a search skip from digit to digit.
@@ -70,16 +72,19 @@ def _numbers(text: str) -> list[str]:
 _SENTENCE_END = re.compile(r"[。!?;]+|\.(?=[\"'”’)\]」』]*(?:\s|$))")
 _SPACE = re.compile(r"\s+")
 #: A line's hash has its top bit set, a sentence's clear: a sample by smallest hash takes sentences
-#: first and lines (table rows, headlines of related links, site chrome) only to fill up.
+#: first and lines (table rows, headlines of related links, site chrome) only to fill up
+#: (docs/decisions/0004-lines-after-sentences.md).
 _LINE_BIT = 1 << 63
 _HEX = "0123456789abcdef"
 #: A hash's first hex digit with its top bit cleared (a sentence's) or set (a line's).
 _AS_SENTENCE = {c: _HEX[i & 7] for i, c in enumerate(_HEX)}
 _AS_LINE = {c: _HEX[i | 8] for i, c in enumerate(_HEX)}
-#: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story.
+#: Shorter sentences are too common ("Reuters", "记者 张三") to identify a story
+#: (docs/decisions/0012-sentence-signature.md).
 MIN_SENTENCE_CHARS = 20
 #: A body at least this share of whose characters are figures is a table of figures (an earnings
-#: report "Shr 17 cts vs 15 cts, Net …"): its words are a template, only the figures tell it apart.
+#: report "Shr 17 cts vs 15 cts, Net …"): its words are a template, only the figures tell it apart
+#: (docs/decisions/0011-figure-heavy-share.md).
 FIGURE_HEAVY_SHARE = 0.15
 #: A body too short for a fingerprint still tells two answers under one question title apart (a
 #: digest of its text, :func:`short_body_digest`) from this many characters on; below, it counts as none.

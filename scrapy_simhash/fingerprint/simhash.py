@@ -25,7 +25,8 @@ _vote_compiled: Callable[[Iterable[tuple[str, float]], int], int] | None = (
 
 _UNLOADED: Any = object()
 #: numpy (``pip install scrapy-simhash[fast]``) for the vote where the extension is not built;
-#: imported on first use (~35 ms of start-up the compiled vote does not need). None: not installed.
+#: imported on first use, so that a process with the compiled vote never pays for its import.
+#: None: not installed.
 _np: Any = _UNLOADED
 
 
@@ -73,7 +74,8 @@ def _blake2b_digest(feature: str, nbytes: int) -> bytes:
     return blake2b(feature.encode("utf-8"), digest_size=nbytes).digest()
 
 
-#: Below this many features numpy's set-up costs what it saves (measured: even at 2, 1.6× faster at 4).
+#: Below this many features numpy's per-call set-up costs what it saves
+#: (docs/decisions/0013-numpy-vote.md).
 NUMPY_MIN_FEATURES = 4
 
 

@@ -17,9 +17,11 @@ Tier = Literal["title", "body", "sentence"]
 #: The fingerprint (banded) tiers. ``"sentence"`` is the tier on exact sentences after them (see Query).
 TIERS: tuple[Tier, ...] = ("title", "body")
 
-#: Bumped whenever features or fingerprints change in a way that makes old fingerprints incomparable.
-FEATURES_VERSION = "5"  # 3: body features capped at 10 % of the weight (max_share); 4: sentences before lines;
-# 5: link-heavy blocks (related links) left out of an HTML fragment body
+#: The version of what a fingerprint and its signatures are computed from, recorded in every index
+#: and checked at open: an index of another version is refused, its fingerprints being incomparable.
+#: Bumped by any change that moves a fingerprint or a signature of the same input: normalization,
+#: main-text extraction, segmentation, features and their weights, the hashes, the signatures' formats.
+FEATURES_VERSION = "5"
 
 class IndexError_(Exception):
     """Base of the errors an index raises (kept apart from the builtin ``IndexError``)."""
@@ -42,8 +44,8 @@ class IndexParams:
     """What makes fingerprints comparable. Recorded in the index when it is created and checked
     on every open: a mismatch is :class:`ParameterMismatch`, never a silent mix.
 
-    ``title_bands``/``body_bands`` are the number of pigeonhole bands, so the index can answer
-    exactly for any distance up to ``bands - 1`` (a larger threshold needs a new index).
+    ``title_bands``/``body_bands`` fix the largest distance each tier answers exactly:
+    ``bands - 1`` (a larger threshold needs the index re-banded, ``scrapy-simhash reband``).
     """
 
     bits: int = 64

@@ -24,10 +24,12 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
 
 A backend supplies a :class:`Store`, the few operations in which backends really differ, and runs
 :func:`check_and_add` inside its own atomic step (SQLite: one ``BEGIN IMMEDIATE`` transaction).
-Redis runs the same rule server-side: ``redis_rule.lua`` is a section-by-section port of this
-module, and ``tests/test_rule.py`` checks both backends against this module on one verdict table.
+``tests/test_rule.py`` checks every backend against this module on one verdict table.
 :func:`peek` is the same rule without the insert and the record: the dry run that ``check``, the
 report and the tests use.
+
+The tuned constants below say what they decide; the measurements behind their values are in
+``docs/decisions/``.
 """
 
 from __future__ import annotations
@@ -40,32 +42,35 @@ from typing import Protocol
 from ..fingerprint.signatures import NUMBERS_MAX, is_line
 from .base import Entry, Match, Outcome, Query, Tier
 
-#: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash.
-#: 12, not 16: the index is ~115 bytes an entry smaller (SQLite); on the tune split 8 cost 0.001 (zh)
-#: / 0.002 (en) of recall at ≤ 10 % edits, but missed the edited AirAsia repost of the example site.
+#: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash,
+#: which a cut, padded or reordered copy agrees on. Fewer cost recall of edited reposts, more cost
+#: bytes on every entry for no measured gain (docs/decisions/0001-sentence-sample.md).
 SENTENCES_STORED = 12
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close…
 SENTENCE_BODY_DISTANCE = 8
 #: … and the shared sentences are at least 1/this of the entry's sample: one sentence of a full sample
 #: shared is a sign of another text (two reports of one event quoting the same statement sit a few
 #: bits apart, their topic words agree), not of a repost, which keeps most of the sample
-#: (benchmarks/README.md, "Hard negatives on tune").
+#: (docs/decisions/0002-single-sentence-rule.md).
 SENTENCE_BODY_PART = 4
 #: The sentence tier checks numbers only when fewer sentences than this are shared (sentences, not
 #: lines: a table's header rows are template): a templated report with other figures (rate
 #: tables, a later version of a story) shares a sentence or two of its template; three shared
 #: sentences carry the story's figures with them, and an edited repost adds and loses figures with
-#: the sentences it adds and loses (benchmarks/README.md, issue 15).
+#: the sentences it adds and loses (docs/decisions/0003-sentence-figures.md).
 SENTENCES_FIGURES = 3
 #: Title tier: two body fingerprints further apart than this contradict a title match unless the
-#: bodies share a sampled sentence. Unrelated texts sit ~32 ± 4 bits apart (P(≤ 20) ≈ 0.2 %); of the
-#: reposts of the tune split whose titles match, 0.9 % (zh) / 1.3 % (en) have bodies further apart,
-#: most of them sharing a sampled sentence (benchmarks/README.md, "A title match is evidence").
+#: bodies share a sampled sentence. Unrelated texts sit about 32 bits apart, reposts of one title
+#: rarely this far, and most of those share a sampled sentence
+#: (docs/decisions/0005-title-body-distance.md).
 TITLE_BODY_DISTANCE = 20
 #: A sentence stored by this many entries is boilerplate (site chrome, a disclaimer, a byline):
-#: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls.
+#: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls
+#: (docs/decisions/0006-sentence-boilerplate.md).
 SENTENCE_MAX_HOLDERS = 32
-#: The first page of holders the title and figure checks read (each next page twice the last).
+#: The first page of holders the title and figure checks read (each next page twice the last): a
+#: fingerprint many entries hold costs one page when its first holders fit
+#: (docs/decisions/0007-holders-page.md).
 HOLDERS_PAGE = 8
 
 
@@ -105,7 +110,7 @@ def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: 
     the hashes ≤ the smaller of the two maxima of full (``NUMBERS_MAX``-long, so possibly
     truncated) signatures — the range both bottom-k samples cover — and they agree when
     ``100 × shared ≥ min_percent × min(len)`` (overlap coefficient). Integers and string
-    comparisons only, so the Lua port does the same: equal-length hex strings sort as numbers.
+    comparisons only: equal-length hex strings sort as the numbers they write.
     """
     if min_percent <= 0 or a is None or b is None:
         return True

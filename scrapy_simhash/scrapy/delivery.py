@@ -1,5 +1,5 @@
-"""What became of each new item after this pipeline, told to the index (issue: a copy rejected
-downstream must not turn the next copy into its duplicate).
+"""What became of each new item after this pipeline, told to the index, so that a copy rejected
+downstream does not turn the next copy into its duplicate.
 
 A new item's entry is *pending* (:mod:`scrapy_simhash.index.owners`) until Scrapy says what became
 of the item: ``item_scraped`` (it reached storage) delivers the entry, ``item_dropped`` by a later

@@ -64,16 +64,13 @@ Bounds on hostile items
 Fields that cannot be read as text (numbers, nested lists, dicts) are passed on unchecked and counted
 (``simhash/skipped/bad_input``); nothing an item holds can crash the crawl. Text is cut at
 :data:`~scrapy_simhash.text.normalize.MAX_INPUT_CHARS` characters (1,000,000; bytes at 4× that) before
-it is parsed, so one item costs at most one cut-size body of work in a fingerprint worker. HTML
-is parsed by lxml's HTML parser: nesting deeper than libxml2's limit (256 levels) is cut (the text
-below it is ignored, no recursion error), and DTD entities are never expanded ("billion laughs"
-stays its own size). Measured by ``tests/test_fuzz.py`` in a fresh process on 2 busy cores:
-
-* a 50 MB Chinese HTML body: cut to 1,000,000 characters, ~7 s of one core, < 50 MB extra peak RSS
-  beyond the input itself (jieba on Chinese is the slow part; 50 MB of English bytes: ~3 s);
-* 100,000-deep ``<div>`` nesting: 0.3 s; billion laughs: < 1 ms, 7 characters of text;
-  2 million entity references: ~2 s;
-* extra peak RSS < 90 MB in every case, whole process < 400 MB.
+it is parsed, so one item costs at most one cut-size body of work in a fingerprint worker
+(docs/decisions/0016-input-cut.md). HTML is parsed by lxml's HTML parser: nesting deeper than
+libxml2's limit (256 levels) is cut (the text below it is ignored, no recursion error), and DTD
+entities are never expanded ("billion laughs" stays its own size). ``tests/test_fuzz.py`` holds
+a 50 MB body, 100,000-deep nesting, billion laughs and 2 million entity references, each in a
+fresh process, to: cut before parsing, under 60 s, under 150 MB of extra peak RSS beyond the
+input itself, under 1 GB for the whole process, and billion laughs to under 100 characters of text.
 """
 
 from __future__ import annotations
@@ -247,8 +244,8 @@ class SimhashPipeline:
             d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
         )
         # What is alive now (Scrapy, Twisted, the engine and its tables) lives as long as the crawl: out
-        # of the cyclic collector's reach, its full collections stay short. Else each one holds the GIL
-        # for 50-90 ms and the reactor stands still meanwhile (tests/test_concurrency.py).
+        # of the cyclic collector's reach, its full collections stay short. Else each one walks all
+        # of it holding the GIL, and the reactor stands still meanwhile (tests/test_concurrency.py).
         gc.freeze()
         workers, options = value(s, "SIMHASH_WORKERS"), engine_options(s)
         self._fingerprints = FingerprintPool(

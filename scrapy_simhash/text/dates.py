@@ -25,7 +25,7 @@ _AM_WORDS = {"上午", "早上", "早晨", "凌晨", "清晨"}
 _PM_WORDS = {"下午", "晚上", "傍晚", "中午", "晚间", "夜间"}
 # "\s*(?:,\s*)?" rather than "\s*,?\s*": the same texts in the same order of preference, but a long
 # run of whitespace after a date that no time follows is tried once per split point, not once per
-# pair of them (quadratic: a date and 16,000 line breaks took 12 s).
+# pair of them (which is quadratic in the run's length: tests/test_linear_time.py).
 _TIME_RE = (
     r"(?:\s*(?:,\s*)?(?:at\s+)?|T)"
     r"(?:(?P<cnap>上午|下午|早上|早晨|凌晨|清晨|晚上|傍晚|中午|晚间|夜间)\s*)?"
@@ -121,15 +121,15 @@ def _lone_time_sub(m: re.Match[str]) -> str:
 _YEAR_HINT_RE = re.compile(r"(?:1[89]|2[01])\d\d")
 # The last two need the first three letters of a month's name, in any case: looked for in the text's
 # ASCII characters lower-cased (the others dropped: that can only join letters, so no text that has
-# a month is skipped), a few substring scans where a pattern of 12 alternatives tried them all at
-# every position (0.1 ms a Chinese article).
+# a month is skipped): a few substring scans, where a pattern of 12 alternatives would try them all
+# at every position.
 _MONTH_PREFIXES = tuple(m.encode() for m in _MONTHS if len(m) == 3)
 
 
 # What a match of each date pattern holds (in the text as it is when that one runs), without their
 # lookarounds: patterns that begin with a digit, so that a search skips from digit to digit instead
-# of trying the whole pattern at every position. The last two (after a month's name was seen: an
-# English text has "mar", "may" or "dec" in most paragraphs) cost 60 µs an English article to run.
+# of trying the whole pattern at every position. The last two run whenever a month's name was seen,
+# which is most English texts ("mar", "may" or "dec" in most paragraphs), so they too must skip.
 _DATE_HINT_RES = (
     re.compile(r"\d\s*年\s*\d{1,2}\s*月\s*\d{1,2}\s*[日号]"),
     re.compile(r"\d([-/.])\d{1,2}\1\d"),

@@ -2,12 +2,12 @@
 
 A normalized body goes through a dozen regex scans (:mod:`.normalize`, :mod:`.dates`,
 :mod:`.signatures`); most only tell whether a rule has anything to do, and each one costs a pass
-that tests every character (8-15 µs a Chinese article). :func:`hint_flags` answers all of those
+that tests every character. :func:`hint_flags` answers all of those
 questions at once: a set of ``H_*`` bits, each set exactly when the regex it stands for would find
 a match (``H_SPACE_NL``: when the substitution would change the text; ``tests/test_hints.py`` holds
 each to its regex), plus ``H_EXACT``. Without the compiled extension, or for a text with a character
 outside the BMP or one that a case-insensitive ASCII letter matches (ſ, K), it answers every hint
-without ``H_EXACT``: "maybe", and the caller runs its regex as before. The answers hold for the text
+without ``H_EXACT``: "maybe", and the caller runs its regex. The answers hold for the text
 they were computed on: after a rule changes the text, the caller asks again.
 """
 
@@ -77,7 +77,7 @@ class Compiled(NamedTuple):
 
 @functools.lru_cache(maxsize=1)
 def compiled() -> Compiled | None:
-    """The compiled functions on the class table (built on first use, ~10 ms), or None without the extension."""
+    """The compiled functions on the class table (built on first use), or None without the extension."""
     if _text_c is None:
         return None
     table = _class_table()

@@ -22,7 +22,7 @@ from w3lib.encoding import html_body_declared_encoding, read_bom, resolve_encodi
 
 #: Longer input is cut to this many characters before parsing. It bounds the time and memory one
 #: hostile or broken item can cost (a news article is a few thousand characters; a full page with
-#: its template rarely exceeds a few hundred thousand).
+#: its template rarely exceeds a few hundred thousand; docs/decisions/0016-input-cut.md).
 MAX_INPUT_CHARS: int = 1_000_000
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ def looks_like_html(text: str) -> bool:
 
 _PAGE_RE = re.compile(r"<(?:!doctype|html|body|nav|header|footer)\b", re.IGNORECASE)
 _LINK_RE = re.compile(r"<a\s", re.IGNORECASE)
-#: A body with this many links is link-dense (a related-links box, a menu): a page, not an article.
+#: A body with this many links is link-dense (a related-links box, a menu): a page, not an article
+#: (docs/decisions/0014-main-text.md).
 PAGE_LINKS = 20
 
 
@@ -227,7 +228,7 @@ _HTML_PARSER: Any = None  # lxml's, made at the first parse
 def _parse_html(html: str | bytes) -> lxml.html.HtmlElement | None:
     """Parse ``html`` into an lxml tree (``None`` for an empty document). lxml is imported here, at
     the first HTML parsed: a process that only reads plain text (most ``dedup`` runs) does not pay
-    its import (~12 ms at every start)."""
+    for its import at start."""
     global _HTML_PARSER
     import lxml.etree
     import lxml.html
@@ -318,6 +319,7 @@ _FOOTER_RE = re.compile(r"©|copyright|all rights reserved|版权所有|ICP[备�
 _CANDIDATE_TAGS = frozenset({"div", "article", "section", "main", "td", "body", "font", "center", "span"})
 
 
+#: Tags added to a container's count in its text density (:func:`_score`).
 _DENSITY_SMOOTHING = 10
 
 
@@ -392,7 +394,7 @@ def _score(st: _Stats) -> float:
 
 #: Share of link text above which a block holding 2+ links is dropped: inside a page's chosen
 #: container, and (higher) inside a fragment body, where the block may be the article's own
-#: container around a short text and a big box.
+#: container around a short text and a big box (docs/decisions/0014-main-text.md).
 PAGE_LINK_SHARE, FRAGMENT_LINK_SHARE = 0.5, 0.8
 
 

@@ -171,7 +171,7 @@ def _char_class(codepoints: Iterable[int]) -> str:
 
 
 # The characters _CHAR_TABLE changes (identities left out). ``str.translate`` looks every character
-# up in the table (~40 ns each); a news text holds a handful of distinct ones to change, found by
+# up in the table; a news text holds a handful of distinct ones to change, found by
 # one C-speed regex scan and replaced one by one: the same text, because no replacement contains a
 # character that the table changes.
 _CHAR_CHANGES = {chr(k): v or "" for k, v in _CHAR_TABLE.items() if v != chr(k)}
@@ -194,12 +194,12 @@ def _changed_chars_python(text: str) -> set[str]:
 assert max(map(ord, _CHAR_CHANGES)) < 0x10000
 if _text_c is None:
     _changed_chars = _changed_chars_python
-else:  # the same set, found by a compiled loop (a class of 2,200 code points costs sre ~10 ns a character)
+else:  # the same set, found by a compiled loop (sre tests a class of 2,200 code points slowly per character)
     _changed_chars = functools.partial(_text_c.chars_in, bitmap=_char_bitmap(_CHAR_CHANGES))
 
 
 def _translate_chars(text: str) -> str:
-    """``text.translate(_CHAR_TABLE)``, faster."""
+    """``text.translate(_CHAR_TABLE)``: the same text, one replace per distinct character to change."""
     for ch in _changed_chars(text):
         text = text.replace(ch, _CHAR_CHANGES[ch])
     return text
@@ -209,8 +209,8 @@ _CRLF_RE = re.compile(r"\r\n?")
 _DASH_RUN_RE = re.compile(r"-{2,}")
 # Every pattern below that scans a whole text starts with a character class (or one of a few
 # characters), so that the regex engine skips to where a match can start instead of trying the
-# pattern at every position (a lookbehind, a repeat or a group of repeats first prevents that:
-# 10-20 µs a pattern on a Chinese article). Each is written so that it matches exactly what the
+# pattern at every position (a lookbehind, a repeat or a group of repeats first prevents that, and
+# costs a pass that tests every position). Each is written so that it matches exactly what the
 # plainer pattern in its comment matches (tests/test_linear_time.py holds them to it).
 # (?:…|\.{3,}|。{3,})+
 _ELLIPSIS_RE = re.compile(r"(?:…|\.\.\.+|。。。+)(?:…|\.{3,}|。{3,})*")
@@ -345,7 +345,7 @@ def _split_suffix(text: str) -> tuple[str, str, str] | None:
 
     The same split as ``re.match(r"(?P<head>.*\\S)(?P<sep>\\s*(?:-|_|\\||::|»)\\s*)(?P<seg>[^-_|»]+?)\\s*$",
     text, re.S)``, in linear time: that regex backtracks through every way of cutting a run of
-    colons before a hyphen (``"x" + ":" * 65536 + "-"`` took 104 s). The segment holds none of
+    colons before a hyphen (``"x" + ":" * 65536 + "-"``: quadratic in the run). The segment holds none of
     ``-_|»``, so the separator is the last of them or a ``::`` after it; the one furthest right with
     text after it wins, provided something other than whitespace precedes it.
     """
