@@ -1,16 +1,23 @@
-"""The package's shape: no import cycle between its modules, and no module too long to read.
+"""The package's shape: no import cycle between its modules, no source file too long to read, and
+no source that tells the code's history instead of what it does.
 
 Every module of ``scrapy_simhash/`` is parsed with :mod:`ast` (nothing is imported), and each
 ``import``/``from … import`` naming a module of the package becomes an edge: absolute and relative
 imports, at module level and inside functions (an import on first use still runs: a cycle through
 one works only as long as nobody imports the two modules in the other order). Imports under
 ``if TYPE_CHECKING:`` never run and are left out.
+
+Every source file of the package counts against a line limit, whatever its language (Python,
+Cython, Lua…); a file of a kind this module does not know fails the test until it is given a limit.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import REPO
 
@@ -41,8 +48,8 @@ def _imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and _type_checking_only(node):
-            for child in node.orelse:
-                visit(child)
+            for branch in node.orelse:
+                visit(branch)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append(node)
@@ -126,18 +133,106 @@ def test_no_import_cycle() -> None:
     assert cycles(import_graph()) == []
 
 
-def _too_long() -> dict[str, int]:
-    sizes = {name: len(path.read_text("utf-8").splitlines()) for name, path in module_names().items()}
-    return {name: n for name, n in sizes.items() if n > MAX_LINES}
+#: The line limit of each kind of source file in the package: the compiled engine's sources (``*.pyx``,
+#: one module per concern, and their ``*.pxd``) get a little more room than the rest.
+LINE_LIMITS = {".py": MAX_LINES, ".lua": MAX_LINES, ".pyx": MAX_COMPILED_LINES, ".pxd": MAX_COMPILED_LINES}
+#: Files of the package that are no source: data, the PEP 561 marker, and what a build writes.
+NOT_SOURCE = {".txt", ".typed", ".so", ".pyd", ".c", ".cpp", ".html", ".pyc"}
 
 
-def test_no_module_over_600_lines() -> None:
+def package_files() -> list[Path]:
+    return sorted(p for p in ROOT.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+#: Sources that another part of the restructure removes or splits; checked by the xfail test below
+#: until it lands, then this set is emptied and that test deleted.
+LENGTH_LANDING_SEPARATELY = {"scrapy_simhash/index/redis/rule.lua"}
+
+
+def _too_long(landing_separately: bool = False) -> dict[str, int]:
+    sizes = {str(path.relative_to(REPO)): (len(path.read_text("utf-8").splitlines()), LINE_LIMITS[path.suffix])
+             for path in package_files() if path.suffix in LINE_LIMITS}
+    return {name: n for name, (n, limit) in sizes.items()
+            if n > limit and (name in LENGTH_LANDING_SEPARATELY) == landing_separately}
+
+
+def test_every_file_of_the_package_is_a_source_with_a_limit_or_no_source() -> None:
+    kinds = {path.suffix for path in package_files()}
+    assert {".py", ".pyx", ".pxd"} <= kinds
+    assert kinds - set(LINE_LIMITS) - NOT_SOURCE == set()
+
+
+def test_no_source_file_over_its_line_limit() -> None:
+    """600 lines for a Python or Lua file, 700 for a Cython one (``*.pyx``, ``*.pxd``)."""
     assert _too_long() == {}
 
 
-def test_no_compiled_module_over_700_lines() -> None:
-    """The compiled engine's sources (``*.pyx``, one module per concern) and their ``.pxd`` files."""
-    sizes = {path.name: len(path.read_text("utf-8").splitlines())
-             for path in sorted([*ROOT.glob("*.pyx"), *ROOT.glob("*.pxd")])}
-    assert any(name.endswith(".pyx") for name in sizes)
-    assert {name: n for name, n in sizes.items() if n > MAX_COMPILED_LINES} == {}
+@pytest.mark.xfail(strict=False, reason="other parts of the restructure land separately")
+def test_no_source_file_over_its_line_limit_in_the_files_landing_separately() -> None:
+    assert _too_long(landing_separately=True) == {}
+
+
+# -- no history in the code ---------------------------------------------------------------------------
+
+#: What tells the code's history or the lab's log rather than what the code does and why: an issue, a
+#: round of work or a schema version by number, a citation of the benchmarks' log, a timing narrative.
+#: The evidence for a tuned constant lives in ``docs/decisions/``, and the code points there.
+HISTORY = re.compile(
+    r"\bissues?\s*#?\d|\brounds?\s+\d|\bschemas?\s+\d|benchmarks/README|µs|\d(?:\.\d+)?\s*[x×]\s+(?:faster|slower)"
+    r"|py-spy|callgrind|\bused to\b|\bbefore issue",
+    re.IGNORECASE,
+)
+#: ``(file, the line's text)`` pairs that may match :data:`HISTORY` anyway. Empty: nothing needs it.
+HISTORY_ALLOWED: set[tuple[str, str]] = set()
+#: Files whose history another part of the restructure removes; checked by the xfail test below until
+#: it lands, then this set is emptied and that test deleted.
+HISTORY_LANDING_SEPARATELY = {
+    "scrapy_simhash/defaults.py",
+    "scrapy_simhash/fingerprint/dictionary.py",
+    "scrapy_simhash/fingerprint/segment.py",
+    "scrapy_simhash/index/redis/client.py",
+    "scrapy_simhash/index/redis/keys.py",
+    "scrapy_simhash/index/redis/reband.py",
+    "scrapy_simhash/index/redis/rule.lua",
+    "scrapy_simhash/index/sqlite/dense.py",
+    "scrapy_simhash/index/sqlite/reband.py",
+    "scrapy_simhash/index/sqlite/sentences.py",
+    "scrapy_simhash/index/sqlite/tables.py",
+    "scrapy_simhash/index/sqlite/wal.py",
+    "scrapy_simhash/workers/pool.py",
+}
+
+
+def history_files() -> list[Path]:
+    """Every source outside ``tests/`` and ``benchmarks/`` (the lab's own log): the package, setup.py,
+    the example project's code. The README and CHANGES.md are prose about releases, not code."""
+    package = [p for p in package_files() if p.suffix in LINE_LIMITS]
+    return [*package, REPO / "setup.py", *sorted((REPO / "example_project").rglob("*.py"))]
+
+
+def history_lines(paths: list[Path]) -> list[str]:
+    found = []
+    for path in paths:
+        name = str(path.relative_to(REPO))
+        for number, line in enumerate(path.read_text("utf-8").splitlines(), 1):
+            if HISTORY.search(line) and (name, line.strip()) not in HISTORY_ALLOWED:
+                found.append(f"{name}:{number}: {line.strip()}")
+    return found
+
+
+def test_the_history_pattern_finds_what_it_is_for() -> None:
+    for text in ("(issue 15)", "issues 18, 19", "round 4", "schema 5 → 6", "schemas 3–6", "see benchmarks/README.md",
+                 "~0.27 µs", "1.4x faster on zh", "1.6× slower", "py-spy showed", "it used to read"):
+        assert HISTORY.search(text), text
+    for text in ("round(v, 2)", "schema_version", "a rounding error", "the issue is", "2 × 3 rows"):
+        assert not HISTORY.search(text), text
+
+
+def test_no_source_names_an_issue_a_round_or_a_schema_history() -> None:
+    paths = [p for p in history_files() if str(p.relative_to(REPO)) not in HISTORY_LANDING_SEPARATELY]
+    assert history_lines(paths) == []
+
+
+@pytest.mark.xfail(strict=False, reason="other parts of the restructure land separately")
+def test_no_source_names_an_issue_a_round_or_a_schema_history_in_the_files_landing_separately() -> None:
+    assert history_lines([REPO / name for name in sorted(HISTORY_LANDING_SEPARATELY) if (REPO / name).exists()]) == []
