@@ -43,8 +43,8 @@ from ..fingerprint.signatures import NUMBERS_MAX, is_line
 from .base import Entry, Match, Outcome, Query, Tier
 
 #: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash,
-#: which a cut, padded or reordered copy agrees on. Fewer cost recall of edited reposts, more cost
-#: bytes on every entry for no measured gain (docs/decisions/0001-sentence-sample.md).
+#: which a cut, padded or reordered copy agrees on. Fewer miss edited reposts, more cost bytes on
+#: every entry (docs/decisions/0001-sentence-sample.md).
 SENTENCES_STORED = 12
 #: The sentence tier also takes one shared sentence as enough when the bodies are this close…
 SENTENCE_BODY_DISTANCE = 8
