@@ -74,8 +74,8 @@ def _blake2b_digest(feature: str, nbytes: int) -> bytes:
     return blake2b(feature.encode("utf-8"), digest_size=nbytes).digest()
 
 
-#: Below this many features numpy's per-call set-up costs what it saves
-#: (docs/decisions/0013-numpy-vote.md).
+#: The vote uses numpy from this many features on, the Python loop below it: numpy's set-up is paid
+#: once a call, the loop's cost grows with every feature (docs/decisions/0013-numpy-vote.md).
 NUMPY_MIN_FEATURES = 4
 
 
