@@ -59,6 +59,8 @@ _NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)*%?$")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 _UNSEEN = object()
+#: The word caches (token → feature word, word → IDF) are emptied when one holds more than this many
+#: entries: a long crawl of varied text keeps meeting new tokens, and the caches must not grow with it.
 _WORD_CACHE_MAX = 200_000
 
 _tokenizers: dict[str | None, jieba.Tokenizer] = {}
