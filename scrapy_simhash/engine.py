@@ -159,8 +159,10 @@ class Deduplicator:
         self.body_max_distance = body_max_distance
         self.actions: dict[str, str] = {"title": title_action, "body": body_action}
         # The sentence tier takes the body tier's action.
+        actions: tuple[tuple[Tier, str], ...] = (
+            ("title", title_action), ("body", body_action), ("sentence", body_action))
         self._flagged = frozenset(
-            tier for tier, action in (("title", title_action), ("body", body_action), ("sentence", body_action))
+            tier for tier, action in actions
             if action == "flag"
         )
         self.ttl_days = ttl_days

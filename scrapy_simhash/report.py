@@ -97,7 +97,7 @@ def read_decision_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
         with open(p, "rb") as f:
             magic = f.read(2)
         opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(p, "rt", encoding="utf-8") as f:  # type: ignore[operator]
+        with opener(p, "rt", encoding="utf-8") as f:
             for line in f:
                 try:
                     record = json.loads(line)
@@ -254,7 +254,7 @@ def histogram_svg(tier: str, inside: Sequence[int], outside: Sequence[int], thre
         parts.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{round(top * frac)}</text>')
     for d in range(cap + 1):
         x = left + d * bar_w
-        y0 = top_pad + plot_h
+        y0: float = top_pad + plot_h
         for count, colour, kind in ((counts_in[d], "#d9534f", "decision"), (counts_out[d], "#5b8ff9", "near")):
             if count:
                 h = plot_h * count / top

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from .. import defaults
 from .._compiled import _vocabulary_c
@@ -58,7 +59,7 @@ _NO_WORD = re.compile(r"^[\W_]+$", re.UNICODE)
 _NUMBER = re.compile(r"^[+-]?\d+(?:[.,]\d+)*%?$")
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
-_UNSEEN = object()
+_UNSEEN: Any = object()
 #: The word caches (token → feature word, word → IDF) are emptied when one holds more than this many
 #: entries: a long crawl of varied text keeps meeting new tokens, and the caches must not grow with it.
 _WORD_CACHE_MAX = 200_000
@@ -200,7 +201,7 @@ class FeatureExtractor:
         if self._compiled is not None:  # the same loop, compiled
             return self._compiled.words_of(tokens)
         cache = self._word_cache
-        out = []
+        out: list[str] = []
         for token in tokens:
             word = cache.get(token, _UNSEEN)
             if word is _UNSEEN:

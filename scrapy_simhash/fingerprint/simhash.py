@@ -34,10 +34,10 @@ def _numpy() -> Any:
     global _np
     if _np is _UNLOADED:
         try:
-            import numpy
+            import numpy as loaded
         except ImportError:  # pragma: no cover - exercised where numpy is absent
-            numpy = None
-        _np = numpy
+            loaded = None  # type: ignore[assignment]
+        _np = loaded
     return _np
 
 SUPPORTED_BITS = (32, 64, 128)

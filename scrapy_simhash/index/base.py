@@ -252,3 +252,7 @@ class BandIndex(Protocol):
 
     def close(self) -> None:
         """Release the connection; idempotent."""
+
+    def __enter__(self) -> BandIndex: ...
+
+    def __exit__(self, *exc: object) -> None: ...

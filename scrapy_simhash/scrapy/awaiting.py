@@ -69,6 +69,6 @@ async def wait(future: Future[Any]) -> Any:
             else:
                 deferred.errback(exc)
 
-        future.add_done_callback(lambda done: reactor.callFromThread(fire, done))  # type: ignore[attr-defined]
+        future.add_done_callback(lambda done: reactor.callFromThread(fire, done))
         return await deferred
     return await asyncio.wrap_future(future)

@@ -178,10 +178,10 @@ def normalize_dates_flags(text: str, flags: int) -> tuple[str, int]:
             if i >= 3 and not months:
                 break
             if exact:
-                hinted = flags & _DATE_HINT_FLAGS[i]
+                hinted = bool(flags & _DATE_HINT_FLAGS[i])
             else:
                 need = _DATE_NEEDS[i]
-                hinted = (need is None or need(text)) and _DATE_HINT_RES[i].search(text)
+                hinted = (need is None or need(text)) and _DATE_HINT_RES[i].search(text) is not None
             if hinted:
                 changed = rx.sub(_date_sub, text)
                 if changed != text:

@@ -125,7 +125,7 @@ def decode_html_bytes(data: bytes, declared_encoding: str | None = None) -> str:
     replacement characters. Encoding names are resolved the way w3lib does (``gb2312`` → GB18030).
     """
     bom_encoding, bom = read_bom(data)
-    if bom_encoding:
+    if bom_encoding and bom is not None:
         return data[len(bom) :].decode(bom_encoding, errors="replace")
     if _is_utf8(data):
         return data.decode("utf-8", errors="replace")
