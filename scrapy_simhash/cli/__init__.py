@@ -20,8 +20,8 @@ The standard library only (argparse, gzip, multiprocessing): the command line mu
 add no dependency to a Scrapy project.
 
 Modules: :mod:`.parser` (every option), :mod:`.dedup` (``dedup``, ``import``), :mod:`.inspect`
-(``check``, ``explain``), :mod:`.maintain` (``stats``, ``export``, ``purge``, ``reset``,
-``reband``, ``forget``), :mod:`.report` (``report``) and :mod:`.common` (what they share). Each imports only
+(``check``, ``explain``, ``report``), :mod:`.maintain` (``stats``, ``export``, ``purge``, ``reset``,
+``reband``, ``forget``) and :mod:`.common` (what they share). Each imports only
 :mod:`.common` and the engine, never another subcommand's module.
 """
 
@@ -34,10 +34,9 @@ from typing import Any
 
 from .common import PROG, CliError, silence_stdout
 from .dedup import run_dedup
-from .inspect import run_check, run_explain
+from .inspect import run_check, run_explain, run_report
 from .maintain import index_stats, run_export, run_forget, run_purge, run_reband, run_reset, run_stats
 from .parser import BUILTIN_DEFAULTS, build_parser
-from .report import run_report
 
 __all__ = [
     "BUILTIN_DEFAULTS",

@@ -1,5 +1,6 @@
-"""``check`` (the verdict for one item without adding it, and its nearest entries) and ``explain``
-(the stored decision about a URL)."""
+"""``check`` (the verdict for one item without adding it, and its nearest entries), ``explain``
+(the stored decision about a URL) and ``report`` (the HTML page about the thresholds,
+:mod:`scrapy_simhash.report`)."""
 
 from __future__ import annotations
 
@@ -205,3 +206,20 @@ def run_explain(args: argparse.Namespace) -> int:
         return 1
     return 0
 
+
+def run_report(args: argparse.Namespace) -> int:
+    """Gather, render and write the page; the one-line summary goes to stderr."""
+    from ..report import write_report
+
+    index = open_index_for(args, readonly=True)
+    try:
+        summary = write_report(
+            index, args.output, recent=args.recent, pairs=args.pairs, decision_files=args.decisions,
+            title_max_distance=args.title_max_distance, body_max_distance=args.body_max_distance,
+        )
+    except OSError as exc:
+        raise CliError(f"cannot write {args.output}: {describe(exc)}") from exc
+    finally:
+        index.close()
+    print(summary, file=sys.stderr)
+    return 0
