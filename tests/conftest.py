@@ -7,12 +7,11 @@ import gzip
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,18 +177,3 @@ def kill_mid_reband(path: Path, script: str) -> None:
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-
-
-def made_before_table(path: Path, table: str, add: Callable[[Any], Any]) -> None:
-    """An index file as a version before ``table`` wrote it: ``add(index)`` on a new file, then the
-    table dropped; it still opens read-only (nothing is added to it there)."""
-    from scrapy_simhash.index import open_index
-
-    with open_index(path) as ix:
-        add(ix)
-    conn = sqlite3.connect(path)
-    conn.execute(f"DROP TABLE {table}")
-    conn.commit()
-    conn.close()
-    with open_index(path, readonly=True) as ix:
-        assert ix.count() == 1

@@ -9,7 +9,6 @@ a SIGKILL in the middle of it leaves an index that opens and holds every entry.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 import sqlite3
 from pathlib import Path
@@ -20,14 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scrapy_simhash.fingerprint.simhash import to_signed64
-from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index
+from scrapy_simhash.index import IndexParams, ParameterMismatch, Query, open_index
 from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
-from scrapy_simhash.index.meta import layouts
 from scrapy_simhash.index.sqlite import dense as sqlite_dense
 from scrapy_simhash.index.sqlite.index import SqliteIndex
 from scrapy_simhash.index.sqlite.reband import reband
-from scrapy_simhash.index.sqlite.tables import Rows
-from scrapy_simhash.index.sqlite.values import codec
 
 from .conftest import kill_mid_reband
 from .test_cli import SCRAPY, make_project, ok, run
@@ -272,47 +268,12 @@ def test_reband_keeps_every_entry_and_answers_the_new_threshold(tmp_path: Path) 
         assert other.count() == 1 and other.lookup(None, pairs[0][1], title_k=0, body_k=5)[0].distance == 0
 
 
-def _as_schema_3(path: Path) -> None:
-    """Rewrite a file as the previous version wrote it: pigeonhole band rows, schema version 3."""
-    conn = sqlite3.connect(path)
-    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
-    params = IndexParams(**meta["params"])
-    tiers = layouts(params)
-    vbits = max(w for layout in tiers.values() for _, w in layout)
-
-    class Pigeonhole:  # the old layout in the shape Rows takes
-        def __init__(self, layout: tuple[tuple[int, int], ...]) -> None:
-            self.parts, self.probes = layout, len(layout)
-
-        def store(self, fp: int) -> list[tuple[int, int]]:
-            return [(n, (fp >> s) & ((1 << w) - 1)) for n, (s, w) in enumerate(self.parts)]
-
-    enc, dec = codec(64)
-    rows = Rows(1, "", {t: Pigeonhole(layout) for t, layout in tiers.items()}, vbits, enc, dec)  # type: ignore[misc]
-    old = {tfp: None for (tfp,) in conn.execute("SELECT title_fp FROM entry WHERE title_fp IS NOT NULL")}
-    body = {bfp: None for (bfp,) in conn.execute("SELECT body_fp FROM entry WHERE body_fp IS NOT NULL")}
-    conn.execute("DELETE FROM band")
-    conn.execute("DROP TABLE band2")  # schema 4's table for split buckets
-    conn.executemany("INSERT OR IGNORE INTO band VALUES (?, ?)",
-                     [(k, raw) for raw in old for k in rows.keys("title", dec(raw))]
-                     + [(k, raw) for raw in body for k in rows.keys("body", dec(raw))])
-    for key, value in {"schema_version": 3, "title_layout": [list(b) for b in tiers["title"]],
-                       "body_layout": [list(b) for b in tiers["body"]],
-                       "band_key": {**meta["band_key"], "value_bits": vbits}}.items():
-        conn.execute("UPDATE simhash_meta SET value = ? WHERE key = ?", (json.dumps(value), key))
-    conn.commit()
-    conn.close()
-
-
-def test_a_file_of_the_previous_schema_is_refused_then_rebanded_by_the_cli(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
+def test_the_command_line_rebands_without_a_progress_bar_off_a_terminal(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite3"
     pairs = filled(path, 500)
-    _as_schema_3(path)
-    with pytest.raises(IndexOpenError, match=f"schema version 3.*scrapy-simhash reband {path}"):
-        open_index(path)
-    proc = ok(run("reband", path))
+    proc = ok(run("reband", path, "--body-bands", "6"))
     assert "500 entries" in proc.stdout and "\r" not in proc.stderr  # no progress bar without a terminal
-    with open_index(path, params=IndexParams()) as ix:
+    with open_index(path, params=IndexParams(body_bands=6)) as ix:
         assert ix.count() == 500
         for _, b in pairs[:50]:
             assert ix.peek(Query(title_fp=None, body_fp=b ^ 0b111, title_k=2, body_k=3)).entry.body_fp == b  # type: ignore[union-attr]
@@ -352,46 +313,6 @@ def test_sigkill_during_reband_leaves_every_entry(tmp_path: Path) -> None:
         assert ix.count() == 60_000
 
 
-#: How schemas 4 to 6 wrote the table of split buckets (sqlite_tables.py at schema 6, verbatim), and split them.
-SCHEMA_6_BAND2 = ("CREATE TABLE band2 (\n    key INTEGER NOT NULL,\n    sub INTEGER NOT NULL,\n    fp NOT NULL,\n"
-                  "    PRIMARY KEY (key, sub, fp)\n) WITHOUT ROWID")
-SCHEMA_6_SPLIT_AT = 64
-
-
-def _one_split_level(path: Path, version: int = 6) -> None:
-    """Rewrite a file's band rows as schemas 4 to 6 wrote them: one split level, a bucket of 64
-    fingerprints split into ``band2(key, sub, fp)`` under ``sub = part << 56 | value`` of the
-    multi-index layout of its other bits; schema ``version``."""
-    conn = sqlite3.connect(path)
-    meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
-    tiers = bands_for(IndexParams(**meta["params"]))
-    enc, dec = codec(64)
-    buckets: dict[int, dict[Any, tuple[str, int]]] = {}
-    for ns, tfp, bfp in conn.execute("SELECT ns, title_fp, body_fp FROM entry"):
-        rows = Rows(ns, "", tiers, meta["band_key"]["value_bits"], enc, dec)
-        for tier, raw in (("title", tfp), ("body", bfp)):
-            if raw is not None:
-                for part, key in enumerate(rows.keys(tier, dec(raw))):
-                    buckets.setdefault(key, {})[raw] = (tier, part)
-    conn.execute("DELETE FROM band")
-    conn.execute("DROP TABLE band2")
-    conn.execute(SCHEMA_6_BAND2)
-    for key, held in buckets.items():
-        if len(held) < SCHEMA_6_SPLIT_AT:
-            conn.executemany("INSERT INTO band VALUES (?, ?)", [(key, raw) for raw in held])
-            continue
-        conn.execute("INSERT INTO band VALUES (?, x'')", (key,))
-        for raw, (tier, part) in held.items():
-            top = tiers[tier]
-            width = top.parts[part][1]
-            old = tier_bands(64 - width, min(top.distance, 63 - width))
-            conn.executemany("INSERT INTO band2 VALUES (?, ?, ?)", [
-                (key, j << 56 | value, raw) for j, value in old.store(top.rest(dec(raw), part))])
-    conn.execute("UPDATE simhash_meta SET value = ? WHERE key = 'schema_version'", (json.dumps(version),))
-    conn.commit()
-    conn.close()
-
-
 def _crowded(path: Path, n_random: int, seed: int = 4) -> tuple[int, list[int]]:
     """A file of ``n_random`` random entries and 2000 bodies within 6 bits of one centre; the centre
     and the crowd's bodies."""
@@ -404,17 +325,9 @@ def _crowded(path: Path, n_random: int, seed: int = 4) -> tuple[int, list[int]]:
     return centre, crowd
 
 
-@pytest.mark.parametrize("version", [5, 6])
-def test_a_file_of_one_split_level_is_refused_then_rebanded_into_two(tmp_path: Path, version: int) -> None:
-    path = tmp_path / "old.sqlite3"
+def test_reband_splits_a_crowd_again_and_answers_as_a_scan(tmp_path: Path) -> None:
+    path = tmp_path / "crowd.sqlite3"
     centre, crowd = _crowded(path, 500)
-    _one_split_level(path, version)
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT count(*) FROM band2").fetchone()[0] > 0  # the old split buckets are there
-    conn.close()
-    refused = f"schema version {version}.*convert it with `scrapy-simhash reband {path}`"
-    with pytest.raises(IndexOpenError, match=refused):
-        open_index(path)
     proc = ok(run("reband", path))
     assert f"{500 + len(crowd):,} entries" in proc.stdout
     with SqliteIndex.open(path) as ix:
@@ -423,19 +336,18 @@ def test_a_file_of_one_split_level_is_refused_then_rebanded_into_two(tmp_path: P
         answers_as_a_scan(ix, crowd, centre, random.Random(8))
 
 
-def test_sigkill_during_the_schema_6_conversion_leaves_the_old_file(tmp_path: Path) -> None:
-    path = tmp_path / "six.sqlite3"
+def test_sigkill_while_a_crowd_is_rebanded_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "crowd.sqlite3"
     centre, crowd = _crowded(path, 60_000)
-    _one_split_level(path)
+    with SqliteIndex.open(path) as ix:
+        assert ix._conn is not None
+        markers = _markers(ix._conn)
     kill_mid_reband(path, _REBANDER.replace("body_bands=6", "body_bands=None"))
-    conn = sqlite3.connect(path)  # as it was: schema 6, its band2, every entry
-    assert json.loads(conn.execute("SELECT value FROM simhash_meta WHERE key = 'schema_version'").fetchone()[0]) == 6
-    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'band2'").fetchone()[0] == SCHEMA_6_BAND2
-    assert conn.execute("SELECT count(*) FROM entry").fetchone()[0] == 60_000 + len(crowd)
-    conn.close()
-    with pytest.raises(IndexOpenError, match="schema version 6"):
-        open_index(path)
-    reband(path)  # and it converts afterwards
+    with SqliteIndex.open(path) as ix:  # as it was: every entry, its split buckets, exact answers
+        assert ix.count() == 60_000 + len(crowd)
+        assert ix._conn is not None and _markers(ix._conn) == markers
+        answers_as_a_scan(ix, crowd, centre, random.Random(9))
+    reband(path)  # and it can be re-banded afterwards
     with SqliteIndex.open(path) as ix:
         assert ix.count() == 60_000 + len(crowd)
         answers_as_a_scan(ix, crowd, centre, random.Random(9))

@@ -20,7 +20,6 @@ import pytest_twisted
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.owners import _host, alive, new_owner
-from tests.conftest import made_before_table
 from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
 
 
@@ -106,15 +105,6 @@ def test_redis_owner_on_another_host_is_dead_once_its_lease_is_gone() -> None:
         assert ix.recover() == 1
         assert [e.url for e in ix.entries()] == ["leased"]
         ix.heartbeat("elsewhere|1|2|a")
-
-
-def test_a_file_made_before_delivery_tracking_gets_its_table(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    made_before_table(path, "pending", lambda ix: ix.check_and_add(q(0x9, None)))
-    with open_index(path) as ix:
-        owner = new_owner()
-        added: Any = ix.check_and_add(q(0x90000, owner)).entry_id
-        assert ix.release([added]) == 1 and ix.count() == 1
 
 
 # -- the pipeline and the command line -------------------------------------------------------------

@@ -1,35 +1,23 @@
-"""The SQLite entry table of schema 6 (issue 15: ≤ 600 bytes an entry under a crawl's values), and
-the conversion of a schema 5 file.
+"""The SQLite entry table: small under a crawl's values (docs/decisions/0302-sqlite-entry-layout.md).
 
 ``first_seen`` keeps the whole second (4 bytes on disk where ``time.time()`` took 8, in the row and in
 three indexes), entries of one second ordered by id; ``url_key`` is a 32-bit digest; the fingerprint
 indexes are keyed on the fingerprint XOR a namespace mask, without an ``ns`` column. Every time order
 is the stored times' own, never the id order: a writer whose clock is behind (or an import) adds
-entries that are ordered, expired and purged by their times. A schema 5 file is refused with the
-command that converts it; the conversion keeps every entry, id and verdict, and a SIGKILL in the
-middle of it leaves the file as it was.
+entries that are ordered, expired and purged by their times.
 """
 
 from __future__ import annotations
 
 import json
 import random
-import sqlite3
-from hashlib import blake2b
 from pathlib import Path
 
-import pytest
-
 from scrapy_simhash.fingerprint.simhash import to_signed64
-from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
+from scrapy_simhash.index import IndexParams, Query, open_index
 from scrapy_simhash.index.sqlite.file import SCHEMA_VERSION
 from scrapy_simhash.index.sqlite.index import SqliteIndex
-from scrapy_simhash.index.sqlite.reband import reband
 from scrapy_simhash.index.sqlite.schema import FP_MIX, fp_key_sql
-from scrapy_simhash.index.sqlite.sentences import ns_mask
-from tests.conftest import kill_mid_reband
-from tests.test_cli import ok, run
-from tests.test_sentence_storage import _CONVERTER, filled, verdicts
 
 NOW = 1_796_145_886.0  # a whole second of the crawl's clock
 
@@ -38,7 +26,7 @@ def q(title: int | None, body: int | None, **kw: object) -> Query:
     return Query(title_fp=title, body_fp=body, title_k=2, body_k=3, **kw)  # type: ignore[arg-type]
 
 
-def test_schema_6_entry_layout(tmp_path: Path) -> None:
+def test_entry_layout(tmp_path: Path) -> None:
     path = tmp_path / "i.sqlite3"
     rng = random.Random(6)
     with open_index(path) as ix:
@@ -49,7 +37,7 @@ def test_schema_6_entry_layout(tmp_path: Path) -> None:
         conn = ix._conn
         assert conn is not None
         meta = dict(conn.execute("SELECT key, value FROM simhash_meta").fetchall())
-        assert json.loads(meta["schema_version"]) == SCHEMA_VERSION == 7  # schema 6's entry layout, kept by 7
+        assert json.loads(meta["schema_version"]) == SCHEMA_VERSION == 1  # the first release's
         for tier in ("title", "body"):  # keyed on the fp XOR the namespace mask, then the time: no ns column
             columns = [(r[1], r[2]) for r in conn.execute(f"PRAGMA index_xinfo(entry_{tier})") if r[5]]
             assert columns == [(-2, None), (4, "first_seen")], columns
@@ -158,106 +146,3 @@ def test_128_bit_fingerprints_are_their_own_index_key(tmp_path: Path) -> None:
         assert conn is not None
         assert conn.execute(f"SELECT {fp_key_sql('title_fp')} FROM entry").fetchone() == (fp.to_bytes(16, "big"),)
         assert [m.entry.id for m in ix.lookup(fp ^ 3, None, title_k=2, body_k=0)] == [ident]
-
-
-# -- schema 5 files ---------------------------------------------------------------------------------
-
-#: How schema 5 wrote the entry table and its indexes (sqlite_tables.py at schema 5, verbatim).
-SCHEMA_5_ENTRY = """CREATE TABLE entry (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns INTEGER NOT NULL,
-    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
-    body_fp,
-    first_seen REAL NOT NULL,
-    url TEXT,
-    url_key INTEGER,  -- 64-bit digest of (namespace, url): what entry_url indexes (url_key())
-    title TEXT,
-    numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
-    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
-    short INTEGER  -- digest of a body too short to fingerprint; NULL: none
-);
-CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
-CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(url_key) WHERE url_key IS NOT NULL;
-"""
-COLUMNS = "id, ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short"
-
-
-def url_key_5(ns: int, url: str | None) -> int | None:
-    """Schema 5's ``url_key``: the 8-byte BLAKE2b of the URL XOR the namespace's mask."""
-    if url is None:
-        return None
-    return to_signed64(int.from_bytes(blake2b(url.encode(), digest_size=8).digest(), "big") ^ ns_mask(ns))
-
-
-def as_schema_5(path: Path, fraction: float = 0.5) -> None:
-    """Rewrite a file's entry table as schema 5 wrote it: sub-second times (each entry's plus
-    ``fraction``), the 64-bit URL digest, ``ns`` in the fingerprint indexes."""
-    conn = sqlite3.connect(path)
-    (seq,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()
-    old = conn.execute(f"SELECT {COLUMNS} FROM entry").fetchall()
-    conn.executescript(f"DROP TABLE entry; {SCHEMA_5_ENTRY}")
-    conn.executemany(f"INSERT INTO entry({COLUMNS}) VALUES ({','.join('?' * 11)})",
-                     [(*r[:4], r[4] + fraction, r[5], url_key_5(r[1], r[5]), *r[7:]) for r in old])
-    conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'entry'", (seq,))
-    conn.execute("UPDATE simhash_meta SET value = ? WHERE key = 'schema_version'", (json.dumps(5),))
-    conn.commit()
-    conn.close()
-
-
-def test_a_schema_5_file_is_refused_then_converted_by_reband(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    queries, samples = filled(path, 300)
-    probes = [Query(title_fp=q.title_fp, body_fp=q.body_fp, title_k=2, body_k=3, sentences=q.sentences,
-                    sentences_shared=50, numbers=q.numbers, title_numbers=q.title_numbers,
-                    not_before=None if i % 2 else q.seen_at - 40) for i, q in enumerate(queries[::3])]
-    before = verdicts(path, probes)
-    with open_index(path, namespace="a") as ix:
-        times = [e.first_seen for e in ix.entries()]
-        top = ix._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()  # type: ignore[union-attr]
-    as_schema_5(path)
-    conn = sqlite3.connect(path)
-    assert conn.execute("SELECT count(*) FROM entry WHERE first_seen != CAST(first_seen AS INTEGER)").fetchone() == (
-        len(samples),)  # every time sub-second, as a crawl wrote them
-    conn.close()
-    with pytest.raises(IndexOpenError, match=f"schema version 5.*convert it with `scrapy-simhash reband {path}`"):
-        open_index(path)
-    proc = ok(run("reband", path))
-    assert f"{len(samples)} entries" in proc.stdout
-    assert verdicts(path, probes) == before  # every entry, id, sample and verdict, in both namespaces
-    with open_index(path, namespace="a") as ix:
-        conn = ix._conn
-        assert conn is not None
-        assert [e.first_seen for e in ix.entries()] == times  # cut back to the whole second
-        assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone() == top
-        assert conn.execute("SELECT count(*) FROM entry WHERE url_key NOT BETWEEN ? AND ?",
-                            (-(1 << 31), (1 << 31) - 1)).fetchone() == (0,)
-        url = next(e.url for e in ix.entries())
-        assert ix.forget(url) == 1  # the URL index was rebuilt
-        new = ix.check_and_add(Query(title_fp=None, body_fp=12345, title_k=2, body_k=3))
-        assert new.entry_id == top[0] + 1  # no id is given twice
-    converted = verdicts(path, probes)
-    ok(run("reband", path))  # a converted file is left as it is
-    assert verdicts(path, probes) == converted
-
-
-def test_sigkill_during_the_conversion_leaves_the_schema_5_file_whole(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    with SqliteIndex.open(path) as ix:  # many entries fast: bulk-added
-        ix.add([(i * 7919 + 1, i * 104729 + 3, f"u{i}", None, NOW + i) for i in range(30_000)])
-    as_schema_5(path, 0.25)
-    kill_mid_reband(path, _CONVERTER)  # the tables converted, band rows being computed: not committed
-    with pytest.raises(IndexOpenError, match=r"schema version 5.*scrapy-simhash reband"):
-        open_index(path)
-    conn = sqlite3.connect(path)  # as it was: schema 5's entry table and indexes, every sub-second time
-    assert conn.execute("SELECT sql FROM sqlite_master WHERE name = 'entry_title'").fetchone() == (
-        "CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL",)
-    assert conn.execute("SELECT count(*), sum(first_seen - ?) FROM entry", (NOW,)).fetchone() == (
-        30_000, sum(range(30_000)) + 30_000 * 0.25)
-    assert conn.execute("SELECT count(*) FROM entry WHERE url_key = ?", (url_key_5(1, "u17"),)).fetchone() == (1,)
-    conn.close()
-    reband(path)  # and it converts afterwards
-    with open_index(path) as ix:
-        assert ix.count() == 30_000 and ix.forget("u17") == 1
-        assert ix.lookup(18 * 7919 + 1, None, title_k=0, body_k=0)[0].entry.first_seen == NOW + 18

@@ -1,7 +1,7 @@
 """Hostile index files, through the engine, the console script and real crawls.
 
 Each file (pickle payloads in every column, SQLite that is not ours, truncated, another parameter
-set, read-only) must give a clear error or a documented read-only behaviour: no code runs (the
+set or schema version, read-only) must give a clear error or a documented read-only behaviour: no code runs (the
 payload would create a marker file if it were ever unpickled), nothing is overwritten (bytes are
 compared before and after), no item is passed on as new, and a crawl closes with reason
 ``simhash_index_error`` when the index cannot be opened.
@@ -264,6 +264,26 @@ async def test_index_of_another_parameter_set_is_refused_untouched(tmp_path: Pat
         reason = await assert_crawl_closes(path)
         assert str(path) in reason
         assert digest(path) == before, name
+
+
+@pytest_twisted.ensureDeferred
+async def test_index_of_another_schema_version_is_refused_untouched(tmp_path: Path) -> None:
+    """A real index whose record says another schema version (a development build's): no converter
+    runs; the engine, the command line (status 2) and a crawl (closed, the reason naming the file
+    and both versions) refuse it, and the file is not touched."""
+    path = make_index(tmp_path / "other-version.sqlite3")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE simhash_meta SET value = '7' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    before = digest(path)
+    message = f"{path} has schema version 7 .*; this scrapy-simhash reads version 1: .*no converter exists"
+    with pytest.raises(IndexOpenError, match=message):
+        Deduplicator.open(f"sqlite:///{path}").close()
+    assert_cli_refuses(path, tmp_path, "dedup", "stats", "check")
+    reason = await assert_crawl_closes(path)
+    assert f"{path} has schema version 7" in reason and "reads version 1" in reason, reason
+    assert digest(path) == before
 
 
 # -- read-only ------------------------------------------------------------------------------------------

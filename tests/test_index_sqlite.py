@@ -274,27 +274,51 @@ def test_nothing_read_from_the_file_is_unpickled(path: Path, tmp_path: Path) -> 
     assert marker.exists()
 
 
-def test_newer_schema_version_is_refused(path: Path) -> None:
-    open_index(path).close()
+def recording_version(path: Path, version: object) -> None:
+    """A real index file (one entry) whose meta record says ``version``."""
+    with open_index(path) as ix:
+        ix.check_and_add(q(77, 88, url="orig"))
     conn = sqlite3.connect(path)
-    conn.execute(f"UPDATE {META_TABLE} SET value = '99' WHERE key = 'schema_version'")
+    conn.execute(f"UPDATE {META_TABLE} SET value = ? WHERE key = 'schema_version'", (json.dumps(version),))
     conn.commit()
     conn.close()
-    with pytest.raises(IndexOpenError, match=f"{path}.*schema version 99.*upgrade"):
-        open_index(path)
 
 
-def test_older_schema_version_is_refused_with_what_to_do(path: Path) -> None:
-    """A file of schema 2 (sentence hashes as text, no sample in the entry row) cannot be read: the
-    message says to delete it or use a new file, since a reset keeps the file's layout."""
-    open_index(path).close()
-    conn = sqlite3.connect(path)
-    conn.execute(f"UPDATE {META_TABLE} SET value = '2' WHERE key = 'schema_version'")
-    conn.commit()
-    conn.close()
-    with pytest.raises(IndexOpenError, match=f"{path}.*schema version 2.*older scrapy-simhash.*delete it") as e:
-        open_index(path)
-    assert "SIMHASH_RESET" in str(e.value)
+@pytest.mark.parametrize("version", [0, 2, 7, "1", None])
+def test_a_file_of_another_schema_version_is_refused_untouched_saying_what_to_do(path: Path, version: object) -> None:
+    """Any version but this one's (an older development build's, a later one's, not a number) is
+    refused at open, writable or read-only, and by re-banding, naming both versions and what to
+    do; nothing is converted and the file is not touched."""
+    recording_version(path, version)
+    before = file_state(path)
+    expected = (rf"index {re.escape(str(path))} has schema version {re.escape(repr(version))} \(created by "
+                rf"scrapy-simhash [^)]+\); this scrapy-simhash reads version 1: .*no converter exists for a format "
+                r"no release wrote: delete it or use a new index file and let it fill again \(SIMHASH_RESET / "
+                r"--reset does not help\)")
+    for kwargs in ({}, {"readonly": True}, {"params": IndexParams()}):
+        with pytest.raises(IndexOpenError, match=expected) as e:
+            open_index(path, **kwargs)  # type: ignore[arg-type]
+        newer = isinstance(version, int) and version > 1
+        assert ("upgrade scrapy-simhash if a newer release made it" in str(e.value)) == newer
+    from scrapy_simhash.index.sqlite.reband import reband
+
+    with pytest.raises(IndexOpenError, match=expected):
+        reband(path, body_bands=6)
+    assert file_state(path) == before
+
+
+def test_a_file_of_another_schema_version_is_refused_by_the_command_line(path: Path) -> None:
+    """Each command exits with status 2 (an index that cannot be opened) and the one-line message."""
+    recording_version(path, 7)
+    before = file_state(path)
+    for command in (["stats"], ["export"], ["reband"], ["purge", "--older-than", "1"]):
+        proc = subprocess.run([sys.executable, "-m", "scrapy_simhash.cli", *command, "--index", str(path)],
+                              capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr and proc.stdout == "", (command, proc.stderr)
+        assert f"{path} has schema version 7" in proc.stderr and "reads version 1" in proc.stderr, proc.stderr
+        assert "no converter exists" in proc.stderr, proc.stderr
+    assert file_state(path) == before
 
 
 def test_readonly_open_reads_and_refuses_writes(path: Path) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from scrapy_simhash.index import Query, open_index
 from scrapy_simhash.index.sqlite.schema import REQUEST_TTL
-from tests.conftest import made_before_table
 
 
 def q(title_fp: int, url: str, request_id: str | None, seen_at: float = 1000.0) -> Query:
@@ -49,11 +48,3 @@ def test_old_request_tokens_go(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "i.sqlite3")
     assert [t for (t,) in conn.execute("SELECT token FROM request")] == ["new"]
     conn.close()
-
-
-def test_a_file_made_before_request_tokens_gets_their_table(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    made_before_table(path, "request", lambda ix: ix.check_and_add(q(0x9, "a", None)))
-    with open_index(path) as ix:
-        added = ix.check_and_add(q(0x90000, "b", "r"))
-        assert answers([ix.check_and_add(q(0x90000, "b", "r"))]) == answers([added]) and ix.count() == 2

@@ -1,29 +1,20 @@
-"""How a SQLite index stores sentence samples and URLs (schema 5, issue 15's storage target), and
-the conversion of a schema 4 file.
+"""How a SQLite index stores sentence samples and URLs, and what re-banding keeps of them.
 
 An entry row keeps 4-byte prefixes of its sampled sentence hashes; the ``sentence`` rows hold the
 whole hashes without a namespace column; ``entry_url`` indexes a digest. Prefixes that
 collide (inside one sample, across samples, under a boilerplate sentence) must change no verdict
 and no removal: checked against the rule's reference store on a stream where they collide all the
-time. A schema 4 file is refused with the command that converts it; the conversion keeps every
-entry, id and verdict, and a SIGKILL in the middle of it leaves the file as it was.
+time. Re-banding rebuilds band rows only: every entry, id, sample and verdict stays.
 """
 
 from __future__ import annotations
 
-import json
 import random
-import sqlite3
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from scrapy_simhash.fingerprint.simhash import to_signed64
-from scrapy_simhash.index import IndexOpenError, Query, open_index, rule
+from scrapy_simhash.index import IndexParams, Query, open_index, rule
 from scrapy_simhash.index.sqlite.index import SqliteIndex
-from scrapy_simhash.index.sqlite.reband import reband
-from tests.conftest import kill_mid_reband
 from tests.test_cli import ok, run
 from tests.test_rule import Memory, flip
 
@@ -42,7 +33,7 @@ def test_an_entry_row_keeps_4_bytes_a_sampled_hash_and_the_url_as_a_digest(tmp_p
         conn = ix._conn
         assert conn is not None
         (blob,) = conn.execute("SELECT sentences FROM entry").fetchone()
-        assert blob == b"".join(bytes.fromhex(h[:8]) for h in sample[:K])  # schema 4: the whole 8 bytes
+        assert blob == b"".join(bytes.fromhex(h[:8]) for h in sample[:K])  # not the whole 8 bytes
         assert [r[1] for r in conn.execute("PRAGMA table_info(sentence)")] == ["key", "entry"]  # no ns
         assert conn.execute("SELECT count(*) FROM sentence").fetchone()[0] == K
         assert [r[2] for r in conn.execute("PRAGMA index_info(entry_url)")] == ["url_key"]
@@ -141,52 +132,7 @@ def test_namespaces_share_the_sentence_rows_but_not_their_counts(tmp_path: Path)
         assert next(a.entries()).sentences == (chrome, f"{1000:016x}")
 
 
-# -- schema 4 files ---------------------------------------------------------------------------------
-
-#: How schema 4 wrote the tables this version changed (sqlite_tables.py at schema 4, verbatim).
-SCHEMA_4_ENTRY = """CREATE TABLE entry (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    ns INTEGER NOT NULL,
-    title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
-    body_fp,
-    first_seen REAL NOT NULL,
-    url TEXT,
-    title TEXT,
-    numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
-    sentences BLOB,  -- stored sentence hashes, 8 bytes each; NULL: none
-    short INTEGER  -- digest of a body too short to fingerprint; NULL: none
-);
-CREATE INDEX entry_title ON entry(ns, title_fp, first_seen) WHERE title_fp IS NOT NULL;
-CREATE INDEX entry_body ON entry(ns, body_fp, first_seen) WHERE body_fp IS NOT NULL;
-CREATE INDEX entry_seen ON entry(ns, first_seen);
-CREATE INDEX entry_url ON entry(ns, url) WHERE url IS NOT NULL;
-CREATE TABLE sentence (
-    ns INTEGER NOT NULL,
-    hash INTEGER NOT NULL,
-    entry INTEGER NOT NULL,
-    PRIMARY KEY (ns, hash, entry)
-) WITHOUT ROWID;
-"""
-
-
-def as_schema_4(path: Path, samples: dict[int, tuple[str, ...]]) -> None:
-    """Rewrite a file as schema 4 wrote it: the whole hashes in ``entry.sentences``, the sentence
-    rows with a namespace column, the URL index on the text (``samples``: each entry's sample)."""
-    conn = sqlite3.connect(path)
-    (seq,) = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()
-    old = conn.execute("SELECT id, ns, title_fp, body_fp, first_seen, url, title, numbers, short FROM entry").fetchall()
-    conn.executescript(f"DROP TABLE entry; DROP TABLE sentence; {SCHEMA_4_ENTRY}")
-    for ident, ns, tfp, bfp, seen, url, title, numbers, short in old:
-        blob = b"".join(bytes.fromhex(h) for h in samples.get(ident, ())) or None
-        conn.execute("INSERT INTO entry(id, ns, title_fp, body_fp, first_seen, url, title, numbers, sentences, short)"
-                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (ident, ns, tfp, bfp, seen, url, title, numbers, blob, short))
-        conn.executemany("INSERT INTO sentence VALUES (?, ?, ?)",
-                         [(ns, to_signed64(int(h, 16)), ident) for h in samples.get(ident, ())])
-    conn.execute("UPDATE sqlite_sequence SET seq = ? WHERE name = 'entry'", (seq,))
-    conn.execute("UPDATE simhash_meta SET value = ? WHERE key = 'schema_version'", (json.dumps(4),))
-    conn.commit()
-    conn.close()
+# -- re-banding ------------------------------------------------------------------------------------
 
 
 def filled(path: Path, n: int, seed: int = 3) -> tuple[list[Query], dict[int, tuple[str, ...]]]:
@@ -209,62 +155,23 @@ def verdicts(path: Path, probes: list[Query]) -> list[Any]:
                                                           for ix in (a, b)]
 
 
-def test_a_schema_4_file_is_refused_then_converted_by_reband(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
+def test_reband_keeps_every_entry_id_sample_and_verdict(tmp_path: Path) -> None:
+    path = tmp_path / "i.sqlite3"
     queries, samples = filled(path, 300)
     probes = [Query(title_fp=q.title_fp, body_fp=q.body_fp, title_k=2, body_k=3, sentences=q.sentences,
                     sentences_shared=50, numbers=q.numbers, title_numbers=q.title_numbers) for q in queries[::3]]
     before = verdicts(path, probes)
     with open_index(path, namespace="a") as ix:
         top = ix._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone()  # type: ignore[union-attr]
-    as_schema_4(path, samples)
-    with pytest.raises(IndexOpenError, match=f"schema version 4.*convert it with `scrapy-simhash reband {path}`"):
-        open_index(path)
-    proc = ok(run("reband", path))
+    proc = ok(run("reband", path, "--body-bands", "6"))
     assert f"{len(samples)} entries" in proc.stdout
     assert verdicts(path, probes) == before  # every entry, id, sample and verdict, in both namespaces
-    with open_index(path, namespace="a") as ix:
+    with open_index(path, namespace="a", params=IndexParams(body_bands=6)) as ix:
         conn = ix._conn
         assert conn is not None
         assert conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entry'").fetchone() == top
         assert conn.execute("SELECT count(*) FROM sentence").fetchone()[0] == sum(map(len, samples.values()))
         url = next(e.url for e in ix.entries())
-        assert ix.forget(url) == 1  # the URL index was rebuilt
+        assert ix.forget(url) == 1
         new = ix.check_and_add(Query(title_fp=None, body_fp=12345, title_k=2, body_k=3))
         assert new.entry_id == top[0] + 1  # no id is given twice
-
-
-_CONVERTER = """
-import sys
-from scrapy_simhash.index.sqlite import reband as sqlite_reband
-sqlite_reband.PROGRESS_EVERY = 1000
-
-def progress(done, total):
-    print(done, flush=True)
-
-sqlite_reband.reband(sys.argv[1], progress=progress)
-"""
-
-
-def test_sigkill_during_the_conversion_leaves_the_schema_4_file_whole(tmp_path: Path) -> None:
-    path = tmp_path / "old.sqlite3"
-    rng = random.Random(9)
-    with SqliteIndex.open(path) as ix:  # many entries fast: bulk-added, their samples written below
-        ix.add([(rng.getrandbits(64), rng.getrandbits(64), f"u{i}", None, float(i)) for i in range(30_000)])
-        ids = [e.id for e in ix.entries()]
-    samples = {ident: hashes(rng, K) for ident in ids}
-    as_schema_4(path, samples)
-    kill_mid_reband(path, _CONVERTER)  # the tables converted, band rows being computed: not committed
-    with pytest.raises(IndexOpenError, match=r"schema version 4.*scrapy-simhash reband"):
-        open_index(path)
-    conn = sqlite3.connect(path)  # as it was: schema 4's tables, every entry and sentence row
-    assert conn.execute("SELECT count(*), sum(length(sentences)) FROM entry").fetchone() == (30_000, 30_000 * 8 * K)
-    assert conn.execute("SELECT count(*) FROM sentence WHERE ns = 1").fetchone()[0] == 30_000 * K
-    conn.close()
-    reband(path)  # and it converts afterwards
-    with open_index(path) as ix:
-        assert ix.count() == 30_000
-        for ident in random.Random(2).sample(ids, 50):
-            found = ix.peek(Query(title_fp=None, body_fp=rng.getrandbits(64), title_k=2, body_k=3,
-                                  sentences=samples[ident], sentences_shared=50))
-            assert found is not None and found.entry.id == ident and found.entry.sentences == samples[ident]

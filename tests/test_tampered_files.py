@@ -77,7 +77,7 @@ def assert_refused(path: Path, pattern: str) -> None:
         assert states(path) == before, readonly
 
 
-# -- planted schema objects (issue 17 item 3) ------------------------------------------------------
+# -- planted or missing schema objects ------------------------------------------------------------
 
 PLANTED = {
     "sink": faults.TRIGGER_DELETE,
@@ -97,10 +97,16 @@ def test_planted_schema_objects_are_refused_untouched(sources: dict[str, Path], 
     assert_refused(path, f"tampered with: .*'{'loot' if name == 'leak' else name}'")
 
 
-def test_a_dropped_table_or_index_is_refused(sources: dict[str, Path], tmp_path: Path) -> None:
+@pytest.mark.parametrize(("dropped", "missing"), [
+    ("DROP TABLE sentence; DROP INDEX entry_seen;", "'entry_seen', 'sentence'"),
+    ("DROP TABLE pending;", "'pending', 'pending_owner'"),  # every table is there from the start: none added later
+    ("DROP TABLE request;", "'request', 'request_at'"),
+])
+def test_a_dropped_table_or_index_is_refused(sources: dict[str, Path], tmp_path: Path, dropped: str,
+                                             missing: str) -> None:
     path = copy_of(sources, "clean", tmp_path)
-    faults._sql(path, "DROP TABLE sentence; DROP INDEX entry_seen;")
-    assert_refused(path, "damaged: schema objects \\['entry_seen', 'sentence'\\] are missing")
+    faults._sql(path, dropped)
+    assert_refused(path, f"damaged: schema objects \\[{missing}\\] are missing")
 
 
 def test_trigger_sink_no_longer_admits_everything(tmp_path: Path) -> None:
@@ -124,7 +130,7 @@ def test_what_sqlite_adds_itself_is_accepted_and_schema_is_untrusted(sources: di
     assert sqlite3.sqlite_version_info >= (3, 31, 0)  # trusted_schema exists
 
 
-# -- damaged or mismatched WAL (item 4) --------------------------------------------------------------
+# -- damaged or mismatched WAL ------------------------------------------------------------------------
 
 WAL_DAMAGE = {
     "random": ("wal replaced by random bytes", "not start with a valid WAL header"),

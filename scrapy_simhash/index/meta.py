@@ -75,24 +75,15 @@ def new_meta(
 
 def verify_meta(
     meta: Mapping[str, Any], location: str, schema_version: int, requested: IndexParams | None, remedy: str,
-    *, layout_records: LayoutRecords = pigeonhole_records, convert: Mapping[int, str] | None = None,
+    *, layout_records: LayoutRecords = pigeonhole_records,
 ) -> IndexParams:
     """The parameters ``meta`` records, after checking that this version reads it and that they
-    answer ``requested`` (any, when None). ``remedy`` ends the mismatch message (what to do);
-    ``convert``: the command that converts an index of an older schema version, per version."""
+    answer ``requested`` (any, when None). ``remedy`` ends the mismatch message (what to do)."""
     if meta.get("format") != FORMAT:
         raise IndexOpenError(f"{location} is not a scrapy-simhash index (format {meta.get('format')!r})")
     version = meta.get("schema_version")
     if version != schema_version:
-        newer = isinstance(version, int) and not isinstance(version, bool) and version > schema_version
-        command = (convert or {}).get(version) if isinstance(version, int) else None
-        older = (f": it was made by an older scrapy-simhash; convert it with `{command}`" if command else
-                 f": it was made by an older scrapy-simhash and cannot be converted; delete it or "
-                 f"use a new index {remedy} (SIMHASH_RESET / --reset does not help)")
-        raise IndexOpenError(
-            f"index {location} has schema version {version!r}; this scrapy-simhash reads version "
-            f"{schema_version}" + (" (upgrade scrapy-simhash)" if newer else older)
-        )
+        raise IndexOpenError(other_version(meta, location, schema_version, remedy))
     try:
         stored = IndexParams(**meta["params"])
         check_params(stored)
@@ -118,6 +109,22 @@ def verify_meta(
             f"these queries: {hint}"
         )
     return stored
+
+
+def other_version(meta: Mapping[str, Any], location: str, schema_version: int, remedy: str) -> str:
+    """Why an index recording another schema version is refused, and what to do. A release reads
+    the one format it writes: there is no converter, since no release wrote any other."""
+    version = meta.get("schema_version")
+    made_by = meta.get("created_by")
+    by = f" (created by {made_by[:60]})" if isinstance(made_by, str) else ""
+    newer = isinstance(version, int) and not isinstance(version, bool) and version > schema_version
+    made = ("upgrade scrapy-simhash if a newer release made it; otherwise a development build made it"
+            if newer else "it was made by an older scrapy-simhash or a development build")
+    return (
+        f"index {location} has schema version {version!r}{by}; this scrapy-simhash reads version "
+        f"{schema_version}: {made}, and no converter exists for a format no release wrote: delete it or use "
+        f"a new index {remedy} and let it fill again (SIMHASH_RESET / --reset does not help)"
+    )
 
 
 class QueryChecks:

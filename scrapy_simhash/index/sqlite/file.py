@@ -2,11 +2,12 @@
 
 Everything here is about the file, not the rule: building a new file under a temporary name and
 linking it into place; before SQLite reads an existing one, checking that it (and its ``-wal``/``-shm``)
-are regular files, its header and its pending WAL (:mod:`.sqlite_wal`); connecting with
+are regular files, its header and its pending WAL (:mod:`.wal`); connecting with
 ``trusted_schema=OFF`` and refusing any schema object the project did not create (a planted trigger
 could delete every new entry or copy every URL elsewhere); reading its self-description (JSON only,
-never pickle), probing that it can be written, and naming the file, and the cause (locked,
-read-only, corrupt), in every error. The schema it holds is described in :mod:`.sqlite_tables`.
+never pickle) and checking it, and the rows, against the parameters it records (:func:`open_file`);
+probing that it can be written; and naming the file, and the cause (locked, read-only, corrupt,
+another schema version), in every error. The schema it holds is described in :mod:`.tables`.
 """
 
 from __future__ import annotations
@@ -18,32 +19,35 @@ import os
 import sqlite3
 import stat
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlitedict import SqliteDict
 
-from ..base import IndexError_, IndexOpenError, IndexWriteError
+from ..bands import bands_for, records
+from ..base import IndexError_, IndexOpenError, IndexParams, IndexWriteError
+from ..meta import verify_meta
 from .fd import descriptor
-from .schema import PENDING_OBJECTS, REQUEST_OBJECTS, SCHEMA
+from .schema import SCHEMA
+from .tables import NAMESPACE_BITS, Rows, check_rows, check_storage_meta, value_bits
+from .values import codec
 from .wal import check_wal
 
-#: 2: entry.numbers (title tier's number guard), sentence table (opt-in tier). 3: sentence hashes as
-#: 8-byte integers, an entry's sample in its row (entry.sentences), entry.short (short bodies),
-#: entry.numbers as a BLOB. 4: multi-index band layout (:mod:`.bands`). 5: sentence rows without a
-#: namespace column, 4-byte prefixes of the sample in the entry row (:mod:`.sqlite_sentences`), the
-#: URL index on a digest (entry.url_key): 654 -> 575 bytes an entry. 6: ``entry.first_seen`` in whole
-#: seconds, a 32-bit ``url_key``, the fingerprint indexes keyed without an ``ns`` column
-#: (:func:`.sqlite_schema.fp_key_sql`): 606 -> 575 bytes an entry with a crawl's sub-second times.
-#: 7: split buckets two levels deep, ``band2`` keyed by one integer (:mod:`.sqlite_dense`).
-#: ``scrapy-simhash reband`` converts a version 3, 4, 5 or 6 file.
-SCHEMA_VERSION = 7
+#: The one layout of the tables (:data:`.schema.SCHEMA`) and of the meta record this version reads and
+#: writes. A file recording any other version is refused at open, saying both (:func:`.meta.other_version`;
+#: docs/decisions/0304-sqlite-schema-version.md).
+SCHEMA_VERSION = 1
 META_TABLE = "simhash_meta"
+#: SQLite's page cache a connection keeps, in KiB (docs/decisions/0301-sqlite-page-cache.md).
+CACHE_KIB = 32768
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: The table sqlitedict creates for the meta record (``SqliteDict(tablename=META_TABLE)``).
 _META_TABLE_SQL = f'CREATE TABLE "{META_TABLE}" (key TEXT PRIMARY KEY, value BLOB)'
 #: Tables SQLite itself may add: ``ANALYZE`` statistics (they steer query plans, never answers).
 _SQLITE_STAT = {"sqlite_stat1": "(tbl,idx,stat)", "sqlite_stat4": "(tbl,idx,neq,nlt,ndlt,sample)"}
+
 
 def _json_encode(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
@@ -62,8 +66,8 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
         raise IndexOpenError(f"cannot create the directory of index {file}: {exc}") from exc
     tmp = file.with_name(f".{file.name}.{os.getpid()}.{threading.get_ident()}.creating")
     try:
-        # Fail here, in this thread, if the directory cannot be written: sqlitedict would fail
-        # in its background thread first.
+        # Fail here, in this thread, if the directory cannot be written, not in sqlitedict's
+        # background thread.
         os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
         with SqliteDict(
             str(tmp),
@@ -80,8 +84,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
         try:
             # Nobody sees this file before it is whole and synced (below), then linked: its two
             # transactions (the schema, the switch to WAL) need no journal file and no syncs of
-            # their own (8 fdatasyncs and 2 journal unlinks at every creation, milliseconds each
-            # on a busy disk).
+            # their own (docs/decisions/0304-sqlite-new-file-unsynced.md).
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA journal_mode=MEMORY")
             conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")
@@ -213,9 +216,6 @@ def check_schema(conn: sqlite3.Connection, file: Path) -> None:
             "it (nothing was changed): a planted trigger or view can drop or copy entries"
         )
     missing = sorted(name for _, name, _, _ in expected if name not in {row[1] for row in found})
-    for added in (PENDING_OBJECTS, REQUEST_OBJECTS):  # a file made before them gets them at a writable open
-        if set(added) <= set(missing):
-            missing = [name for name in missing if name not in added]
     if missing:
         raise IndexOpenError(f"index {file} is damaged: schema objects {missing} are missing")
 
@@ -291,3 +291,91 @@ def sqlite_error(location: str, exc: BaseException, doing: str) -> IndexError_:
     if any(s in text for s in ("malformed", "not a database", "disk image")):
         return IndexError_(f"index {location} is corrupt ({text}) while {doing}")
     return IndexWriteError(f"index {location}: {doing} failed: {text}")
+
+
+@dataclass
+class OpenFile:
+    """An index file verified and configured for one namespace: its connection, its record and the
+    parameters it records, and the namespace's rows (:class:`.tables.Rows`; ``ns_id`` None: opened
+    read-only, and the namespace holds nothing yet)."""
+
+    conn: sqlite3.Connection
+    meta: dict[str, Any]
+    params: IndexParams
+    rows: Rows
+    ns_id: int | None
+
+
+def open_file(
+    file: Path, namespace: str, requested: IndexParams | None, readonly: bool, busy_timeout: float
+) -> OpenFile:
+    """Open an existing index file: its header and WAL checked (:func:`check_header`), its record
+    verified against ``requested`` (any, when None), its schema objects and a sample of its rows
+    against what the record implies, then WAL mode, full syncs and a write probe (unless
+    ``readonly``) and the namespace's id (created when writable). The connection is closed again
+    when any of it fails."""
+    check_header(file)
+    conn = connect(file, readonly, busy_timeout)
+    try:
+        return _verify_and_configure(conn, file, namespace, requested, readonly)
+    except BaseException:
+        conn.close()
+        raise
+
+
+def _verify_and_configure(
+    conn: sqlite3.Connection, file: Path, namespace: str, requested: IndexParams | None, readonly: bool
+) -> OpenFile:
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as exc:
+        raise open_error(file, exc, "reading its schema") from exc
+    if META_TABLE not in tables:
+        raise IndexOpenError(f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)")
+    meta = read_meta(conn, file)
+    stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file", layout_records=records)
+    check_schema(conn, file)  # also: none of our tables and indexes is missing
+    check_storage_meta(meta, stored, str(file))
+    layouts, vbits = bands_for(stored), value_bits(stored)
+    enc, decode = codec(stored.bits)
+    stored_type = int if stored.bits <= 64 else bytes
+
+    def checked_decode(raw: Any) -> int:
+        # A file written by someone else may hold anything in a fingerprint column.
+        if type(raw) is not stored_type:
+            raise IndexError_(
+                f"index {file} is corrupt: a stored fingerprint is {type(raw).__name__}, not {stored_type.__name__}"
+            )
+        return decode(raw)
+
+    try:
+        check_rows(conn, str(file), layouts, vbits, stored.bits)
+        if not readonly:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            probe_write(conn)
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KIB}")  # docs/decisions/0301-sqlite-page-cache.md
+        conn.execute("PRAGMA temp_store=MEMORY")
+        ns_id = _namespace_id(conn, file, namespace, create=not readonly)
+    except sqlite3.Error as exc:
+        raise open_error(file, exc, "opening") from exc
+    rows = Rows(ns_id, namespace, layouts, vbits, enc, checked_decode)
+    return OpenFile(conn, meta, stored, rows, ns_id)
+
+
+def _namespace_id(conn: sqlite3.Connection, file: Path, name: str, *, create: bool) -> int | None:
+    """The id of namespace ``name`` in the file, created if absent and ``create`` (else None)."""
+    row = conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()
+    if row is not None or not create:
+        return None if row is None else int(row[0])
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("INSERT OR IGNORE INTO namespace(name, created) VALUES (?, ?)", (name, time.time()))
+        ns_id = int(conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()[0])
+        if ns_id >= 1 << NAMESPACE_BITS:
+            raise IndexOpenError(f"index {file} cannot hold more than {1 << NAMESPACE_BITS} namespaces")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return ns_id

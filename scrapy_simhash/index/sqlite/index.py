@@ -1,39 +1,39 @@
 """The default band index: one SQLite file, shared by every process and spider that opens it.
 
-The tables and how they hold the rule's data are described in :mod:`.sqlite_tables`; how the file is
-made and checked, in :mod:`.sqlite_file`; the sentence samples, in :mod:`.sqlite_sentences`. This
-module opens the file and runs the rule and the delivery tracking in transactions; the maintenance
-operations (forget, purge, reset, stats, export) are in :mod:`.sqlite_maintain`.
+The tables and how they hold the rule's data are described in :mod:`.tables`; how the file is made,
+checked and opened, in :mod:`.file`; the sentence samples, in :mod:`.sentences`; the SQL of removing
+entries and summing up a namespace, in :mod:`.maintain`. This module is the index's public API: it
+holds the connection and its lock, and runs every operation in a transaction of its own.
 
 Transactions: the connection runs in autocommit mode (``isolation_level=None``) with explicit
 ``BEGIN IMMEDIATE`` / ``COMMIT`` / ``ROLLBACK``. A check-and-add is the rule of :mod:`.rule` run
-over this file's tables (:class:`.sqlite_tables.Tables`) inside one ``BEGIN IMMEDIATE`` transaction, so two
-processes carrying one story are
-serialized and exactly one is admitted. The file is in WAL mode with ``synchronous=FULL``: when
-``check_and_add`` returns "added", the entry is committed and its WAL frame fsynced, so a process
-killed at any point leaves a file that opens and holds every entry reported new. Readers are never
-blocked by writers; writers wait up to ``busy_timeout`` seconds for each other.
+over this file's tables (:class:`.tables.Tables`) inside one ``BEGIN IMMEDIATE`` transaction, so two
+processes carrying one story are serialized and exactly one is admitted. The file is in WAL mode
+with ``synchronous=FULL``: when ``check_and_add`` returns "added", the entry is committed and its WAL
+frame fsynced, so a process killed at any point leaves a file that opens and holds every entry
+reported new. Readers are never blocked by writers; writers wait up to ``busy_timeout`` seconds for
+each other.
 
-Safety (:mod:`.sqlite_file`): nothing read from the file is unpickled or evaluated (meta values are
-JSON). A file that is not ours, is corrupt, truncated or not a database is an
-:class:`~.base.IndexOpenError` naming it, and is never modified; nothing is silently recreated. A
-new file is built under a temporary name and linked into place only once complete, so a concurrent
-opener sees either no file or a whole one.
+Safety (:mod:`.file`): nothing read from the file is unpickled or evaluated (meta values are
+JSON). A file that is not ours, is corrupt, truncated, not a database or of another schema version
+is an :class:`~.base.IndexOpenError` naming it, and is never modified; nothing is silently
+recreated. A new file is built under a temporary name and linked into place only once complete, so
+a concurrent opener sees either no file or a whole one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import rule
-from ..bands import bands_for, records
+from ..bands import records
 from ..base import (
     Decision,
     Entry,
@@ -46,26 +46,14 @@ from ..base import (
     Query,
     Tier,
 )
-from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
+from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict
 from ..owners import alive as owners_alive
 from . import dense as sqlite_dense
-from .file import (
-    META_TABLE,
-    SCHEMA_VERSION,
-    check_header,
-    check_schema,
-    connect,
-    create_file,
-    open_error,
-    probe_write,
-    read_meta,
-    sqlite_error,
-)
-from .maintain import Maintenance
-from .reband import REBANDED
-from .schema import PENDING_SCHEMA, REQUEST_SCHEMA, REQUEST_TTL
-from .tables import ENTRY_COLS_E, NAMESPACE_BITS, Rows, Tables, check_rows, check_storage_meta, storage_meta, value_bits
-from .values import codec, url_key, whole_seconds
+from . import maintain
+from .file import META_TABLE, SCHEMA_VERSION, create_file, open_file, sqlite_error
+from .schema import REQUEST_TTL
+from .tables import ENTRY_COLS_E, Rows, Tables, storage_meta
+from .values import url_key, whole_seconds
 
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
 
@@ -77,7 +65,7 @@ def _failed(exc: BaseException) -> Outcome:
     return Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
 
 
-class SqliteIndex(Maintenance, QueryChecks):
+class SqliteIndex(QueryChecks):
     """A :class:`~.base.BandIndex` in one SQLite file (see the module docstring for the layout).
 
     Open it with :func:`scrapy_simhash.index.open_index` or :meth:`SqliteIndex.open`. One instance
@@ -87,6 +75,11 @@ class SqliteIndex(Maintenance, QueryChecks):
     location: str
     namespace: str
     params: IndexParams
+    _rows: Rows  # the namespace's rows: band keys, codec, the hot path's SQL (:class:`.tables.Rows`)
+    _ns_id: int | None  # None: opened read-only, and the namespace holds nothing yet
+    _meta: dict[str, Any]
+    _readonly: bool
+    _busy_timeout: float
 
     def __init__(self) -> None:  # use SqliteIndex.open()
         self._conn: sqlite3.Connection | None = None
@@ -127,106 +120,10 @@ class SqliteIndex(Maintenance, QueryChecks):
                 raise IndexOpenError(f"index {file} does not exist ({why})")
             params = params or IndexParams()
             create_file(file, new_meta(params, SCHEMA_VERSION, layout_records=records, **storage_meta(params)))
-        self._open_existing(file, params)
+        opened = open_file(file, namespace, params, readonly, busy_timeout)
+        self._conn, self._meta, self.params = opened.conn, opened.meta, opened.params
+        self._rows, self._ns_id, self._bits = opened.rows, opened.ns_id, opened.params.bits
         return self
-
-    def _open_existing(self, file: Path, params: IndexParams | None) -> None:
-        check_header(file)
-        conn = connect(file, self._readonly, self._busy_timeout)
-        self._conn = conn
-        try:
-            self._verify_and_configure(file, params)
-        except BaseException:
-            self._conn = None
-            conn.close()
-            raise
-
-    def _verify_and_configure(self, file: Path, requested: IndexParams | None) -> None:
-        conn = self._conn
-        assert conn is not None
-        try:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.Error as exc:
-            raise open_error(file, exc, "reading its schema") from exc
-        if META_TABLE not in tables:
-            raise IndexOpenError(
-                f"{file} is a SQLite database but not a scrapy-simhash index (no {META_TABLE} table)"
-            )
-        meta = read_meta(conn, file)
-        stored = verify_meta(meta, str(file), SCHEMA_VERSION, requested, "file", layout_records=records,
-                             convert={version: f"scrapy-simhash reband {file}" for version in REBANDED})
-        check_schema(conn, file)  # also: none of our tables and indexes is missing
-        check_storage_meta(meta, stored, str(file))
-        self.params = stored
-        self._meta = meta
-        self._value_bits = value_bits(stored)
-        self._layouts = bands_for(stored)
-        self._bits = stored.bits
-        self._enc, decode = codec(stored.bits)
-        stored_type = int if stored.bits <= 64 else bytes
-
-        def checked_decode(raw: Any) -> int:
-            # A file written by someone else may hold anything in a fingerprint column.
-            if type(raw) is not stored_type:
-                raise IndexError_(
-                    f"index {file} is corrupt: a stored fingerprint is {type(raw).__name__}, "
-                    f"not {stored_type.__name__}"
-                )
-            return decode(raw)
-
-        self._dec = checked_decode
-        try:
-            check_rows(conn, str(file), self._layouts, self._value_bits, self._bits)
-            if not self._readonly:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                probe_write(conn)
-                if "pending" not in tables:  # a file made before delivery tracking
-                    self._add_tables(conn, PENDING_SCHEMA)
-                if "request" not in tables:  # a file made before request tokens
-                    self._add_tables(conn, REQUEST_SCHEMA)
-            conn.execute("PRAGMA cache_size=-32768")  # 32 MiB: keeps the upper B-tree levels hot
-            conn.execute("PRAGMA temp_store=MEMORY")
-            self._ns_id = self._namespace_id(self.namespace, create=not self._readonly)
-        except sqlite3.Error as exc:
-            raise open_error(file, exc, "opening") from exc
-        self._prepare()
-
-    @staticmethod
-    def _add_tables(conn: sqlite3.Connection, schema: Sequence[str]) -> None:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            for statement in schema:  # another process may be adding them too
-                conn.execute(statement.replace("CREATE TABLE", "CREATE TABLE IF NOT EXISTS")
-                             .replace("CREATE INDEX", "CREATE INDEX IF NOT EXISTS"))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-
-    def _namespace_id(self, name: str, *, create: bool) -> int | None:
-        conn = self._conn
-        assert conn is not None
-        row = conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()
-        if row is not None or not create:
-            return None if row is None else int(row[0])
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute("INSERT OR IGNORE INTO namespace(name, created) VALUES (?, ?)", (name, time.time()))
-            ns_id = int(conn.execute("SELECT id FROM namespace WHERE name = ?", (name,)).fetchone()[0])
-            if ns_id >= 1 << NAMESPACE_BITS:
-                raise IndexOpenError(
-                    f"index {self.location} cannot hold more than {1 << NAMESPACE_BITS} namespaces"
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return ns_id
-
-    def _prepare(self) -> None:
-        """Precompute what the hot path needs: band key bases and SQL per tier."""
-        self._rows = Rows(self._ns_id, self.namespace, self._layouts, self._value_bits, self._enc, self._dec)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -386,7 +283,7 @@ class SqliteIndex(Maintenance, QueryChecks):
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` in one transaction, unchecked."""
         rows, bands = [], []
-        enc, ns = self._enc, getattr(self, "_ns_id", None)
+        enc, ns = self._rows.enc, self._ns_id
         for tfp, bfp, url, title, first_seen in entries:
             if tfp is None and bfp is None:
                 raise ValueError("an entry needs a title or a body fingerprint")
@@ -454,24 +351,78 @@ class SqliteIndex(Maintenance, QueryChecks):
         if not entry_ids:
             return 0
         with self._write("release") as conn:
-            marks = ",".join("?" * len(entry_ids))
-            return self._remove(conn, f"ns = ? AND id IN (SELECT entry FROM pending WHERE entry IN ({marks}))",
-                                (self._ns_id, *map(int, entry_ids)))
+            return maintain.release(conn, self._rows, [int(i) for i in entry_ids])
 
     def recover(self) -> int:
         """Release the pending entries of this namespace whose owner died before delivering them."""
         with self._lock:
-            owners = [o for (o,) in self._live().execute(
-                "SELECT DISTINCT p.owner FROM pending p JOIN entry e ON e.id = p.entry WHERE e.ns = ?",
-                (self._ns_id,))]
-        dead = [o for o in owners if owners_alive(o) is False]
+            owners = maintain.pending_owners(self._live(), self._ns_id)
         total = 0
-        for owner in dead:
+        for owner in [o for o in owners if owners_alive(o) is False]:
             with self._write("recover") as conn:
-                total += self._remove(
-                    conn, "ns = ? AND id IN (SELECT entry FROM pending WHERE owner = ?)", (self._ns_id, owner)
-                )
+                total += maintain.release_owner(conn, self._rows, owner)
         return total
+
+    # -- maintenance ------------------------------------------------------------------------------
+
+    def forget(self, key: int | str) -> int:
+        """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
+        decision; returns how many entries went."""
+        if isinstance(key, bool) or not isinstance(key, int | str):
+            raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
+        with self._write("forget") as conn:
+            return maintain.forget(conn, self._rows, key)
+
+    def purge(self, older_than: float, *, batch: int = 5000) -> int:
+        """Remove entries (and decisions) older than ``older_than`` (POSIX seconds); returns how many.
+
+        Works in transactions of ``batch`` entries so crawlers sharing the file are never blocked long.
+        """
+        total = 0
+        while True:
+            with self._write("purge") as conn:
+                n = maintain.purge_batch(conn, self._rows, older_than, batch)
+            total += n
+            if n < batch:
+                return total
+
+    def reset(self) -> int:
+        """Remove every entry, band row and decision of this namespace (others are untouched)."""
+        with self._write("reset") as conn:
+            return maintain.reset(conn, self._rows)
+
+    def count(self) -> int:
+        """Entries in this namespace."""
+        with self._lock:
+            return maintain.count(self._live(), self._ns_id)
+
+    def stats(self) -> dict[str, Any]:
+        """Location, size on disk, parameters, layouts, and per namespace: entries, oldest/newest
+        first-seen, decisions. The keys ``entries``/``oldest``/``newest``/``decisions`` at the top
+        level are this namespace's."""
+        with self._lock:
+            per, band_rows = maintain.per_namespace(self._live())
+        return stats_dict(self, "sqlite", per, band_rows, {}, {"file_size": maintain.file_size(self.location)})
+
+    def entries(self, latest: int | None = None) -> Iterator[Entry]:
+        """Every entry of this namespace (or the ``latest`` most recent), oldest first, fetched in
+        pages (no long-lived cursor)."""
+        last: tuple[float, int] = (-math.inf, -1)
+        if latest is not None:
+            if latest <= 0:
+                return
+            start = self._read("export", lambda tables: maintain.oldest_kept(tables.conn, self._ns_id, latest), None)
+            if start is not None:  # the pages start after `last`: just before the oldest kept (ids are integers)
+                last = (start[0], start[1] - 1)
+        while True:
+            def page(tables: Tables, after: tuple[float, int] = last) -> list[Entry]:
+                return maintain.entries_after(tables.conn, self._rows, after)
+
+            entries = self._read("export", page, [])
+            yield from entries
+            if len(entries) < maintain.PAGE:
+                return
+            last = (entries[-1].first_seen, entries[-1].id)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

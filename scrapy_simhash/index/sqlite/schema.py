@@ -1,4 +1,4 @@
-"""The SQL of the SQLite index file's tables (what each holds and why: :mod:`.sqlite_tables`)."""
+"""The SQL of the SQLite index file's tables (what each holds and why: :mod:`.tables`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def fp_key_sql(column: str) -> str:
     minus ``a & b``: SQLite has no XOR, and neither side overflows), so the index needs no ``ns``
     column (one record-header byte an entry each) and namespaces holding one fingerprint (an empty
     body) still get apart keys; a 128-bit BLOB fingerprint is its own key. Computed in Python by
-    :meth:`.sqlite_tables.Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
+    :meth:`.tables.Rows.fp_key`; a lookup compares ``ns`` and the fingerprint on the row as well."""
     mask = f"(ns * {FP_MIX:#x})"
     return f"CASE typeof({column}) WHEN 'integer' THEN ({column} | {mask}) - ({column} & {mask}) ELSE {column} END"
 
@@ -38,12 +38,12 @@ CREATE TABLE entry (
     ns INTEGER NOT NULL,
     title_fp,  -- untyped (no affinity): INTEGER for <= 64 bits, BLOB for 128
     body_fp,
-    first_seen REAL NOT NULL,  -- whole POSIX seconds (sqlite_values.whole_seconds()): a 4-byte integer on disk
+    first_seen REAL NOT NULL,  -- whole POSIX seconds (values.whole_seconds()): a 4-byte integer on disk
     url TEXT,
-    url_key INTEGER,  -- 32-bit digest of (namespace, url): what entry_url indexes (sqlite_values.url_key())
+    url_key INTEGER,  -- 32-bit digest of (namespace, url): what entry_url indexes (values.url_key())
     title TEXT,
     numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
-    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sqlite_sentences), NULL: none
+    sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sentences.py), NULL: none
     short INTEGER  -- digest of a body too short to fingerprint; NULL: none
 );
 CREATE INDEX entry_title ON entry({fp_key_sql("title_fp")}, first_seen) WHERE title_fp IS NOT NULL;
@@ -56,7 +56,7 @@ CREATE TABLE band (
     PRIMARY KEY (key, fp)
 ) WITHOUT ROWID;
 CREATE TABLE band2 (
-    key INTEGER NOT NULL,  -- a split bucket's sub-bucket: (namespace id, tier, path, hash) (sqlite_dense)
+    key INTEGER NOT NULL,  -- a split bucket's sub-bucket: (namespace id, tier, path, hash) (dense.py)
     fp NOT NULL,
     PRIMARY KEY (key, fp)
 ) WITHOUT ROWID;
@@ -73,25 +73,23 @@ CREATE TABLE decision (
 ) WITHOUT ROWID;
 CREATE INDEX decision_recent ON decision(ns, decided_at);
 CREATE TABLE sentence (
-    key INTEGER NOT NULL,  -- a sampled sentence hash XOR its namespace's mask (sqlite_sentences)
+    key INTEGER NOT NULL,  -- a sampled sentence hash XOR its namespace's mask (sentences.py)
     entry INTEGER NOT NULL,
     PRIMARY KEY (key, entry)
 ) WITHOUT ROWID;
+CREATE TABLE pending (
+    entry INTEGER PRIMARY KEY,
+    owner TEXT NOT NULL
+);
+CREATE INDEX pending_owner ON pending(owner);
+CREATE TABLE request (
+    token TEXT PRIMARY KEY,
+    entry INTEGER NOT NULL,
+    tier TEXT,
+    distance INTEGER,
+    at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX request_at ON request(at);
 """
-#: Delivery tracking: added to a file made before it at its next writable open.
-PENDING_SCHEMA = (
-    "CREATE TABLE pending (\n    entry INTEGER PRIMARY KEY,\n    owner TEXT NOT NULL\n)",
-    "CREATE INDEX pending_owner ON pending(owner)",
-)
-SCHEMA += "".join(f"{statement};\n" for statement in PENDING_SCHEMA)
-PENDING_OBJECTS = ("pending", "pending_owner")
-#: Request tokens: added to a file made before them at its next writable open.
-REQUEST_SCHEMA = (
-    "CREATE TABLE request (\n    token TEXT PRIMARY KEY,\n    entry INTEGER NOT NULL,\n    tier TEXT,\n"
-    "    distance INTEGER,\n    at REAL NOT NULL\n) WITHOUT ROWID",
-    "CREATE INDEX request_at ON request(at)",
-)
-SCHEMA += "".join(f"{statement};\n" for statement in REQUEST_SCHEMA)
-REQUEST_OBJECTS = ("request", "request_at")
 #: Seconds a request token is kept (a resend comes as soon as a fresh worker process is up).
 REQUEST_TTL = 600

@@ -4,16 +4,17 @@ An entry's sample (its :data:`~.rule.SENTENCES_STORED` smallest sentence hashes,
 stored twice, once for each direction it is read in:
 
 ``sentence`` (``WITHOUT ROWID``, primary key ``(key, entry)``): hash → entries
-    One row per sampled hash: ``key`` is the hash XORed with its namespace's mask
-    (:func:`ns_mask`) as a signed 64-bit integer, so one table serves every namespace without a
-    namespace column (schema 4 had one: a byte a row more) and a hash's holders, boilerplate counts
-    included, are those of its own namespace (two namespaces' hashes meet under one key only by a
-    64-bit coincidence, as two sentences meet under one hash). A lookup is exact: a key is the
-    whole hash, and an entry found through it is of the namespace (checked in the join).
+    One row per sampled hash: ``key`` is the hash XORed with its namespace's mask (:func:`ns_mask`)
+    as a signed 64-bit integer, so one table serves every namespace without a namespace column (a
+    byte a row) and a hash's holders, boilerplate counts included, are those of its own namespace
+    (two namespaces' hashes meet under one key only by a 64-bit coincidence, as two sentences meet
+    under one hash). A lookup is exact: a key is the whole hash, and an entry found through it is
+    of the namespace (checked in the join).
 ``entry.sentences``: entry → its hashes
     The first :data:`PREFIX_BYTES` bytes of each sampled hash (ascending), half of what the whole
-    hashes take (schema 4: 8 bytes each). They are not a second copy of the sample but the way to
-    its rows: the entry's hashes are the keys of its rows in the ranges of its prefixes
+    hashes would take (docs/decisions/0302-sqlite-entry-layout.md). They are not a second copy of
+    the sample but the way to its rows: the entry's hashes are the keys of its rows in the ranges of
+    its prefixes
     (:func:`keys`). Each range is read by seeks only (the first key in it, then this entry's row
     under that key, and so on to the next distinct key), so a boilerplate sentence held by 100k
     entries costs what a unique one does: ~2 seeks a sampled hash, one statement for 25 entries.
@@ -31,7 +32,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from .schema import insert_rows_sql
 
-#: Bytes of each sampled hash kept in the entry row (``entry.sentences``).
+#: Bytes of each sampled hash kept in the entry row (``entry.sentences``;
+#: docs/decisions/0302-sqlite-entry-layout.md).
 PREFIX_BYTES = 4
 _LOW_BITS = 64 - 8 * PREFIX_BYTES
 _M64 = (1 << 64) - 1

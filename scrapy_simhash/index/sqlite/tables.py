@@ -1,5 +1,5 @@
 """How the SQLite index file holds the rule's data: what is stored where (the SQL is in
-:mod:`.sqlite_schema`), band keys, and the rule's Store.
+:mod:`.schema`), band keys, and the rule's Store.
 
 What is stored where, and why
 -----------------------------
@@ -12,7 +12,7 @@ What is stored where, and why
     scrapy-simhash index". It is written once, by ``SqliteDict(encode=json.dumps)`` (never its
     pickle default), into a private temporary file before that file is linked into place, so
     sqlitedict's own background connection never meets our transactions. It is read at open on our
-    own connection with the same JSON decoder (see :func:`.sqlite_file.read_meta` for why not
+    own connection with the same JSON decoder (see :func:`.file.read_meta` for why not
     through sqlitedict); any tool can read it read-only with plain :mod:`sqlite3`
     (``sqlite3.connect(Path(path).absolute().as_uri() + "?mode=ro", uri=True)``, ``json.loads`` on
     each value: the README's recipe). Not with ``SqliteDict(flag="r")``: its default
@@ -25,23 +25,24 @@ What is stored where, and why
 ``entry``
     One row per admitted item: ``id`` (never reused, ``AUTOINCREMENT``, so a decision's reference
     to a forgotten entry cannot point at a newer one), ``ns``, ``title_fp``, ``body_fp`` (NULL when
-    that text was too short), ``first_seen`` (POSIX seconds, whole: :func:`~.sqlite_values.whole_seconds`; a
+    that text was too short), ``first_seen`` (POSIX seconds, whole: :func:`~.values.whole_seconds`; a
     4-byte integer on disk, read back as a float), ``url``, ``title`` (first 300
     characters), ``numbers`` (the body's number signature, see :func:`~.rule.numbers_agree`, as a
     BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (the first
     4 bytes of each of its sampled sentence hashes, ascending: the way to its ``sentence`` rows,
-    which hold the whole hashes, see :mod:`.sqlite_sentences`) and ``short`` (the digest of a body
+    which hold the whole hashes, see :mod:`.sentences`) and ``short`` (the digest of a body
     too short to fingerprint, a signed 64-bit integer). Indexes ``(fp key, first_seen)`` of each
     tier find the earliest non-expired entry holding a fingerprint in O(log n), however many share
     it, in the rule's order (first seen, then id: entries of one second in commit order); the key
-    is the fingerprint XOR a mask of the namespace (:func:`.sqlite_schema.fp_key_sql`, schema 5:
-    ``(ns, title_fp, first_seen)``). ``(ns, first_seen)`` serves purge/stats/export and
-    ``(url_key)`` serves ``forget(url)``: ``url_key`` is a 32-bit digest of the namespace and the
-    URL (:func:`~.sqlite_values.url_key`), 4 bytes in the index where the URL took its length (schema 4:
-    ``(ns, url)``); the row's ``ns`` and ``url`` are compared too, so a digest shared by chance
-    never forgets another entry. Every time order is the stored times' own, never the id order:
-    an entry added with an earlier time than the newest (another writer's clock behind, an
-    import) is ordered, expired and purged by its time.
+    is the fingerprint XOR a mask of the namespace (:func:`.schema.fp_key_sql`), so the index needs
+    no ``ns`` column. ``(ns, first_seen)`` serves purge/stats/export and ``(url_key)`` serves
+    ``forget(url)``: ``url_key`` is a 32-bit digest of the namespace and the URL
+    (:func:`~.values.url_key`), 4 bytes in the index where the URL would take its length; the row's
+    ``ns`` and ``url`` are compared too, so a digest shared by chance never forgets another entry.
+    Whole seconds, the 32-bit digest, the keys without ``ns`` and the 4-byte sentence prefixes keep
+    an entry small (docs/decisions/0302-sqlite-entry-layout.md). Every time order is the stored
+    times' own, never the id order: an entry added with an earlier time than the newest (another
+    writer's clock behind, an import) is ordered, expired and purged by its time.
 ``band`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
     The band rows of the multi-index layout (:mod:`.bands`): one per part of a fingerprint. ``key``
     packs ``(namespace id, tier, part number, part value)`` into one non-negative 63-bit integer; ``fp``
@@ -51,26 +52,24 @@ What is stored where, and why
     the cost of a check stays flat under skew. Band rows go away only when the last entry of the
     namespace holding that fingerprint does (forget, purge, reset).
 ``band2`` (``WITHOUT ROWID``, primary key ``(key, fp)``)
-    The rows of split buckets (:mod:`.sqlite_dense`): a ``band`` bucket that reached its threshold
-    (:func:`~.sqlite_dense.split_at`) keeps one marker row (``fp`` an empty BLOB) and its fingerprints
+    The rows of split buckets (:mod:`.dense`): a ``band`` bucket that reached its threshold
+    (:func:`~.dense.split_at`) keeps one marker row (``fp`` an empty BLOB) and its fingerprints
     are stored here, in the buckets of their other bits; a ``band2`` bucket that grows dense is split
     once more the same way (a marker, then buckets of the bits left). ``key`` packs the namespace id,
-    the tier, the path of parts taken and a 34-bit hash of the parent bucket XOR the sub-part's value
-    (schemas 4 to 6: ``(key, sub, fp)``, one level).
+    the tier, the path of parts taken and a 34-bit hash of the parent bucket XOR the sub-part's value.
 ``sentence`` (``WITHOUT ROWID``, primary key ``(key, entry)``)
     The sentence tier's lookup table: one row per stored sentence hash of an entry (its
     :data:`~.rule.SENTENCES_STORED` smallest), ``key`` the hash XORed with a mask of the entry's
-    namespace (:mod:`.sqlite_sentences`: no namespace column, lookups still exact and per
+    namespace (:mod:`.sentences`: no namespace column, lookups still exact and per
     namespace). Rows go with their entry (found from ``entry.sentences``, so no second index on
     ``entry``).
 ``pending``
     ``(entry, owner)``: an entry whose item was not yet delivered to storage, and the process that
     added it (:mod:`.owners`). The row goes when the item is delivered; the entry goes with it when
-    the item is dropped downstream or its owner died first. Files made before this table get it
-    at their next writable open.
+    the item is dropped downstream or its owner died first.
 ``request`` (``WITHOUT ROWID``)
     What a check-and-add with a request id (:attr:`.Query.request_id`) answered: the entry it added,
-    or the tier, distance and entry it matched, kept :data:`.sqlite_schema.REQUEST_TTL` seconds, so that the same
+    or the tier, distance and entry it matched, kept :data:`.schema.REQUEST_TTL` seconds, so that the same
     request sent again (its worker process died after the commit, before its answer:
     :mod:`scrapy_simhash.workers.pool`) gets the same answer instead of finding its own entry.
 ``decision``
@@ -89,8 +88,8 @@ exact Hamming distance, so exactness is unaffected.
 Scaling: identical fingerprints cost nothing extra; distinct fingerprints read by a check are those
 sharing a probed part value: ~66·n/2³² for random ones with the default layout (1.5 at 100M), and
 for fingerprints crowded around one centre the sub-buckets of the split buckets probed
-(:mod:`.sqlite_dense`; ``benchmarks/index_scaling.py``, ``benchmarks/band_schemes.py``). A file is
-re-banded in place by :mod:`.sqlite_reband`.
+(:mod:`.dense`; ``benchmarks/index_scaling.py``, ``benchmarks/band_schemes.py``). A file is
+re-banded in place by :mod:`.reband`.
 """
 
 from __future__ import annotations
@@ -220,13 +219,18 @@ def check_rows(
 def _probe_sql(n: int, folded: bool) -> str:
     """The statement reading the band rows under ``n`` probe keys. The keys of a layout whose values
     fit in a key are distinct (a part's base and value, each flip mask once): a join with the list of
-    keys seeks each one (~35 % less CPU than ``key IN (…)``, which first builds and sorts a temporary
-    index of the list; 132 keys an item by default). Folded values may repeat a key, which the join
-    would read twice: ``IN``."""
+    keys seeks each one, where ``key IN (…)`` first builds a temporary index of the list
+    (docs/decisions/0300-sqlite-probe-join.md). Folded values may repeat a key, which the join would
+    read twice: ``IN``."""
     if folded:
         return f"SELECT key, fp FROM band WHERE key IN ({','.join('?' * n)})"
     return (f"WITH k(v) AS (VALUES {','.join(['(?)'] * n)})"
             " SELECT band.key, band.fp FROM k CROSS JOIN band ON band.key = k.v")
+
+
+def _pair(title: int | None, body: int | None) -> tuple[tuple[Tier, int | None], ...]:
+    """Each fingerprint tier with its fingerprint (None: none)."""
+    return ("title", title), ("body", body)
 
 
 def _fold(value: int, bits: int) -> int:
@@ -295,11 +299,11 @@ class Rows:
         return keys
 
     def band_rows(self, tfp: int | None, bfp: int | None,
-                  keys: dict[Tier, list[int]] | None = None) -> list[tuple[int, Any, Tier, int, int]]:
-        """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.sqlite_dense.write`);
+                  keys: dict[Tier, list[int]] | None = None) -> list[tuple[int, Any, str, int, int]]:
+        """``(key, stored fp, tier, part, fp)`` rows of an entry's fingerprints (:func:`.dense.write`);
         ``keys``: their :meth:`keys` per tier, computed already."""
-        rows = []
-        for tier, fp in (("title", tfp), ("body", bfp)):
+        rows: list[tuple[int, Any, str, int, int]] = []
+        for tier, fp in _pair(tfp, bfp):
             if fp is not None:
                 raw = self.enc(fp)
                 mine = keys[tier] if keys is not None else self.keys(tier, fp)
@@ -392,7 +396,7 @@ class Tables:
         if probed is None or query is not self.query:
             return None
         sizes: dict[int, tuple[int, bool]] = {}
-        for tier, fp in (("title", query.title_fp), ("body", query.body_fp)):
+        for tier, fp in _pair(query.title_fp, query.body_fp):
             if fp is not None:
                 own = dict.fromkeys(keys[tier], (0, False))
                 for key, raw in probed[tier]:
@@ -444,7 +448,7 @@ class Tables:
             ),
         ).lastrowid
         assert entry_id is not None
-        band_keys = {tier: rows.keys(tier, fp) for tier, fp in (("title", tfp), ("body", bfp)) if fp is not None}
+        band_keys = {tier: rows.keys(tier, fp) for tier, fp in _pair(tfp, bfp) if fp is not None}
         sqlite_dense.write(conn, rows, rows.band_rows(tfp, bfp, band_keys), self._sizes(query, band_keys))
         if query.owner is not None:
             conn.execute("INSERT INTO pending(entry, owner) VALUES (?, ?)", (entry_id, query.owner))

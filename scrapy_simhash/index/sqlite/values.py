@@ -1,7 +1,7 @@
 """How values are written into the SQLite index's columns, and read back: fingerprints (signed
 64-bit integers, or big-endian BLOBs for 128 bits), the URL digest, whole-second times, hashes and
 number signatures. The one place each mapping happens, shared by the tables, re-banding and
-maintenance (:mod:`.sqlite_tables` says what is stored where)."""
+maintenance (:mod:`.tables` says what is stored where)."""
 
 from __future__ import annotations
 

@@ -33,8 +33,8 @@ The check runs only when this process can be sure nobody else is using the file:
 ``-shm`` file's "dead man switch" byte (the lock SQLite's first opener takes) with an open-file-
 description lock while it reads, so other openers wait the few milliseconds it takes; when another
 connection holds it, the file is live and its WAL is that connection's business. Where such locks
-are not available (not Linux), the check is skipped. Reading costs about 60 µs per frame (a WAL is
-checkpointed at about 1,000 frames), and only after an unclean end.
+are not available (not Linux), the check is skipped. It reads the WAL once (a checksum over each
+frame; a WAL is checkpointed at about 1,000 frames), and only after an unclean end.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def _alone(shm: Path) -> Iterator[bool]:
             return
         try:
             yield True
-        finally:  # the descriptor may be kept open (see sqlite_fd): release the lock explicitly
+        finally:  # the descriptor may be kept open (see fd.py): release the lock explicitly
             fcntl.fcntl(fd, setlk, unlock)
 
 
