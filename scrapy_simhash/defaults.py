@@ -7,6 +7,8 @@ README's settings table lists the same names and values; ``tests/test_settings_d
 
 from __future__ import annotations
 
+from typing import Final
+
 # Plain constants only: the command line imports this module and must start without jieba or Scrapy.
 
 ENABLED = True
@@ -24,8 +26,8 @@ TOP_K = 64
 #: Cap of any one body feature's share of the body's weight (None: no cap): no single repeated word
 #: decides a fingerprint (benchmarks/README.md, "One heavy word").
 MAX_SHARE: float | None = 0.1
-TITLE_ACTION = "drop"
-BODY_ACTION = "drop"
+TITLE_ACTION: Final = "drop"
+BODY_ACTION: Final = "drop"
 FLAG_FIELD = "simhash"
 TTL_DAYS: float | None = None
 RESET = False
