@@ -1,19 +1,29 @@
 """Every ``SIMHASH_*`` setting described once, and the one place Scrapy settings are read.
 
 Each :class:`Setting` of :data:`SETTINGS` gives its name, its default (the value in
-:mod:`.defaults`), how its value is read from Scrapy settings, and what it feeds: a keyword of
+:mod:`.defaults`), how a value is converted (:attr:`Setting.convert`: the same for a project's
+settings, ``-s NAME=text`` and a command-line option), which values are allowed (:attr:`Setting.valid`,
+said to the user as :attr:`Setting.allowed`), and what it feeds: a keyword of
 :meth:`~scrapy_simhash.Deduplicator.open` (``engine``), an entry of its ``index_options``
-(``index_option``), the default of a command-line option (``flag``, the argparse dest), or only
-the pipeline. From that table come the pipeline's engine options (:func:`engine_options`), the
-option defaults of ``scrapy simhash`` (:func:`cli_defaults`) and of ``scrapy-simhash``
-(:data:`BUILTIN_CLI_DEFAULTS`), the per-spider overrides (:func:`effective_settings`) and the
-README's settings table (``tests/test_settings_doc.py``).
+(``index_option``), a command-line option (``flag``, the argparse dest of ``--<flag>``), or only the
+pipeline. That one rule per setting is applied wherever a value comes from:
+
+* the pipeline's settings (:func:`check_settings`, before the crawl starts),
+* the command line's options, and their defaults from a project (:func:`check_options`;
+  :mod:`scrapy_simhash.cli.parser` makes each setting's option from this table),
+* the Deduplicator's keyword arguments for callers in Python (:func:`check_keywords`),
+
+each refusing a value with :class:`SettingError` (the value, and what is allowed). From the table
+come also the pipeline's engine options (:func:`engine_options`), the option defaults of ``scrapy
+simhash`` (:func:`cli_defaults`) and of ``scrapy-simhash`` (:data:`BUILTIN_CLI_DEFAULTS`), the
+per-spider overrides (:func:`effective_settings`) and the README's settings table
+(``tests/test_settings_doc.py``).
 
 scrapy-redis's ``REDIS_*`` settings are read here too (:func:`index_url_from_settings`,
 :func:`redis_params_from_settings`): the index package knows nothing of Scrapy.
 
-Nothing is imported from Scrapy at import time: the command line reads :data:`BUILTIN_CLI_DEFAULTS`
-and must start fast without it.
+Nothing is imported from Scrapy at import time: the command line reads this table and must start
+fast without it.
 """
 
 from __future__ import annotations

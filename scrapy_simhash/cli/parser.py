@@ -300,9 +300,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     index_options(p)
 
     # reband
-    p = add("reband", "rebuild the band rows of an index for other thresholds or this version's layout",
-            "Rebuild the band rows from the full fingerprints every entry keeps: for a larger (or smaller) "
-            "threshold, or to convert a SQLite index of the previous schema version. A SQLite file in one "
+    p = add("reband", "rebuild the band rows of an index for other thresholds",
+            "Rebuild the band rows from the full fingerprints every entry keeps, for a larger (or smaller) "
+            "threshold. A SQLite file in one "
             "transaction: interrupted, the index is left as it was; crawls sharing the file wait for it (their "
             "busy timeout). A Redis index (every namespace) as new band tables, the old ones serving until they "
             "are complete: interrupted, the index is left as it was; crawlers that had it open fail at their next "
