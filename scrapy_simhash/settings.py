@@ -100,13 +100,8 @@ def _field_names(value: Any) -> list[str]:
 _NONE = (None, "", "none", "None")
 
 
-def _optional_float(value: Any) -> float | None:
-    """A number of days, or None for "never" (unset, empty, 0 or "none")."""
-    return None if value in _NONE else (float(value) or None)
-
-
-def _share(value: Any) -> float | None:
-    """A share in (0, 1], or None for "no cap" (empty, 0 or "none")."""
+def _float_or_none(value: Any) -> float | None:
+    """A number, or None for "off" (unset, empty, 0 or "none"): no expiry, no cap."""
     return None if value in _NONE else (float(value) or None)
 
 
@@ -301,7 +296,7 @@ SETTINGS: tuple[Setting, ...] = (
             allowed="32, 64 or 128", valid=_one_of(BITS_CHOICES)),
     Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k",
             allowed="a positive integer", valid=_int_from(1)),
-    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _share, engine="max_share", flag="max_share",
+    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _float_or_none, engine="max_share", flag="max_share",
             allowed="None or 0 (no cap), or a share greater than 0 and at most 1", valid=_max_share),
     Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True,
             allowed='"drop" or "flag"', valid=_one_of(ACTIONS)),
@@ -309,7 +304,7 @@ SETTINGS: tuple[Setting, ...] = (
             allowed='"drop" or "flag"', valid=_one_of(ACTIONS)),
     Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD,
             allowed="a non-empty string (an item field name)", valid=_nonempty_str),
-    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _optional_float, engine="ttl_days", flag="ttl_days", per_spider=True,
+    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _float_or_none, engine="ttl_days", flag="ttl_days", per_spider=True,
             allowed="None or 0 (never expire), or a positive number of days", valid=_ttl),
     Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True,
             allowed="True or False"),
