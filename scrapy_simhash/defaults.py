@@ -1,11 +1,14 @@
 """Every setting's default value, in one place (the scrapy-redis habit).
 
-:mod:`.settings` describes each setting once (its name, how it is read, what it feeds) with the
-default from here; the engine takes its own defaults from here too, so they cannot drift. The
-README's settings table lists the same names and values; ``tests/test_settings_doc.py`` checks.
+:mod:`.settings` describes each setting once (its name, how it is read and checked, what it feeds)
+with the default from here; the engine's keyword defaults and the command line's option defaults
+are these too, so they cannot drift. The README's settings table lists the same names and values
+(``tests/test_settings_doc.py``). A tuned value names the decision record that holds its evidence.
 """
 
 from __future__ import annotations
+
+from typing import Final
 
 # Plain constants only: the command line imports this module and must start without jieba or Scrapy.
 
@@ -17,15 +20,18 @@ NAMESPACE = "default"
 TITLE_FIELD: str | list[str] = "title"
 BODY_FIELD: str | list[str] = ["body", "content", "text"]
 URL_FIELD: str | list[str] = "url"
+#: Title tier: titles within this many bits are one story (docs/decisions/0500-title-max-distance.md).
 TITLE_MAX_DISTANCE = 2
+#: Body tier: bodies within this many bits are one story (docs/decisions/0501-body-max-distance.md).
 BODY_MAX_DISTANCE = 3
 BITS = 64
+#: Body features kept per fingerprint, the heaviest (docs/decisions/0502-top-k.md).
 TOP_K = 64
-#: Cap of any one body feature's share of the body's weight (None: no cap): no single repeated word
-#: decides a fingerprint (benchmarks/README.md, "One heavy word").
+#: Cap of any one body feature's share of the body's weight (None: no cap), so that no single repeated
+#: word decides a fingerprint (docs/decisions/0503-max-share.md).
 MAX_SHARE: float | None = 0.1
-TITLE_ACTION = "drop"
-BODY_ACTION = "drop"
+TITLE_ACTION: Final = "drop"
+BODY_ACTION: Final = "drop"
 FLAG_FIELD = "simhash"
 TTL_DAYS: float | None = None
 RESET = False
@@ -49,10 +55,10 @@ INDEX_RETRY_DELAY = 0.25
 #: Seconds a check-and-add waits for another process's write lock before it counts as failed.
 BUSY_TIMEOUT = 30.0
 #: Title-tier number guard: a title match counts only if the bodies' numbers overlap by this percent
-#: (0 turns the guard off).
+#: (0 turns the guard off; docs/decisions/0504-title-numbers.md).
 TITLE_NUMBERS = 70
 #: Sentence tier: an earlier item more than this percent of whose sampled sentences are in this item
-#: is a duplicate (0: off). Catches edited reposts; 30 and 40 cost precision on the tune split.
+#: is a duplicate (0: off). Catches edited reposts (docs/decisions/0505-sentences-shared.md).
 SENTENCES_SHARED = 50
 #: Extra keyword arguments for the Redis client (like scrapy-redis's REDIS_PARAMS).
 REDIS_PARAMS: dict[str, object] = {}

@@ -33,17 +33,20 @@ from .index import (
     open_index,
     reset_layout,
 )
+from .settings import check_keywords
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
 Action = Literal["drop", "flag"]
-ACTIONS: tuple[str, ...] = ("drop", "flag")
 
+# The settings' defaults (scrapy_simhash.defaults), under the names of the keywords they are defaults of.
 DEFAULT_TITLE_MAX_DISTANCE = defaults.TITLE_MAX_DISTANCE
 DEFAULT_BODY_MAX_DISTANCE = defaults.BODY_MAX_DISTANCE
 #: Title tier: minimum overlap (percent) of the bodies' number sets; 0 = no number check.
 DEFAULT_TITLE_NUMBERS = defaults.TITLE_NUMBERS
 #: Sentence tier: percent of an earlier story's sampled sentences that must be here; 0 = off.
 DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
+#: Fingerprinter options of :meth:`Deduplicator.open` that are settings, checked as the settings are.
+CHECKED_FINGERPRINTER_OPTIONS = ("top_k", "max_share", "stop_words", "user_dict", "title_patterns", "main_content")
 #: What to do when a threshold outgrows an index: its band layout is fixed when it is created.
 WIDER_THRESHOLD = (
     "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
@@ -118,25 +121,21 @@ class Deduplicator:
         *,
         title_max_distance: int = DEFAULT_TITLE_MAX_DISTANCE,
         body_max_distance: int = DEFAULT_BODY_MAX_DISTANCE,
-        title_action: Action = "drop",
-        body_action: Action = "drop",
-        ttl_days: float | None = None,
-        dynamic_threshold: bool = False,
+        title_action: Action = defaults.TITLE_ACTION,
+        body_action: Action = defaults.BODY_ACTION,
+        ttl_days: float | None = defaults.TTL_DAYS,
+        dynamic_threshold: bool = defaults.DYNAMIC_THRESHOLD,
         title_numbers: int = DEFAULT_TITLE_NUMBERS,
         sentences_shared: int = DEFAULT_SENTENCES_SHARED,
         owner: str | None = None,
     ) -> None:
-        if not isinstance(sentences_shared, int) or not 0 <= sentences_shared <= 99:
-            raise ValueError(f"sentences_shared must be a percentage between 0 (off) and 99, not {sentences_shared!r}")
+        # The rule of what is valid is the settings table's (SettingError is a ValueError).
+        check_keywords({"title_max_distance": title_max_distance, "body_max_distance": body_max_distance,
+                        "title_action": title_action, "body_action": body_action, "ttl_days": ttl_days,
+                        "title_numbers": title_numbers, "sentences_shared": sentences_shared},
+                       bits=fingerprinter.bits)
         if sentences_shared and not getattr(fingerprinter, "sentences", True):
             raise ValueError("sentences_shared needs a Fingerprinter made with sentences=True")
-        if not isinstance(title_numbers, int) or not 0 <= title_numbers <= 100:
-            raise ValueError(f"title_numbers must be a percentage between 0 and 100, not {title_numbers!r}")
-        for name, action in (("title_action", title_action), ("body_action", body_action)):
-            if action not in ACTIONS:
-                raise ValueError(f"{name} must be one of {ACTIONS}, not {action!r}")
-        if ttl_days is not None and ttl_days <= 0:
-            raise ValueError(f"ttl_days must be positive, not {ttl_days!r}")
         needed = required_params(fingerprinter.bits, title_max_distance, body_max_distance, dynamic_threshold)
         params = index.params
         if params.bits != fingerprinter.bits:
@@ -178,12 +177,12 @@ class Deduplicator:
         cls,
         index_url: str,
         *,
-        namespace: str = "default",
-        bits: int = 64,
+        namespace: str = defaults.NAMESPACE,
+        bits: int = defaults.BITS,
         title_max_distance: int = DEFAULT_TITLE_MAX_DISTANCE,
         body_max_distance: int = DEFAULT_BODY_MAX_DISTANCE,
-        dynamic_threshold: bool = False,
-        reset: bool = False,
+        dynamic_threshold: bool = defaults.DYNAMIC_THRESHOLD,
+        reset: bool = defaults.RESET,
         fingerprinter: Fingerprinter | None = None,
         index_options: dict[str, Any] | None = None,
         **options: Any,
@@ -197,6 +196,10 @@ class Deduplicator:
         """
         mine = ("title_action", "body_action", "ttl_days", "title_numbers", "sentences_shared", "owner")
         own = {k: options.pop(k) for k in mine if k in options}
+        # Checked as their settings are, before anything is opened.
+        check_keywords({"namespace": namespace, "bits": bits, "title_max_distance": title_max_distance,
+                        "body_max_distance": body_max_distance, **{k: v for k, v in own.items() if k != "owner"},
+                        **{k: v for k, v in options.items() if k in CHECKED_FINGERPRINTER_OPTIONS}})
         if fingerprinter is None:
             fingerprinter = Fingerprinter(bits=bits, **options)
         elif options:

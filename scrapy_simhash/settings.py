@@ -1,27 +1,39 @@
 """Every ``SIMHASH_*`` setting described once, and the one place Scrapy settings are read.
 
 Each :class:`Setting` of :data:`SETTINGS` gives its name, its default (the value in
-:mod:`.defaults`), how its value is read from Scrapy settings, and what it feeds: a keyword of
+:mod:`.defaults`), how a value is converted (:attr:`Setting.convert`: the same for a project's
+settings, ``-s NAME=text`` and a command-line option), which values are allowed (:attr:`Setting.valid`,
+said to the user as :attr:`Setting.allowed`), and what it feeds: a keyword of
 :meth:`~scrapy_simhash.Deduplicator.open` (``engine``), an entry of its ``index_options``
-(``index_option``), the default of a command-line option (``flag``, the argparse dest), or only
-the pipeline. From that table come the pipeline's engine options (:func:`engine_options`), the
-option defaults of ``scrapy simhash`` (:func:`cli_defaults`) and of ``scrapy-simhash``
-(:data:`BUILTIN_CLI_DEFAULTS`), the per-spider overrides (:func:`effective_settings`) and the
-README's settings table (``tests/test_settings_doc.py``).
+(``index_option``), a command-line option (``flag``, the argparse dest of ``--<flag>``), or only the
+pipeline. That one rule per setting is applied wherever a value comes from:
+
+* the pipeline's settings (:func:`check_settings`, before the crawl starts),
+* the command line's options, and their defaults from a project (:func:`check_options`;
+  :mod:`scrapy_simhash.cli.parser` makes each setting's option from this table),
+* the Deduplicator's keyword arguments for callers in Python (:func:`check_keywords`),
+
+each refusing a value with :class:`SettingError` (the value, and what is allowed). From the table
+come also the pipeline's engine options (:func:`engine_options`), the option defaults of ``scrapy
+simhash`` (:func:`cli_defaults`) and of ``scrapy-simhash`` (:data:`BUILTIN_CLI_DEFAULTS`), the
+per-spider overrides (:func:`effective_settings`) and the README's settings table
+(``tests/test_settings_doc.py``).
 
 scrapy-redis's ``REDIS_*`` settings are read here too (:func:`index_url_from_settings`,
 :func:`redis_params_from_settings`): the index package knows nothing of Scrapy.
 
-Nothing is imported from Scrapy at import time: the command line reads :data:`BUILTIN_CLI_DEFAULTS`
-and must start fast without it.
+Nothing is imported from Scrapy at import time: the command line reads this table and must start
+fast without it.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
+import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,98 +45,115 @@ if TYPE_CHECKING:
     from scrapy.settings import BaseSettings, Settings
 
 
-# Readers: how one setting's value is read (``settings`` is a Scrapy BaseSettings).
+# Converters: a raw value (as a project writes it, ``-s NAME=text``, or command-line text) to the value
+# the plugin runs with. The same functions read Scrapy settings and the command line's options, and
+# give what Scrapy's ``getbool``/``getint``/``getfloat``/``getlist``/``getdict`` give (a None value
+# reads as their defaults), without importing Scrapy.
 
 
-def _raw(settings: BaseSettings, name: str) -> Any:
-    return settings.get(name)
+def _raw(value: Any) -> Any:
+    return value
 
 
-def _bool(settings: BaseSettings, name: str) -> bool:
-    return settings.getbool(name)
+def _bool(value: Any) -> bool:
+    if value is None:
+        return False
+    try:
+        return bool(int(value))
+    except ValueError:
+        if value in ("True", "true"):
+            return True
+        if value in ("False", "false"):
+            return False
+        raise ValueError("Supported values for boolean settings are 0/1, True/False, '0'/'1', 'True'/'False' "
+                         "and 'true'/'false'") from None
 
 
-def _int(settings: BaseSettings, name: str) -> int:
-    return settings.getint(name)
+def _int(value: Any) -> int:
+    return int(0 if value is None else value)
 
 
-def _float(settings: BaseSettings, name: str) -> float:
-    return settings.getfloat(name)
+def _float(value: Any) -> float:
+    return float(0.0 if value is None else value)
 
 
-def _list(settings: BaseSettings, name: str) -> list[Any]:
-    return settings.getlist(name)
+def _list(value: Any) -> list[Any]:
+    if not value:
+        return []
+    return list(value.split(",") if isinstance(value, str) else value)
 
 
-def _field_names(settings: BaseSettings, name: str) -> list[str]:
+def _dict(value: Any) -> dict[Any, Any]:
+    """A dict, or JSON text of one (the command line's ``-s NAME='{...}'``)."""
+    if isinstance(value, str):
+        value = json.loads(value)
+    return dict(value or {})
+
+
+def _field_names(value: Any) -> list[str]:
     """Item field names: a list, or one comma-separated string."""
-    value = settings.get(name)
     if isinstance(value, str):
         return [v.strip() for v in value.split(",") if v.strip()]
     return [str(v) for v in value or ()]
 
 
-def _optional_float(settings: BaseSettings, name: str) -> float | None:
-    """A number of days, or None for "never" (unset, empty, 0 or "none")."""
-    value = settings.get(name)
-    if value in (None, "", "0", 0, "none", "None"):
-        return None
-    return float(value)
+_NONE = (None, "", "none", "None")
 
 
-def _share(settings: BaseSettings, name: str) -> float | None:
-    """A share in (0, 1], or None for "no cap" (empty, 0 or "none")."""
-    value = settings.get(name)
-    if value in (None, "", "0", 0, "none", "None"):
-        return None
-    return float(value)
+def _float_or_none(value: Any) -> float | None:
+    """A number, or None for "off" (unset, empty, 0 or "none"): no expiry, no cap."""
+    return None if value in _NONE else (float(value) or None)
 
 
-def _auto_bool(settings: BaseSettings, name: str) -> bool | None:
+def _auto_bool(value: Any) -> bool | None:
     """True, False, or None for "decide per item" (unset, empty or "auto")."""
-    value = settings.get(name)
-    if value in (None, "", "auto", "None", "none"):
-        return None
-    return settings.getbool(name)
+    return None if value in (*_NONE, "auto") else _bool(value)
 
 
-def _workers(settings: BaseSettings, name: str) -> int:
+def _workers(value: Any) -> int:
     """A number of worker processes; unset, empty or "auto": the cores this process may use, minus one
     for the crawl itself, at least one."""
-    if settings.get(name) not in (None, "", "auto"):
-        return settings.getint(name)
+    if value not in (None, "", "auto"):
+        return _int(value)
     cores = os.process_cpu_count() if hasattr(os, "process_cpu_count") else (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
     return max(1, (cores or 1) - 1)
 
 
-def _index_url(settings: BaseSettings, name: str) -> str:
-    return index_url_from_settings(settings) or default_index_url()
-
-
-def _upper(settings: BaseSettings, name: str) -> Any:
-    value = settings.get(name)
+def _upper(value: Any) -> Any:
     return value.upper() if isinstance(value, str) else value
 
 
-def _lower(settings: BaseSettings, name: str) -> Any:
-    value = settings.get(name)
+def _lower(value: Any) -> Any:
     return value.lower() if isinstance(value, str) else value
 
 
-def _redis_params(settings: BaseSettings, name: str) -> dict[str, Any]:
-    return redis_params_from_settings(settings)
+def _index_url(settings: BaseSettings) -> str:
+    return index_url_from_settings(settings) or default_index_url()
 
 
-# Checks: is a value (as read) one the plugin can run with?
+# Checks: is a value (as converted) one the plugin can run with? A value of another type is not: a
+# check may raise TypeError or ValueError for it (Setting.allows turns that into "not allowed").
 
 ACTIONS = ("drop", "flag")
 ON_INDEX_ERROR_CHOICES = ("drop", "pass", "close")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+BITS_CHOICES = (32, 64, 128)
+REDIS_UNSAFE_CHOICES = ("refuse", "warn")
 
 
-def _natural(value: int) -> bool:
-    return value >= 0
+def _int_from(low: int, high: float = math.inf) -> Callable[[Any], bool]:
+    """An integer from ``low`` to ``high``."""
+    return lambda value: isinstance(value, int) and low <= value <= high
+
+
+def _number_from(low: float) -> Callable[[Any], bool]:
+    """A number >= ``low``."""
+    return lambda value: isinstance(value, (int, float)) and low <= value
+
+
+def _one_of(choices: tuple[Any, ...]) -> Callable[[Any], bool]:
+    return lambda value: value in choices
 
 
 def _nonempty_str(value: Any) -> bool:
@@ -136,6 +165,8 @@ def _names(value: list[str]) -> bool:
 
 
 def _is_index_url(value: Any) -> bool:
+    if value is None:  # the project's default file
+        return True
     if not isinstance(value, str):
         return False
     from .index import sqlite_path
@@ -165,27 +196,86 @@ def _regexes(value: list[Any]) -> bool:
     return True
 
 
+def _ttl(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and 0 < value < math.inf)
+
+
+def _max_share(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and 0 < value <= 1)
+
+
+_UNSET: Any = object()
+
+
+class SettingError(ValueError):
+    """A ``SIMHASH_*`` setting (or the command-line option or keyword argument of one) whose value the
+    plugin cannot run with; the message names it, its value and what is allowed."""
+
+    def __init__(self, name: str, raw: Any, allowed: str, label: str | None = None) -> None:
+        super().__init__(f"{label or name} = {raw!r} is not allowed: {allowed}")
+        self.name = name  #: the setting
+        self.raw = raw  #: the value refused, as given
+        self.allowed = allowed  #: what is allowed
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One ``SIMHASH_*`` setting: its default, how it is read, what it feeds."""
+    """One ``SIMHASH_*`` setting: its default, how a value is converted and checked, what it feeds."""
 
     name: str
     default: Any
-    read: Callable[[BaseSettings, str], Any] = _raw
+    #: A raw value (Python, settings text or command-line text) → the value; may raise TypeError or ValueError.
+    convert: Callable[[Any], Any] = _raw
     engine: str | None = None  #: keyword of Deduplicator.open
     index_option: str | None = None  #: key of Deduplicator.open's index_options
-    flag: str | None = None  #: command-line option (argparse dest) whose default it is
+    flag: str | None = None  #: argparse dest of its command-line option ``--<flag with dashes>``
     per_spider: bool = False  #: a spider attribute ``simhash_<name>`` overrides it
     #: What values are allowed, said to a user whose value is not (with ``valid``, which tests one).
     allowed: str = ""
     valid: Callable[[Any], bool] | None = None
+    #: Read from the whole settings rather than this setting's value (other settings take part).
+    gather: Callable[[BaseSettings], Any] | None = None
+    #: Its command-line option is repeated, once per item of the value's list.
+    repeated: bool = False
+
+    @property
+    def option(self) -> str | None:
+        """Its command-line option (``--title-max-distance``), if it has one."""
+        return None if self.flag is None else "--" + self.flag.replace("_", "-")
+
+    def read(self, settings: BaseSettings) -> Any:
+        """Its value in Scrapy ``settings`` (from :func:`effective_settings`), converted, not checked."""
+        return self.gather(settings) if self.gather is not None else self.convert(settings.get(self.name))
+
+    def allows(self, value: Any) -> bool:
+        """Whether the plugin can run with ``value`` (a converted value)."""
+        if self.valid is None:
+            return True
+        try:
+            return bool(self.valid(value))
+        except (TypeError, ValueError):
+            return False
+
+    def check(self, value: Any, raw: Any = _UNSET, label: str | None = None) -> Any:
+        """``value`` if it is allowed, else :class:`SettingError` (showing ``raw``, the value as given)."""
+        if not self.allows(value):
+            raise SettingError(self.name, value if raw is _UNSET else raw, self.allowed, label)
+        return value
+
+    def parse(self, raw: Any, label: str | None = None) -> Any:
+        """A raw value converted and checked, else :class:`SettingError`."""
+        try:
+            value = self.convert(raw)
+        except (TypeError, ValueError) as exc:
+            raise SettingError(self.name, raw, self.allowed or str(exc), label) from exc
+        return self.check(value, raw, label)
 
 
 #: Every setting, in the README's order.
 SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_ENABLED", D.ENABLED, _bool, per_spider=True,
             allowed="True or False"),
-    Setting("SIMHASH_INDEX_URL", D.INDEX_URL, _index_url, flag="index",
+    Setting("SIMHASH_INDEX_URL", D.INDEX_URL, gather=_index_url, flag="index",
             allowed="None (the project's .scrapy/simhash/index.sqlite3), a path, or a sqlite:///, redis://, "
             "rediss:// or unix:// URL", valid=_is_index_url),
     Setting("SIMHASH_NAMESPACE", D.NAMESPACE, engine="namespace", flag="namespace", per_spider=True,
@@ -198,29 +288,28 @@ SETTINGS: tuple[Setting, ...] = (
             allowed="an item field name, a list of them or a comma-separated string", valid=_names),
     Setting("SIMHASH_TITLE_MAX_DISTANCE", D.TITLE_MAX_DISTANCE, _int, engine="title_max_distance",
             flag="title_max_distance",
-            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_natural),
+            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_int_from(0)),
     Setting("SIMHASH_BODY_MAX_DISTANCE", D.BODY_MAX_DISTANCE, _int, engine="body_max_distance",
             flag="body_max_distance",
-            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_natural),
+            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_int_from(0)),
     Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits",
-            allowed="32, 64 or 128", valid=lambda v: v in (32, 64, 128)),
+            allowed="32, 64 or 128", valid=_one_of(BITS_CHOICES)),
     Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k",
-            allowed="a positive integer", valid=lambda v: v >= 1),
-    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _share, engine="max_share", flag="max_share",
-            allowed="None or 0 (no cap), or a share greater than 0 and at most 1",
-            valid=lambda v: v is None or 0 < v <= 1),
+            allowed="a positive integer", valid=_int_from(1)),
+    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _float_or_none, engine="max_share", flag="max_share",
+            allowed="None or 0 (no cap), or a share greater than 0 and at most 1", valid=_max_share),
     Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True,
-            allowed='"drop" or "flag"', valid=lambda v: v in ACTIONS),
+            allowed='"drop" or "flag"', valid=_one_of(ACTIONS)),
     Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True,
-            allowed='"drop" or "flag"', valid=lambda v: v in ACTIONS),
+            allowed='"drop" or "flag"', valid=_one_of(ACTIONS)),
     Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD,
             allowed="a non-empty string (an item field name)", valid=_nonempty_str),
-    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _optional_float, engine="ttl_days", flag="ttl_days", per_spider=True,
-            allowed="None (never expire) or a positive number of days", valid=lambda v: v is None or v > 0),
+    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _float_or_none, engine="ttl_days", flag="ttl_days", per_spider=True,
+            allowed="None or 0 (never expire), or a positive number of days", valid=_ttl),
     Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True,
             allowed="True or False"),
     Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL, _upper,
-            allowed="DEBUG, INFO, WARNING, ERROR or CRITICAL", valid=lambda v: v in LOG_LEVELS),
+            allowed="DEBUG, INFO, WARNING, ERROR or CRITICAL", valid=_one_of(LOG_LEVELS)),
     Setting("SIMHASH_USER_DICT", D.USER_DICT, engine="user_dict", flag="user_dict",
             allowed="None or the path of an existing file", valid=_optional_file),
     Setting("SIMHASH_STOP_WORDS", D.STOP_WORDS, engine="stop_words", flag="stop_words",
@@ -229,39 +318,45 @@ SETTINGS: tuple[Setting, ...] = (
             flag="dynamic_threshold",
             allowed="True or False"),
     Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern",
-            allowed="a list of regular expressions", valid=_regexes),
+            allowed="a list of regular expressions", valid=_regexes, repeated=True),
     Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _auto_bool, engine="main_content", flag="main_content",
-            allowed='None or "auto" (whole pages only), True (every HTML body) or False (none)'),
+            allowed='None or "auto" (whole pages only), True (every HTML body) or False (none)',
+            valid=_one_of((None, True, False))),
     Setting("SIMHASH_SKIP_FIELD", D.SKIP_FIELD,
             allowed='an item field name, or None/"" for no per-item opt-out',
             valid=lambda v: v is None or isinstance(v, str)),
     Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR, _lower,
-            allowed='"drop", "pass" or "close"', valid=lambda v: v in ON_INDEX_ERROR_CHOICES),
+            allowed='"drop", "pass" or "close"', valid=_one_of(ON_INDEX_ERROR_CHOICES)),
     Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int,
-            allowed="an integer >= 0", valid=_natural),
+            allowed="an integer >= 0", valid=_int_from(0)),
     Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, _float,
-            allowed="a number of seconds >= 0", valid=lambda v: v >= 0),
+            allowed="a number of seconds >= 0", valid=_number_from(0)),
     Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, _float, index_option="busy_timeout",
-            allowed="a number of seconds >= 0", valid=lambda v: v >= 0),
+            allowed="a number of seconds >= 0", valid=_number_from(0)),
     Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, _int, engine="title_numbers", flag="title_numbers",
-            allowed="a percentage from 0 (off) to 100", valid=lambda v: 0 <= v <= 100),
+            allowed="a percentage from 0 (off) to 100", valid=_int_from(0, 100)),
     Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, _int, engine="sentences_shared",
             flag="sentences_shared",
-            allowed="a percentage from 0 (off) to 99", valid=lambda v: 0 <= v <= 99),
-    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _redis_params, index_option="redis_params",
+            allowed="a percentage from 0 (off) to 99", valid=_int_from(0, 99)),
+    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _dict, index_option="redis_params",
+            gather=lambda settings: redis_params_from_settings(settings),
             allowed="a dict (JSON object on the command line) of Redis client arguments",
             valid=lambda v: isinstance(v, dict)),
     Setting("SIMHASH_WORKERS", D.WORKERS, _workers,
             allowed="None (the cores there are, minus one), 0 (no worker processes) or a number of them",
-            valid=_natural),
+            valid=_int_from(0)),
     Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False"),
     Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
-            allowed="a positive number of bytes", valid=lambda v: v >= 1),
+            allowed="a positive number of bytes", valid=_int_from(1)),
     Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe",
-            allowed="'refuse' or 'warn'", valid=lambda v: v in ("refuse", "warn")),
+            allowed="'refuse' or 'warn'", valid=_one_of(REDIS_UNSAFE_CHOICES)),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+#: Option dest → setting, for the settings with a command-line option.
+BY_FLAG: dict[str, Setting] = {s.flag: s for s in SETTINGS if s.flag}
+#: Deduplicator.open keyword → setting.
+BY_KEYWORD: dict[str, Setting] = {s.engine: s for s in SETTINGS if s.engine}
 #: Setting name → default.
 DEFAULTS: dict[str, Any] = {s.name: s.default for s in SETTINGS}
 #: Settings a spider may override with an attribute or ``-a simhash_<name>=...``.
@@ -272,16 +367,43 @@ BUILTIN_CLI_DEFAULTS: dict[str, Any] = {s.flag: s.default for s in SETTINGS if s
 
 def value(settings: BaseSettings, name: str) -> Any:
     """The value of setting ``name``, read as the table says (``settings`` from :func:`effective_settings`)."""
-    return BY_NAME[name].read(settings, name)
+    return BY_NAME[name].read(settings)
 
 
-class SettingError(ValueError):
-    """A ``SIMHASH_*`` setting whose value the plugin cannot run with; the message names the
-    setting, its value and what is allowed."""
+def check_distances(bits: Any, distances: Mapping[str, Any], labels: Mapping[str, str] | None = None,
+                    raws: Mapping[str, Any] | None = None) -> None:
+    """Raise :class:`SettingError` for a distance (setting name → value, each checked on its own
+    already) that ``bits``-bit fingerprints cannot differ by: at most ``bits - 1``. ``labels``:
+    what to call a setting in the message (a keyword); ``raws``: the values as given."""
+    if bits not in BITS_CHOICES:
+        return  # refused on its own
+    for name, distance in distances.items():
+        if distance is not None and distance >= bits:
+            raise SettingError(name, (raws or {}).get(name, distance),
+                               f"an integer from 0 to SIMHASH_BITS - 1 ({bits - 1})", (labels or {}).get(name))
 
-    def __init__(self, name: str, raw: Any, allowed: str) -> None:
-        super().__init__(f"{name} = {raw!r} is not allowed: {allowed}")
-        self.name = name
+
+def check_keywords(keywords: Mapping[str, Any], bits: int | None = None) -> None:
+    """Check keyword arguments of :class:`~scrapy_simhash.Deduplicator` (keyword → value, as
+    :data:`BY_KEYWORD` names them) as their settings are checked; ``bits``: the fingerprints' size,
+    which bounds the distances. Raises :class:`SettingError` naming the keyword."""
+    for keyword, given in keywords.items():
+        BY_KEYWORD[keyword].check(given, label=keyword)
+    distances = {BY_KEYWORD[k].name: v for k, v in keywords.items() if k.endswith("_max_distance")}
+    check_distances(bits if bits is not None else keywords.get("bits"), distances,
+                    {BY_KEYWORD[k].name: k for k in keywords})
+
+
+def check_options(values: Mapping[str, Any]) -> None:
+    """Check command-line option values (argparse dest → value, e.g. ``vars(args)``) as their
+    settings are checked; None (an option not given whose default is "not given") is not checked.
+    Raises :class:`SettingError` naming the setting."""
+    for dest, given in values.items():
+        s = BY_FLAG.get(dest)
+        if s is not None and given is not None and s.flag != "index":
+            s.check(given)
+    check_distances(values.get("bits"), {BY_FLAG[d].name: values[d] for d in ("title_max_distance",
+                                                                              "body_max_distance") if d in values})
 
 
 def check_settings(settings: BaseSettings) -> None:
@@ -289,18 +411,17 @@ def check_settings(settings: BaseSettings) -> None:
     raise :class:`SettingError` for the first one that cannot be read or is not allowed."""
     for s in SETTINGS:
         raw = settings.get(s.name)
-        reader = _raw if s.name == "SIMHASH_INDEX_URL" else s.read  # no default path: it is not a choice
+        if s.name == "SIMHASH_INDEX_URL":
+            s.parse(raw)  # as written: no default path, it is not a choice
+            continue
         try:
-            read = reader(settings, s.name)
-            ok = s.valid is None or (read is None and s.name == "SIMHASH_INDEX_URL") or s.valid(read)
+            read = s.read(settings)
         except (TypeError, ValueError) as exc:
             raise SettingError(s.name, raw, s.allowed or str(exc)) from exc
-        if not ok:
-            raise SettingError(s.name, raw, s.allowed)
-    bits = value(settings, "SIMHASH_BITS")
-    for name in ("SIMHASH_TITLE_MAX_DISTANCE", "SIMHASH_BODY_MAX_DISTANCE"):
-        if value(settings, name) >= bits:
-            raise SettingError(name, settings.get(name), f"an integer from 0 to SIMHASH_BITS - 1 ({bits - 1})")
+        s.check(read, raw)
+    names = ("SIMHASH_TITLE_MAX_DISTANCE", "SIMHASH_BODY_MAX_DISTANCE")
+    check_distances(value(settings, "SIMHASH_BITS"), {name: value(settings, name) for name in names},
+                    raws={name: settings.get(name) for name in names})
 
 
 def misspelled_settings(settings: BaseSettings) -> dict[str, str | None]:
@@ -327,15 +448,24 @@ def effective_settings(settings: BaseSettings, spider: Spider | None) -> Setting
 
 def engine_options(settings: BaseSettings) -> dict[str, Any]:
     """Keyword arguments of :meth:`~scrapy_simhash.Deduplicator.open` (all but the index URL)."""
-    options: dict[str, Any] = {s.engine: s.read(settings, s.name) for s in SETTINGS if s.engine}
-    options["index_options"] = {s.index_option: s.read(settings, s.name) for s in SETTINGS if s.index_option}
+    options: dict[str, Any] = {s.engine: s.read(settings) for s in SETTINGS if s.engine}
+    options["index_options"] = {s.index_option: s.read(settings) for s in SETTINGS if s.index_option}
     return options
 
 
 def cli_defaults(settings: BaseSettings) -> dict[str, Any]:
-    """Command-line option defaults (option dest → value) from a project's settings (``scrapy simhash``)."""
+    """Command-line option defaults (option dest → value) from a project's settings (``scrapy simhash``),
+    converted but not checked: the command line checks them as it checks the options given
+    (:func:`check_options`)."""
     s = effective_settings(settings, None)
-    return {st.flag: st.read(s, st.name) for st in SETTINGS if st.flag}
+    defaults = {}
+    for st in SETTINGS:
+        if st.flag:
+            try:
+                defaults[st.flag] = st.read(s)
+            except (TypeError, ValueError):  # refused by the command line, with the setting's message
+                defaults[st.flag] = s.get(st.name)
+    return defaults
 
 
 def default_index_url() -> str:

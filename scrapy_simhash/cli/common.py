@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
+from ..settings import BY_FLAG
 from ..timefmt import iso
 
 if TYPE_CHECKING:
@@ -46,17 +47,30 @@ def describe(exc: BaseException) -> str:
 # ------------------------------------------------------------------------------------------------
 
 
+#: Deduplicator.open keywords that go to the Fingerprinter.
+FINGERPRINTER_KEYWORDS = ("bits", "top_k", "stop_words", "user_dict", "title_patterns", "main_content", "max_share")
+
+
+def engine_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """:meth:`~scrapy_simhash.Deduplicator.open` keyword → value of the setting options ``args`` has
+    (the settings table names the keyword of each option), as the pipeline's
+    :func:`~scrapy_simhash.settings.engine_options` gives them from the settings."""
+    return {s.engine: getattr(args, dest) for dest, s in BY_FLAG.items() if s.engine and hasattr(args, dest)}
+
+
+def index_keywords(args: argparse.Namespace) -> dict[str, Any]:
+    """``index_options`` of :meth:`~scrapy_simhash.Deduplicator.open` (and keywords of
+    :func:`~scrapy_simhash.index.open_index`) the setting options ``args`` has give."""
+    return {s.index_option: getattr(args, dest) for dest, s in BY_FLAG.items()
+            if s.index_option and hasattr(args, dest)}
+
+
 def fingerprinter_options(args: argparse.Namespace) -> dict[str, Any]:
     """The :class:`~scrapy_simhash.Fingerprinter` keyword arguments the options describe."""
-    return {
-        "bits": args.bits,
-        "top_k": args.top_k,
-        "stop_words": args.stop_words,
-        "user_dict": args.user_dict,
-        "title_patterns": tuple(args.title_pattern or ()),
-        "main_content": args.main_content,
-        "max_share": args.max_share,
-    }
+    keywords = engine_keywords(args)
+    options = {k: keywords[k] for k in FINGERPRINTER_KEYWORDS}
+    options["title_patterns"] = tuple(options["title_patterns"] or ())
+    return options
 
 
 def make_fingerprinter(options: Mapping[str, Any]) -> Fingerprinter:
@@ -75,12 +89,10 @@ def open_dedup(
     thresholds it can answer."""
     from ..engine import Deduplicator
 
-    options: dict[str, Any] = {"ttl_days": args.ttl_days, "title_numbers": args.title_numbers,
-                               "sentences_shared": args.sentences_shared, "owner": owner}
-    if hasattr(args, "title_action"):
-        options.update(title_action=args.title_action, body_action=args.body_action)
-    thresholds = {"title_max_distance": args.title_max_distance, "body_max_distance": args.body_max_distance,
-                  "dynamic_threshold": args.dynamic_threshold}
+    keywords = engine_keywords(args)
+    thresholds = {k: keywords.pop(k) for k in ("title_max_distance", "body_max_distance", "dynamic_threshold")}
+    options = {k: v for k, v in keywords.items() if k not in (*FINGERPRINTER_KEYWORDS, "namespace")}
+    options["owner"] = owner
     if readonly:
         index = open_index_for(args, readonly=True)
         try:
@@ -91,7 +103,7 @@ def open_dedup(
     try:
         return Deduplicator.open(
             args.index, namespace=args.namespace, bits=args.bits, reset=reset, fingerprinter=fingerprinter,
-            index_options={"redis_unsafe": getattr(args, "redis_unsafe", "refuse")}, **thresholds, **options,
+            index_options=index_keywords(args), **thresholds, **options,
         )
     except Exception as exc:  # any failure to open is one line and status 2
         raise CliError(f"cannot open index {shown(args.index)}: {describe(exc)}") from exc
@@ -110,8 +122,7 @@ def open_index_for(args: argparse.Namespace, readonly: bool = False) -> BandInde
     from ..index import open_index
 
     try:
-        return open_index(args.index, namespace=args.namespace, readonly=readonly,
-                          redis_unsafe=getattr(args, "redis_unsafe", "refuse"))
+        return open_index(args.index, namespace=args.namespace, readonly=readonly, **index_keywords(args))
     except Exception as exc:
         raise CliError(f"cannot open index {shown(args.index)}: {describe(exc)}") from exc
 

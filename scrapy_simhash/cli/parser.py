@@ -2,17 +2,23 @@
 
 The defaults are the built-in ones (:data:`BUILTIN_DEFAULTS`), or a Scrapy project's settings
 (``scrapy simhash``, :mod:`scrapy_simhash.scrapy.commands`): only the defaults change.
+
+An option that sets a ``SIMHASH_*`` setting (``--title-max-distance`` …) is made from the settings
+table (:mod:`scrapy_simhash.settings`): its name, its default, how its text is converted and which
+values are allowed, refused with the setting's own words (:func:`option_type`). Once parsed, the
+values are checked together as the pipeline checks its settings (defaults from a project included;
+the distances against ``--bits``).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..__version__ import __version__
-from ..settings import BUILTIN_CLI_DEFAULTS
+from ..settings import BUILTIN_CLI_DEFAULTS, BY_NAME, Setting, SettingError, check_options
 from .common import PROG
 
 #: Option dest → built-in default (from :mod:`scrapy_simhash.settings`). ``scrapy simhash``
@@ -33,25 +39,55 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
-def _csv_fields(value: str) -> list[str]:
-    names = [v.strip() for v in value.split(",") if v.strip()]
-    if not names:
-        raise argparse.ArgumentTypeError("expected one or more field names, comma-separated")
-    return names
+_OPTION_TYPES: dict[str, Callable[[str], Any]] = {}
 
 
-def _non_negative_int(value: str) -> int:
-    n = int(value)
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, not {n}")
-    return n
+def option_type(setting: Setting) -> Callable[[str], Any]:
+    """The argparse ``type`` of a setting's option: the text converted and checked as the setting's
+    value is (:meth:`.Setting.parse`), refused with what the setting allows. One function per
+    setting, whichever subcommand has the option."""
+    if setting.name not in _OPTION_TYPES:
+
+        def parse(text: str) -> Any:
+            try:
+                parsed = setting.parse([text] if setting.repeated else text)
+            except SettingError as exc:
+                raise argparse.ArgumentTypeError(f"{text!r} is not allowed: {exc.allowed}") from None
+            return parsed[0] if setting.repeated else parsed
+
+        parse.__name__ = setting.name
+        _OPTION_TYPES[setting.name] = parse
+    return _OPTION_TYPES[setting.name]
 
 
-def _share(value: str) -> float | None:
-    share = float(value)
-    if not 0 <= share <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 (no cap) and 1, not {value}")
-    return share or None
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: checks the setting options' values once a command line is parsed."""
+
+    commands: Mapping[str, argparse.ArgumentParser] = {}
+
+    def parse_known_args(self, *args: Any, **kwargs: Any) -> Any:
+        parsed, rest = super().parse_known_args(*args, **kwargs)
+        try:
+            check_options(vars(parsed))
+        except SettingError as exc:
+            command = self.commands.get(getattr(parsed, "command", None) or "", self)
+            option = BY_NAME[exc.name].option
+            dest = BY_NAME[exc.name].flag
+            if dest is not None and getattr(parsed, dest, None) is not command.get_default(dest):
+                command.error(f"argument {option}: {str(exc.raw)!r} is not allowed: {exc.allowed}")
+            command.error(f"{exc} (the default of {option})")  # a project's setting
+        return parsed, rest
+
+
+def _setting_option(g: argparse._ActionsContainer, d: Mapping[str, Any], name: str, **kwargs: Any) -> None:
+    """The option of setting ``name``: its name, default (from ``d``), conversion and check from the
+    table; ``kwargs`` add its help and metavar, or replace its default or action."""
+    s = BY_NAME[name]
+    assert s.option is not None and s.flag is not None, f"{name} has no command-line option"
+    kwargs.setdefault("default", d[s.flag])
+    if kwargs.get("action") in (None, "append"):
+        kwargs.setdefault("type", option_type(s))
+    g.add_argument(s.option, dest=s.flag, **kwargs)
 
 
 def _positive_int(value: str) -> int:
@@ -79,7 +115,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     d = {**BUILTIN_DEFAULTS, **(defaults or {})}
     in_project = defaults is not None and d.get("index") is not None
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=prog,
         formatter_class=_Formatter,
         description="Near-duplicate (repost) detection for news items with simhash: dedup JSON-lines "
@@ -90,7 +126,12 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         f"run '{prog} SUBCOMMAND --help' for the options of each subcommand.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+    sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True,
+                                parser_class=argparse.ArgumentParser)
+    parser.commands = sub.choices
+
+    def setting(g: argparse._ActionsContainer, name: str, **kwargs: Any) -> None:
+        _setting_option(g, d, name, **kwargs)
 
     def add(name: str, help_: str, description: str, examples: Sequence[str]) -> argparse.ArgumentParser:
         lines = "\n".join(f"  {prog} {name} {e}" for e in examples)
@@ -104,57 +145,62 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         help_index = "index file path or URL (sqlite:///path, redis://host:6379/0)"
         if in_project:
             help_index += "; default: the project's SIMHASH_INDEX_URL or .scrapy/simhash/index.sqlite3"
-            g.add_argument("--index", default=d["index"], metavar="PATH_OR_URL", help=help_index)
-        else:
-            g.add_argument("--index", required=True, metavar="PATH_OR_URL", help=help_index)
-        g.add_argument("--namespace", default=d["namespace"], help="index namespace (SIMHASH_NAMESPACE)")
-        g.add_argument("--redis-unsafe", choices=("refuse", "warn"), default=d["redis_unsafe"],
-                       help="a Redis server that may evict keys or does not persist: refuse it, or warn "
-                            "(SIMHASH_REDIS_UNSAFE)")
+        index(g, required=not in_project, metavar="PATH_OR_URL", help=help_index)
+        setting(g, "SIMHASH_NAMESPACE", help="index namespace (SIMHASH_NAMESPACE)")
+        redis_unsafe(g)
+
+    def index(g: argparse._ActionsContainer, **kwargs: Any) -> None:
+        # no type: a location is read where the index is opened, which says what is wrong with one
+        setting(g, "SIMHASH_INDEX_URL", type=None, default=d["index"] if in_project else None, **kwargs)
+
+    def redis_unsafe(g: argparse._ActionsContainer) -> None:
+        setting(g, "SIMHASH_REDIS_UNSAFE", metavar="{refuse,warn}",
+                help="a Redis server that may evict keys or does not persist: refuse it, or warn "
+                     "(SIMHASH_REDIS_UNSAFE)")
 
     def field_options(p: argparse.ArgumentParser) -> None:
         g = p.add_argument_group("fields (comma-separated candidates: the first present, non-empty one is used)")
-        g.add_argument("--title-field", type=_csv_fields, default=_fields_default(d["title_field"]),
-                       metavar="NAMES", help="title field(s)")
-        g.add_argument("--body-field", type=_csv_fields, default=_fields_default(d["body_field"]),
-                       metavar="NAMES", help="body field(s), HTML or text or a list of paragraphs")
-        g.add_argument("--url-field", type=_csv_fields, default=_fields_default(d["url_field"]),
-                       metavar="NAMES", help="URL field(s)")
+        setting(g, "SIMHASH_TITLE_FIELD", default=_fields_default(d["title_field"]), metavar="NAMES",
+                help="title field(s)")
+        setting(g, "SIMHASH_BODY_FIELD", default=_fields_default(d["body_field"]), metavar="NAMES",
+                help="body field(s), HTML or text or a list of paragraphs")
+        setting(g, "SIMHASH_URL_FIELD", default=_fields_default(d["url_field"]), metavar="NAMES",
+                help="URL field(s)")
+
+    def distance_options(g: argparse._ActionsContainer, **kwargs: Any) -> None:
+        title_help = kwargs.pop("title_help", "title within this many bits → duplicate")
+        body_help = kwargs.pop("body_help", "else body within this many bits → duplicate")
+        setting(g, "SIMHASH_TITLE_MAX_DISTANCE", metavar="BITS", help=title_help, **kwargs)
+        setting(g, "SIMHASH_BODY_MAX_DISTANCE", metavar="BITS", help=body_help, **kwargs)
 
     def tier_options(p: argparse.ArgumentParser, actions: bool = True) -> None:
         g = p.add_argument_group("tiers and fingerprints (as the pipeline's SIMHASH_* settings)")
-        g.add_argument("--title-max-distance", type=_non_negative_int, default=d["title_max_distance"],
-                       metavar="BITS", help="title within this many bits → duplicate")
-        g.add_argument("--body-max-distance", type=_non_negative_int, default=d["body_max_distance"],
-                       metavar="BITS", help="else body within this many bits → duplicate")
+        distance_options(g)
         if actions:
-            g.add_argument("--title-action", choices=("drop", "flag"), default=d["title_action"],
-                           help="what a title-tier match does (flag: keep it, status 'flagged')")
-            g.add_argument("--body-action", choices=("drop", "flag"), default=d["body_action"],
-                           help="what a body-tier match does")
-        g.add_argument("--ttl-days", type=_positive_float, default=d["ttl_days"], metavar="DAYS",
-                       help="entries older than this never match (default: they never expire)")
-        g.add_argument("--dynamic-threshold", action=argparse.BooleanOptionalAction,
-                       default=bool(d["dynamic_threshold"]),
-                       help="body threshold by length: +2 bits under 100 chars, -1 over 2000")
-        g.add_argument("--bits", type=int, choices=(32, 64, 128), default=d["bits"], help="fingerprint size")
-        g.add_argument("--top-k", type=_positive_int, default=d["top_k"], metavar="K",
-                       help="features kept per body")
-        g.add_argument("--max-share", type=_share, default=d["max_share"], metavar="SHARE",
-                       help="cap of any one body word's share of the weight (0: no cap)")
-        g.add_argument("--stop-words", default=d["stop_words"], metavar="FILE",
-                       help="extra stop words, one per line")
-        g.add_argument("--user-dict", default=d["user_dict"], metavar="FILE", help="jieba user dictionary")
-        g.add_argument("--title-pattern", action="append", default=list(d["title_pattern"] or []),
-                       metavar="REGEX", help="extra title suffix to remove (repeatable)")
-        g.add_argument("--main-content", action=argparse.BooleanOptionalAction, default=d["main_content"],
-                       help="reduce every HTML body to its main text (--no-main-content: none; default: "
-                            "bodies that look like whole pages)")
-        g.add_argument("--title-numbers", type=_non_negative_int, default=d["title_numbers"], metavar="PCT",
-                       help="a title match counts only if the bodies' numbers overlap this much (0: off)")
-        g.add_argument("--sentences-shared", type=_non_negative_int, default=d["sentences_shared"], metavar="PCT",
-                       help="sentence tier (0: off): more than PCT %% of an earlier story's sampled sentences "
-                            "here → duplicate (50 recommended; 0: off)")
+            setting(g, "SIMHASH_TITLE_ACTION", metavar="{drop,flag}",
+                    help="what a title-tier match does (flag: keep it, status 'flagged')")
+            setting(g, "SIMHASH_BODY_ACTION", metavar="{drop,flag}", help="what a body-tier match does")
+        setting(g, "SIMHASH_TTL_DAYS", metavar="DAYS",
+                help="entries older than this never match (default: they never expire; 0: never)")
+        setting(g, "SIMHASH_DYNAMIC_THRESHOLD", action=argparse.BooleanOptionalAction,
+                default=bool(d["dynamic_threshold"]),
+                help="body threshold by length: +2 bits under 100 chars, -1 over 2000")
+        setting(g, "SIMHASH_BITS", metavar="{32,64,128}", help="fingerprint size")
+        setting(g, "SIMHASH_TOP_K", metavar="K", help="features kept per body")
+        setting(g, "SIMHASH_MAX_SHARE", metavar="SHARE",
+                help="cap of any one body word's share of the weight (0: no cap)")
+        setting(g, "SIMHASH_STOP_WORDS", metavar="FILE", help="extra stop words, one per line")
+        setting(g, "SIMHASH_USER_DICT", metavar="FILE", help="jieba user dictionary")
+        setting(g, "SIMHASH_TITLE_PATTERNS", action="append", default=list(d["title_pattern"] or []), metavar="REGEX",
+                help="extra title suffix to remove (repeatable)")
+        setting(g, "SIMHASH_MAIN_CONTENT", action=argparse.BooleanOptionalAction,
+                help="reduce every HTML body to its main text (--no-main-content: none; default: "
+                     "bodies that look like whole pages)")
+        setting(g, "SIMHASH_TITLE_NUMBERS", metavar="PCT",
+                help="a title match counts only if the bodies' numbers overlap this much (0: off)")
+        setting(g, "SIMHASH_SENTENCES_SHARED", metavar="PCT",
+                help="sentence tier (0: off): more than PCT %% of an earlier story's sampled sentences "
+                     "here → duplicate (50 recommended; 0: off)")
 
     def json_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -254,9 +300,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     index_options(p)
 
     # reband
-    p = add("reband", "rebuild the band rows of an index for other thresholds or this version's layout",
-            "Rebuild the band rows from the full fingerprints every entry keeps: for a larger (or smaller) "
-            "threshold, or to convert a SQLite index of the previous schema version. A SQLite file in one "
+    p = add("reband", "rebuild the band rows of an index for other thresholds",
+            "Rebuild the band rows from the full fingerprints every entry keeps, for a larger (or smaller) "
+            "threshold. A SQLite file in one "
             "transaction: interrupted, the index is left as it was; crawls sharing the file wait for it (their "
             "busy timeout). A Redis index (every namespace) as new band tables, the old ones serving until they "
             "are complete: interrupted, the index is left as it was; crawlers that had it open fail at their next "
@@ -267,20 +313,15 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     g = p.add_argument_group("new thresholds (default: the recorded ones)")
     g.add_argument("--title-bands", type=_positive_int, metavar="N", help="answer title distances up to N-1")
     g.add_argument("--body-bands", type=_positive_int, metavar="N", help="answer body distances up to N-1")
-    g.add_argument("--title-max-distance", type=_non_negative_int, metavar="BITS",
-                   help="answer title distances up to BITS (as --title-bands BITS+1)")
-    g.add_argument("--body-max-distance", type=_non_negative_int, metavar="BITS",
-                   help="answer body distances up to BITS (with --dynamic-threshold: BITS+2)")
-    g.add_argument("--dynamic-threshold", action="store_true",
-                   help="room for the dynamic threshold's 2 extra body bits")
+    distance_options(g, default=None, title_help="answer title distances up to BITS (as --title-bands BITS+1)",
+                     body_help="answer body distances up to BITS (with --dynamic-threshold: BITS+2)")
+    setting(g, "SIMHASH_DYNAMIC_THRESHOLD", action="store_true", default=False,
+            help="room for the dynamic threshold's 2 extra body bits")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     g = p.add_argument_group("index")
-    g.add_argument("--index", default=d["index"] if in_project else None, metavar="PATH",
-                   help="the index file or URL, when PATH is not given")
-    g.add_argument("--redis-unsafe", choices=("refuse", "warn"), default=d["redis_unsafe"],
-                   help="a Redis server that may evict keys or does not persist: refuse it, or warn "
-                        "(SIMHASH_REDIS_UNSAFE)")
+    index(g, metavar="PATH", help="the index file or URL, when PATH is not given")
+    redis_unsafe(g)
 
     # forget
     p = add("forget", "remove one entry, by id or URL",
@@ -305,10 +346,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     p.add_argument("--decisions", action="append", default=[], metavar="FILE",
                    help="also read decisions of dedup runs from this file (repeatable)")
     g = p.add_argument_group("thresholds shown (default: the index's or the settings')")
-    g.add_argument("--title-max-distance", type=_non_negative_int, default=d["title_max_distance"],
-                   metavar="BITS")
-    g.add_argument("--body-max-distance", type=_non_negative_int, default=d["body_max_distance"],
-                   metavar="BITS")
+    distance_options(g, title_help=None, body_help=None)
     index_options(p)
     return parser
 
@@ -320,8 +358,8 @@ def _run_options(p: argparse.ArgumentParser, d: Mapping[str, Any]) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="no per-line error reports, summary only")
-    p.add_argument("--max-line-bytes", type=_positive_int, default=d["max_line_bytes"], metavar="BYTES",
-                   help="skip (and count) a line or array element longer than this, without loading it whole "
+    _setting_option(p, d, "SIMHASH_MAX_LINE_BYTES", metavar="BYTES",
+                    help="skip (and count) a line or array element longer than this, without loading it whole "
                         "(default: %(default)s)")
 
 
