@@ -219,9 +219,12 @@ class InOrder(Generic[T, R]):
                 self._tasks = None
                 return
             try:
-                self._out.append(self._pool.submit(self._fn, task))
-            except BrokenProcessPool:
-                raise WorkerDied("a worker process died (killed, or out of memory?)") from None
+                future = self._pool.submit(self._fn, task)
+            except BrokenProcessPool as exc:  # raised as WorkerDied where the answer is taken
+                future = Future()
+                future.set_exception(exc)
+                self._tasks = None
+            self._out.append(future)
 
     def _take(self, block: bool) -> list[R] | None:
         """The next answer; None if ``block`` is false and it is not there yet; :data:`_END` at the end."""
