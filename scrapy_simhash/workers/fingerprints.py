@@ -78,7 +78,7 @@ LINGER = 0.02
 POLL, DOZE = 0.01, 1.0
 _place = itemgetter(3)
 #: An item waiting for a worker: its future, what goes to the worker (title, body; with the index: url
-#: and request id too), how many executors broke under it, and its place in the order of submission
+#: and request id too), how many worker pools broke under it, and its place in the order of submission
 #: (items sent again go in that order: the index answers them in the order it committed them).
 _Job = tuple[Future[Any], tuple[Any, ...], int, int]
 
@@ -125,7 +125,7 @@ class FingerprintPool:
                  check_here: Callable[[Any, Any, str | None, str], Future[Any]] | None = None,
                  before_call: Callable[[], None] | None = None) -> None:
         self.workers = workers
-        self.died = 0  #: executors broken by a worker that died
+        self.died = 0  #: worker pools broken by a worker that died
         self.index_retries = 0  #: index retries in the workers (per item, as items see them)
         self._options = options
         self._fallback = fallback
@@ -134,18 +134,18 @@ class FingerprintPool:
         self._before_call = before_call
         self._call = _check_many if self._index is not None else _fingerprint_many
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._lock = threading.Lock()  # replacing the executor
+        self._lock = threading.Lock()  # replacing the worker pool
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # items waiting for a call
         self._submitted = itertools.count()
         self._due_at = 0.0  # when the queued items go, full or not (time.monotonic)
         self._in_flight = 0  # calls out
-        self._out: Counter[int] = Counter()  # calls out per executor (id)
-        self._broken_out: set[int] = set()  # broken executors with calls out: nothing goes until they are back
+        self._out: Counter[int] = Counter()  # calls out per worker pool (id)
+        self._broken_out: set[int] = set()  # broken pools with calls out: nothing goes until they are back
         self._stopped = False
         self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
         self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
-        self._retired: list[WorkerPool] = []  # broken executors, finished at shutdown
+        self._retired: list[WorkerPool] = []  # broken pools, finished at shutdown
         self._executor: WorkerPool | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
         if workers:
@@ -269,9 +269,9 @@ class FingerprintPool:
 
     def _returned(self, batch: list[_Job], executor: WorkerPool,
                   sent: Future[Any]) -> None:
-        """A worker's answer (on the executor's thread): each item's fingerprints, or why there are none."""
+        """A worker's answer (on the worker pool's thread): each item's fingerprints, or why there are none."""
         exc = sent.exception()
-        broken = isinstance(exc, BrokenProcessPool)  # its worker (or another one of the executor) died
+        broken = isinstance(exc, BrokenProcessPool)  # its worker (or another one of its pool) died
         if broken:
             with self._queue_lock:
                 self._broken_out.add(id(executor))  # from now until its calls are all back, nothing goes
@@ -279,7 +279,7 @@ class FingerprintPool:
         with self._queue_lock:
             self._in_flight -= 1
             if broken:
-                # Once more, to a fresh executor, in the order first sent (a worker that committed them
+                # Once more, to a fresh pool, in the order first sent (a worker that committed them
                 # before it died: their request ids get the same answers back, before any item checked
                 # after them), then in the crawl process.
                 self._queue[:0] = [(future, args, attempt + 1, place)
@@ -304,7 +304,7 @@ class FingerprintPool:
                 _settle(future, Fingerprints(*result))
 
     def _back(self, executor: int, broken: bool) -> None:
-        """A call of this executor (id) is back (under the queue lock)."""
+        """A call of this worker pool (id) is back (under the queue lock)."""
         self._out[executor] -= 1
         if broken and self._out[executor]:
             self._broken_out.add(executor)
@@ -323,7 +323,7 @@ class FingerprintPool:
         self._elsewhere(args).add_done_callback(partial(_copy, future))
 
     def _replace(self, broken: WorkerPool) -> None:
-        """A fresh executor for a broken one (once per broken executor), or none after too many."""
+        """A fresh worker pool for a broken one (once per broken pool), or none after too many."""
         with self._lock:
             if self._executor is not broken:
                 return
