@@ -33,6 +33,7 @@ joins them, never waits for one.
 
 from __future__ import annotations
 
+import concurrent.futures.process
 import multiprocessing
 import multiprocessing.util
 import os
@@ -61,6 +62,11 @@ INTERRUPT_POLL = 0.1
 #: Seconds a pool stopped early waits for its workers' answers and ends before it kills them. See
 #: docs/decisions/0402-stopping-a-pool.md.
 FINISH_TIMEOUT = 10.0
+#: Calls queued for the workers per worker, beyond the one each is on: a worker that finishes a call
+#: finds the next one at once, even while the parent's main thread holds the GIL (the executor's
+#: thread that refills the queue waits for it). See docs/decisions/0406-queued-calls.md.
+QUEUED_PER_WORKER = 2
+_queue_size_lock = threading.Lock()
 
 
 class WorkerDied(Exception):
@@ -130,8 +136,15 @@ class WorkerPool:
                  initargs: tuple[Any, ...] = (), *, fork: bool = False, nice: int = 0) -> None:
         self.workers = workers
         context = multiprocessing.get_context("fork" if fork else "spawn")
-        self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_bootstrap,
-                                             initargs=(nice, initializer, initargs))
+        executors = concurrent.futures.process
+        with _queue_size_lock:  # the executor sizes its call queue from this module constant
+            extra = executors.EXTRA_QUEUED_CALLS
+            setattr(executors, "EXTRA_QUEUED_CALLS", QUEUED_PER_WORKER * workers)  # noqa: B010
+            try:
+                self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_bootstrap,
+                                                     initargs=(nice, initializer, initargs))
+            finally:
+                setattr(executors, "EXTRA_QUEUED_CALLS", extra)  # noqa: B010
         # the executor's own dict, which shutdown() forgets: the workers to kill after it
         self._processes: MutableMapping[int, Any] = self._executor._processes
         with _without_main():  # one process a submit while none is idle: every worker starts now
