@@ -46,7 +46,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from multiprocessing.connection import wait as wait_for_sentinels
 from typing import Any, Generic, TypeVar
 
@@ -76,16 +76,14 @@ class WorkerDied(Exception):
 # -- in a worker ----------------------------------------------------------------------------------
 
 
-def _bootstrap(nice: int, initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
-    """Every worker's initializer: the signals are the parent's, exit with the parent, ``nice``, a
-    quick exit, then the front-end's ``initializer(*initargs)``."""
+def _bootstrap(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    """Every worker's initializer: the signals are the parent's, exit with the parent, a quick exit,
+    then the front-end's ``initializer(*initargs)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
-    if nice and hasattr(os, "nice"):
-        os.nice(nice)
     multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
     if initializer is not None:
         initializer(*initargs)
@@ -130,7 +128,8 @@ def _without_main() -> Iterator[None]:
 class WorkerPool:
     """``workers`` processes, each started with ``initializer(*initargs)`` (after :func:`_bootstrap`),
     answering ``submit(fn, *args)``: a :class:`Future` of ``fn(*args)`` in a worker. ``fork``: fork the
-    workers (only when no other thread runs); else spawn them. ``nice``: how much nicer they run."""
+    workers (only when no other thread runs); else spawn them. ``nice``: how much nicer than this
+    process they run."""
 
     def __init__(self, workers: int, initializer: Callable[..., None] | None = None,
                  initargs: tuple[Any, ...] = (), *, fork: bool = False, nice: int = 0) -> None:
@@ -142,7 +141,7 @@ class WorkerPool:
             setattr(executors, "EXTRA_QUEUED_CALLS", QUEUED_PER_WORKER * workers)  # noqa: B010
             try:
                 self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_bootstrap,
-                                                     initargs=(nice, initializer, initargs))
+                                                     initargs=(initializer, initargs))
             finally:
                 setattr(executors, "EXTRA_QUEUED_CALLS", extra)  # noqa: B010
         # the executor's own dict, which shutdown() forgets: the workers to kill after it
@@ -150,6 +149,18 @@ class WorkerPool:
         with _without_main():  # one process a submit while none is idle: every worker starts now
             #: each worker's pid once it has started (or the error that broke the pool)
             self.started: list[Future[int]] = [self._executor.submit(_ready) for _ in range(workers)]
+        if nice:
+            self._renice(nice)
+
+    def _renice(self, nice: int) -> None:
+        """The workers ``nice`` nicer than this process, set from here as soon as they exist (set in a
+        worker, it would run at this process's priority while it starts)."""
+        if not hasattr(os, "setpriority"):
+            return
+        priority = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, 19)
+        for pid in list(self._processes):
+            with suppress(OSError):  # a worker that already died: the pool is broken
+                os.setpriority(os.PRIO_PROCESS, pid, priority)
 
     def submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
         """``fn(*args)`` in a worker; raises :class:`BrokenProcessPool` once a worker has died, and
