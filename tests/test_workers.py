@@ -1,4 +1,4 @@
-"""The fingerprint worker processes under real crawls (issue 18): same decisions, nothing lost, no orphan.
+"""The fingerprint worker processes under real crawls: same decisions, nothing lost, no orphan.
 
 * Equality: a real crawl with ``SIMHASH_WORKERS = 1`` (real articles, their reposts, non-default
   engine settings) is recorded at the index, in the order items were checked (their fingerprints'
@@ -39,9 +39,9 @@ from scrapy.settings import Settings
 
 from scrapy_simhash import Deduplicator, Fingerprinter, SimhashPipeline
 from scrapy_simhash.settings import effective_settings, engine_options
-from scrapy_simhash.workers import pool as workers
+from scrapy_simhash.workers import fingerprints as workers
 from scrapy_simhash.workers import process as worker_process
-from scrapy_simhash.workers.pool import MAX_BATCH, MAX_RESTARTS, FingerprintPool
+from scrapy_simhash.workers.fingerprints import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import (
     REPO,
     STORY_EN,

@@ -1,4 +1,4 @@
-"""Nothing of a :class:`~scrapy_simhash.workers.pool.FingerprintPool` outlives its ``shutdown()``: no
+"""Nothing of a :class:`~scrapy_simhash.workers.fingerprints.FingerprintPool` outlives its ``shutdown()``: no
 executor thread (the interpreter's exit joins them: one left waiting would hold the crawl's exit up
 for ever) and no worker process, even when a worker died while another was stuck."""
 
@@ -15,7 +15,7 @@ import pytest
 
 from scrapy_simhash import Fingerprinter
 from scrapy_simhash.workers import process as worker_process
-from scrapy_simhash.workers.pool import MAX_BATCH, MAX_RESTARTS, FingerprintPool
+from scrapy_simhash.workers.fingerprints import MAX_BATCH, MAX_RESTARTS, FingerprintPool
 from tests.conftest import STORY_EN, STORY_ZH, STORY_ZH_2
 from tests.procs import children, running
 

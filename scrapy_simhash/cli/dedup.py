@@ -15,13 +15,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..index.owners import new_owner
-from . import jobs
+from ..workers.pool import FINISH_TIMEOUT, WORKER_NICE, InOrder, WorkerDied, WorkerPool, ctrl_c_deferred
 from .common import (
     CliError,
     closing_output,
@@ -51,8 +51,46 @@ DECIDE_BATCH = 32
 #: transaction is this long, so its fsync wait, which the parent spends idle, comes once a this
 #: many lines (2,000 lines: 4 fsyncs instead of 16 at 128).
 DECIDE_BATCH_READY = 512
+#: With ``--jobs``: lines in one task of the pool, and tasks out per worker (the lines read ahead of
+#: those decided are a full transaction and these). See docs/decisions/0405-jobs-tasks.md.
+JOBS_CHUNK, JOBS_AHEAD = 16, 8
 #: The tiers a match can come from, counted in the summary.
 TIERS = ("title", "body", "sentence")
+
+_line_worker: LineWorker | None = None
+
+
+def _start_line_worker(fp_options: dict[str, Any], fields: tuple[list[str], list[str], list[str]], keep: bool,
+                       forked: LineWorker | None) -> None:
+    """A ``--jobs`` worker's start: the parent's :class:`LineWorker` when forked, else one built
+    with the parent's options."""
+    global _line_worker
+    _line_worker = forked or LineWorker(make_fingerprinter(fp_options), *fields, keep_json=keep)
+
+
+def _lines_of(chunk: list[tuple[int, bytes | str]]) -> list[LineResult]:
+    """One task of a ``--jobs`` worker: a chunk of numbered lines made into their results."""
+    assert _line_worker is not None
+    return [_line_worker(numbered) for numbered in chunk]
+
+
+def _chunks(reader: Reader, size: int) -> Iterator[list[tuple[int, bytes | str]]]:
+    """The reader's lines in lists of ``size``."""
+    lines = iter(reader)
+    while chunk := list(itertools.islice(lines, size)):
+        yield chunk
+
+
+def _start_jobs(jobs: int, worker: LineWorker, fp_options: dict[str, Any],
+                fields: tuple[list[str], list[str], list[str]], keep: bool) -> WorkerPool:
+    """The ``--jobs`` workers, :data:`WORKER_NICE` nicer than this process, whose check-and-adds
+    are the run's serial part. Forked where that is safe (Linux, and no other thread yet): they
+    start with this process's engine, tables and route already loaded, instead of each building its
+    own. Elsewhere spawned."""
+    if sys.platform == "linux" and threading.active_count() == 1:
+        worker.fingerprinter.prepare()  # what the first fingerprint loads, loaded once for all of them
+        return WorkerPool(jobs, _start_line_worker, (fp_options, fields, keep, worker), fork=True, nice=WORKER_NICE)
+    return WorkerPool(jobs, _start_line_worker, (fp_options, fields, keep, None), nice=WORKER_NICE)
 
 
 @dataclass
@@ -154,22 +192,17 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         except (OSError, ValueError) as exc:
             raise CliError(describe(exc)) from exc
         keep = output_name is not None
-        pool = None
-        chunksize = 16
-        # with --jobs, lines read ahead of those decided: a full transaction, and 8 chunks a worker in the works
-        reader = Reader(source, window=DECIDE_BATCH_READY + chunksize * args.jobs * 8 if args.jobs > 1 else None,
-                        max_bytes=args.max_line_bytes)
+        reader = Reader(source, window=None, max_bytes=args.max_line_bytes)
         if args.jobs > 1:
             # The pool starts before the index is opened: workers never inherit its connection. They
             # read and fingerprint the first lines while this process opens the index.
-            ctrl_c = stack.enter_context(jobs.ctrl_c_deferred())  # restored last, once the pool is joined
-            pool = jobs.start_pool(args.jobs, LineWorker(fingerprinter, *fields, keep_json=keep), fp_options, fields,
-                                   keep)
-            stack.callback(pool.finish)
-            stop = threading.Event()
-            stack.callback(jobs.stop_feeding, stop, reader)  # first: the pool finishes once its feeder ends
-            answers = pool.imap(jobs.work, jobs.feed(reader, chunksize, stop))
-            batches = jobs.ready_batches(answers, ctrl_c, pool.lost_a_worker, DECIDE_BATCH, DECIDE_BATCH_READY)
+            ctrl_c = stack.enter_context(ctrl_c_deferred())  # restored last, once the pool is finished
+            pool = _start_jobs(args.jobs, LineWorker(fingerprinter, *fields, keep_json=keep), fp_options, fields, keep)
+            # a run stopped early waits a bounded time for what the workers took, then kills them
+            stack.callback(pool.finish, FINISH_TIMEOUT, True)
+            ahead = (DECIDE_BATCH_READY + JOBS_CHUNK * JOBS_AHEAD * args.jobs) // JOBS_CHUNK
+            answers = InOrder(pool, _lines_of, _chunks(reader, JOBS_CHUNK), ahead, ctrl_c)
+            batches = answers.batches(DECIDE_BATCH, DECIDE_BATCH_READY)
         else:
             results = map(LineWorker(fingerprinter, *fields, keep_json=keep), reader)
             batches = iter(lambda: list(itertools.islice(results, DECIDE_BATCH)), [])
@@ -220,8 +253,9 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                 progress.update(stats.lines)
         except KeyboardInterrupt:
             interrupted = True
-        except jobs.WorkerDied as exc:
-            run_error = f"{exc}: lines after line {stats.lines:,} were not decided"
+        except WorkerDied:
+            run_error = (f"a --jobs worker process died (killed, or out of memory?): lines after line {stats.lines:,} "
+                         "were not decided")
         except BrokenPipeError:
             silence_stdout()
             raise CliError("output closed (broken pipe)", 1) from None

@@ -29,7 +29,7 @@ are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skip
 
 Fingerprinting (jieba, the costly part) and the check-and-add run on ``SIMHASH_WORKERS`` processes
 (:mod:`.workers`; by default the cores there are minus one), so the crawl process keeps its core for
-downloads, parsing and the reactor. Items that arrive within :data:`~scrapy_simhash.workers.pool.LINGER` of
+downloads, parsing and the reactor. Items that arrive within :data:`~scrapy_simhash.workers.fingerprints.LINGER` of
 each other go to a worker in one call, are checked in one transaction (one fsync for all) and come
 back together, each passed on only once its transaction is committed; the index serializes the
 workers' transactions, so two copies of one story in flight at once are checked one after the other
@@ -97,8 +97,8 @@ from ..index import IndexError_, sqlite_path
 from ..index.owners import new_owner
 from ..settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
 from ..timefmt import iso
+from ..workers.fingerprints import FingerprintPool, _settle
 from ..workers.groupcommit import GroupCommit
-from ..workers.pool import FingerprintPool, _settle
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
 from .awaiting import Inbox, wait
 from .delivery import DeliveryTracker

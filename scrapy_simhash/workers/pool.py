@@ -1,108 +1,122 @@
-"""Fingerprints and checks on worker processes, so the crawl's own process keeps its core (issue 18).
+"""The worker processes of the pipeline and of ``dedup --jobs``: one pool, started, watched and
+stopped the same way for both.
 
-Fingerprinting (normalization, jieba, TF-IDF, simhash) is CPU-bound Python, and so is much of the
-check-and-add (the rule between its SQLite statements, ~0.3 ms an item): on threads of the crawl
-process they share one GIL with the reactor, and the crawl slows to their pace. A
-:class:`FingerprintPool` runs them on ``SIMHASH_WORKERS`` processes instead (a
-:class:`~concurrent.futures.ProcessPoolExecutor`): with an index (the pipeline's case), each worker
-opens the crawl's index and fingerprints and checks each call's items in one transaction, so the
-crawl process only sends titles and bodies out and gets verdicts back. The index serializes the
-transactions of several workers (SQLite's write lock, Redis's scripts): two copies of one story in
-flight are checked one after the other, and verdicts come back in the order they were committed.
-Without an index the pool only fingerprints (``submit``). Items go to the workers in
-calls of up to :data:`MAX_BATCH`: those that queued up within :data:`LINGER` of the first one, or
-while :data:`IN_FLIGHT` calls per worker were out (one being fingerprinted, one waiting for it), so
-that the crawl process pays the executor's plumbing (its two threads, pipes, pickles and futures)
-per call rather than per item, and the items of one call share one transaction (one fsync). A
-crawl's items arrive a few milliseconds apart, faster than one fsynced commit each allows but slower
-than a worker fingerprints them: without the wait, each would go alone. Only plain data goes out: an
-item's title and body (``str``, ``bytes``, ``None`` or a list of them), its URL and request id; the
-:class:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprints` fields and the verdict come back. Any other value is
-fingerprinted and checked in the crawl process, as with 0 workers.
+A :class:`WorkerPool` is a :class:`~concurrent.futures.ProcessPoolExecutor` with what a crawl or a
+command line needs around it. Its two front-ends are
+:class:`~scrapy_simhash.workers.fingerprints.FingerprintPool` (the pipeline: a future per item,
+items of a moment sent in one call) and :class:`InOrder` (``dedup --jobs``: tasks answered in input
+order).
 
-Start-up: workers are *spawned* (a fresh interpreter), at spider open, and warmed there (the engine
-built, the jieba dictionary loaded, one sample item fingerprinted), while the crawl starts; items
-that arrive meanwhile wait for them. ``fork`` is unsafe once Twisted's reactor and the pipeline's
-threads run, and ``forkserver`` would block the reactor while its server starts and set
-process-wide state of the user's :mod:`multiprocessing`.
+Start: every worker is started, and runs its initializer, when the pool is made. Workers are spawned
+(a fresh interpreter) unless the caller says a fork is safe (no other thread in the process: a fork
+copies only the calling thread, and a lock another thread held stays locked in the child); a forked
+worker starts with the parent's engine already loaded. Spawned workers do not import the parent's
+``__main__`` (:func:`_without_main`).
 
-Failures: a worker that dies (killed, out of memory) breaks the executor, which fails every item in
-it; each is sent once more to a fresh executor (in the order first sent), and checked in the crawl
-process if that one breaks too. After :data:`MAX_RESTARTS` fresh executors, the next break makes the
-pool give up: the rest of the crawl is checked in the crawl process. An item sent again keeps its
-request id: if the dead worker had committed it, the index answers what it answered then
-(:class:`~scrapy_simhash.index.Query`'s ``request_id``; a new item gets its own entry back, never
-itself as its duplicate). An item whose fingerprinting raises in a worker is fingerprinted and
-checked in the crawl process, which raises the same error (or decides it). No item is lost; none is
-checked twice. The broken executor's other workers are killed (their answers would be dropped anyway),
-and :meth:`FingerprintPool.shutdown` waits for every executor the pool started: none of their threads
-or processes outlives it, or holds up the interpreter's exit.
+Signals: workers ignore ``SIGINT`` and ``SIGTERM``. Ctrl-C and systemd signal the whole process
+group, and the parent alone decides what they mean (the crawl finishes its items; ``dedup`` stops
+between two transactions, :func:`ctrl_c_deferred`). A worker exits as soon as its parent is gone,
+however it went (``SIGKILL`` included): it never outlives it as an orphan.
 
-Signals: workers ignore ``SIGINT`` and ``SIGTERM`` (Ctrl-C and systemd signal the whole process
-group): the crawl process handles them, finishes its items and shuts the pool down. A worker whose
-crawl process died without shutting it down (``SIGKILL``) notices and exits.
+Worker death: a worker that dies (killed, out of memory, its initializer raised) breaks the pool at
+once: every call out fails with :class:`BrokenProcessPool`, and the other workers are killed (the
+dead one may have held a lock of the pool's queues, on which they would wait for ever). What a death
+means is the front-end's: the pipeline sends the items again to a fresh pool, ``dedup --jobs`` ends
+with an error (:class:`WorkerDied`).
+
+Finish: :meth:`WorkerPool.finish` lets the workers answer the calls out, then ends them; a pool that
+is broken, or whose workers do not answer and end within the given time (a worker stuck, or
+stopped), is killed instead. Workers are never sent ``SIGTERM`` (they ignore it), only ``SIGKILL``,
+and none of the pool's threads or processes outlives ``finish()``: the interpreter's exit, which
+joins them, never waits for one.
 """
 
 from __future__ import annotations
 
-import itertools
-import logging
+import concurrent.futures.process
 import multiprocessing
+import multiprocessing.util
+import os
+import signal
 import sys
 import threading
 import time
 import types
-from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, InvalidStateError, ProcessPoolExecutor, ThreadPoolExecutor
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, MutableMapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
-from functools import partial
-from operator import itemgetter
-from typing import Any
+from contextlib import contextmanager, suppress
+from multiprocessing.connection import wait as wait_for_sentinels
+from typing import Any, Generic, TypeVar
 
-from ..fingerprint.fingerprinter import Fingerprints
-from .process import _check_many, _fingerprint_many, _ready, _start_worker
+T = TypeVar("T")
+R = TypeVar("R")
 
-logger = logging.getLogger(__name__)
-
-#: Broken executors (a worker died) replaced by fresh ones; at the next break the pool gives up and
-#: fingerprints the rest of the crawl in the crawl process.
-MAX_RESTARTS = 3
-#: Most items in one call to a worker.
-MAX_BATCH = 16
-#: Calls out per worker at a time; items submitted meanwhile queue up for the next call.
-IN_FLIGHT = 2
-#: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
-#: sooner): the latency an item pays so that the items of a moment share one call and one commit.
-LINGER = 0.02
-#: Seconds between the timer's looks at the queue while items keep coming, and without any after which
-#: it sleeps until woken.
-POLL, DOZE = 0.01, 1.0
-_place = itemgetter(3)
-#: An item waiting for a worker: its future, what goes to the worker (title, body; with the index: url
-#: and request id too), how many executors broke under it, and its place in the order of submission
-#: (items sent again go in that order: the index answers them in the order it committed them).
-_Job = tuple[Future[Any], tuple[Any, ...], int, int]
+#: How much nicer than the parent the workers of a pool run whose parent does the serial part of
+#: the work (``dedup --jobs``: its check-and-adds). See docs/decisions/0401-worker-nice.md.
+WORKER_NICE = 3
+#: Seconds between two looks at a noted Ctrl-C while no answer comes. See
+#: docs/decisions/0402-stopping-a-pool.md.
+INTERRUPT_POLL = 0.1
+#: Seconds a pool stopped early waits for its workers' answers and ends before it kills them. See
+#: docs/decisions/0402-stopping-a-pool.md.
+FINISH_TIMEOUT = 10.0
+#: Calls queued for the workers per worker, beyond the one each is on: a worker that finishes a call
+#: finds the next one at once, even while the parent's main thread holds the GIL (the executor's
+#: thread that refills the queue waits for it). See docs/decisions/0406-queued-calls.md.
+QUEUED_PER_WORKER = 2
+_queue_size_lock = threading.Lock()
 
 
-def _is_plain(value: Any) -> bool:
-    """Can this item value go to a worker as it is (and be read there as it is read here)?"""
-    kind = type(value)
-    if value is None or kind is str or kind is bytes:
-        return True
-    return kind in (list, tuple) and all(v is None or type(v) in (str, bytes) for v in value)
+class WorkerDied(Exception):
+    """A worker process died (killed, out of memory): the calls it held will never be answered."""
 
 
-# -- in the crawl process -------------------------------------------------------------------------
+# -- in a worker ----------------------------------------------------------------------------------
+
+
+def _bootstrap(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+    """Every worker's initializer: the signals are the parent's, exit with the parent, a quick exit,
+    then the front-end's ``initializer(*initargs)``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+    multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
+    if initializer is not None:
+        initializer(*initargs)
+
+
+def _exit_with(parent_sentinel: int) -> None:
+    """Exit as soon as the parent process is gone, however it went (its end of a pipe closes)."""
+    wait_for_sentinels([parent_sentinel])
+    os._exit(1)
+
+
+def _exit_now() -> None:
+    """Once the pool let the worker go (its last answer written), exit without tearing its engine
+    down object by object (tenths of a second that the parent's shutdown would wait for)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    os._exit(0)
+
+
+def _ready() -> int:
+    return os.getpid()
+
+
+# -- in the parent --------------------------------------------------------------------------------
 
 
 @contextmanager
 def _without_main() -> Iterator[None]:
     """Spawn workers that do not import this process's ``__main__``, as :mod:`multiprocessing` does
-    to find functions defined there: theirs are all in this module. A crawl script with no ``if
-    __name__ == "__main__"`` guard (Scrapy's "run from a script" examples) would otherwise run its
-    crawl again in each worker, and a main that is no file (``python -``) would fail to start it."""
+    to find functions defined there: a pool's functions are all in modules. A crawl script with no
+    ``if __name__ == "__main__"`` guard (Scrapy's "run from a script" examples) would otherwise run
+    its crawl again in each worker, and a main that is no file (``python -``) would fail to start it."""
     main = sys.modules["__main__"]
     sys.modules["__main__"] = types.ModuleType("__main__")
     try:
@@ -111,285 +125,168 @@ def _without_main() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
-def _settle(future: Future[Any], result: Any = None, exc: BaseException | None = None) -> None:
-    """Give ``future`` its outcome, unless it was cancelled meanwhile (nobody waits for it then)."""
-    try:
-        if exc is None:
-            future.set_result(result)
-        else:
-            future.set_exception(exc)
-    except InvalidStateError:
-        pass
+class WorkerPool:
+    """``workers`` processes, each started with ``initializer(*initargs)`` (after :func:`_bootstrap`),
+    answering ``submit(fn, *args)``: a :class:`Future` of ``fn(*args)`` in a worker. ``fork``: fork the
+    workers (only when no other thread runs); else spawn them. ``nice``: how much nicer than this
+    process they run."""
 
-
-def _copy(future: Future[Any], source: Future[Any]) -> None:
-    _settle(future, None if source.exception() else source.result(), source.exception())
-
-
-def _kill_workers(executor: ProcessPoolExecutor) -> None:
-    """SIGKILL what is left of a broken executor's workers. They ignore ``SIGTERM`` (the crawl handles
-    it), so the executor's own clean-up (``terminate()``, then a join) would wait for a survivor that
-    is busy or stuck on a queue lock the dead worker held, and with it the interpreter's exit. Their
-    items are all sent again: a worker killed at any moment loses none (see the module's Failures)."""
-    for process in list((getattr(executor, "_processes", None) or {}).values()):
-        if process.is_alive():
-            process.kill()
-
-
-def _finish(executor: ProcessPoolExecutor) -> None:
-    """Shut ``executor`` down once its calls are done, and wait until its manager thread has ended
-    (a broken one's workers killed first: :func:`_kill_workers`)."""
-    thread = getattr(executor, "_executor_manager_thread", None)  # shutdown() forgets it
-    executor.shutdown(wait=False)
-    while thread is not None and thread.is_alive():
-        if getattr(executor, "_broken", False):
-            _kill_workers(executor)
-        thread.join(0.1)
-
-
-class FingerprintPool:
-    """``submit(title, body)`` → a future of the item's :class:`Fingerprints`, made on ``workers``
-    processes (0: on one thread of this process, calling ``fallback``, as before the pool).
-
-    With ``index`` (:func:`index_options`; ``workers`` ≥ 1), the workers check the items too:
-    ``check(title, body, url, request_id)`` → a future of ``(fingerprints, verdict or the index's
-    error)``, and what no worker can check goes to ``check_here`` (same arguments, a future of the
-    same), with its request id: one that a worker committed before it died gets its answer back.
-    ``before_call`` runs before each call to a worker (never on the submitter's thread: calls go
-    from the pool's own threads)."""
-
-    def __init__(self, workers: int, options: dict[str, Any], fallback: Callable[[Any, Any], Fingerprints],
-                 index: dict[str, Any] | None = None,
-                 check_here: Callable[[Any, Any, str | None, str], Future[Any]] | None = None,
-                 before_call: Callable[[], None] | None = None) -> None:
+    def __init__(self, workers: int, initializer: Callable[..., None] | None = None,
+                 initargs: tuple[Any, ...] = (), *, fork: bool = False, nice: int = 0) -> None:
         self.workers = workers
-        self.died = 0  #: executors broken by a worker that died
-        self.index_retries = 0  #: index retries in the workers (per item, as items see them)
-        self._options = options
-        self._fallback = fallback
-        self._index = index if workers else None
-        self._check_here = check_here
-        self._before_call = before_call
-        self._call = _check_many if self._index is not None else _fingerprint_many
-        self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._lock = threading.Lock()  # replacing the executor
-        self._queue_lock = threading.Lock()
-        self._queue: list[_Job] = []  # items waiting for a call
-        self._submitted = itertools.count()
-        self._due_at = 0.0  # when the queued items go, full or not (time.monotonic)
-        self._in_flight = 0  # calls out
-        self._out: Counter[int] = Counter()  # calls out per executor (id)
-        self._broken_out: set[int] = set()  # broken executors with calls out: nothing goes until they are back
-        self._stopped = False
-        self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
-        self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
-        self._retired: list[ProcessPoolExecutor] = []  # broken executors, finished at shutdown
-        self._executor: ProcessPoolExecutor | None = self._start() if workers else None
-        self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
-        if workers:
-            self._timer.start()
+        context = multiprocessing.get_context("fork" if fork else "spawn")
+        executors = concurrent.futures.process
+        with _queue_size_lock:  # the executor sizes its call queue from this module constant
+            extra = executors.EXTRA_QUEUED_CALLS
+            setattr(executors, "EXTRA_QUEUED_CALLS", QUEUED_PER_WORKER * workers)  # noqa: B010
+            try:
+                self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_bootstrap,
+                                                     initargs=(initializer, initargs))
+            finally:
+                setattr(executors, "EXTRA_QUEUED_CALLS", extra)  # noqa: B010
+        # the executor's own dict, which shutdown() forgets: the workers to kill after it
+        self._processes: MutableMapping[int, Any] = self._executor._processes
+        with _without_main():  # one process a submit while none is idle: every worker starts now
+            #: each worker's pid once it has started (or the error that broke the pool)
+            self.started: list[Future[int]] = [self._executor.submit(_ready) for _ in range(workers)]
+        if nice:
+            self._renice(nice)
 
-    def _start(self) -> ProcessPoolExecutor:
-        """A new executor whose workers are spawned and warmed now (they start in parallel)."""
-        executor = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                       initializer=_start_worker, initargs=(self._options, self._index))
-        with _without_main():
-            self._warm(executor)
-        return executor
+    def _renice(self, nice: int) -> None:
+        """The workers ``nice`` nicer than this process, set from here as soon as they exist (set in a
+        worker, it would run at this process's priority while it starts)."""
+        if not hasattr(os, "setpriority"):
+            return
+        priority = min(os.getpriority(os.PRIO_PROCESS, 0) + nice, 19)
+        for pid in list(self._processes):
+            with suppress(OSError):  # a worker that already died: the pool is broken
+                os.setpriority(os.PRIO_PROCESS, pid, priority)
 
-    def _warm(self, executor: ProcessPoolExecutor) -> None:
-        """Spawn every worker now (one process per submit while none is idle: no later submit spawns)."""
-        started, waiting, counting = time.perf_counter(), [self.workers], threading.Lock()
-
-        def ready(warmed: Future[int]) -> None:
-            with counting:
-                waiting[0] -= 1
-            if not waiting[0] and not warmed.exception():
-                logger.info("scrapy-simhash: %d fingerprint worker process(es) ready in %.2f s",
-                            self.workers, time.perf_counter() - started)
-
-        for _ in range(self.workers):
-            executor.submit(_ready).add_done_callback(ready)
+    def submit(self, fn: Callable[..., R], *args: Any) -> Future[R]:
+        """``fn(*args)`` in a worker; raises :class:`BrokenProcessPool` once a worker has died, and
+        ``RuntimeError`` once the pool is finished."""
+        return self._executor.submit(fn, *args)
 
     def pids(self) -> list[int]:
-        """Process ids of the current workers (for tests and diagnostics)."""
-        executor = self._executor
-        return list(getattr(executor, "_processes", None) or ()) if executor is not None else []
+        """Process ids of the workers (for tests and diagnostics)."""
+        return list(self._processes)
 
     @property
-    def decides(self) -> bool:
-        """Do the workers check the items too (:meth:`check`)?"""
-        return self._index is not None
+    def broken(self) -> bool:
+        """Has a worker died?"""
+        return bool(getattr(self._executor, "_broken", False))
 
-    def here(self, title: Any, body: Any) -> Future[Fingerprints]:
-        """Fingerprint one item in this process, on the pool's thread."""
-        return self._local.submit(self._fallback, title, body)
+    def kill(self) -> None:
+        """``SIGKILL`` the workers still alive. The executor's own clean-up of a broken pool
+        (``terminate()``, then a join) would wait for ever for one that ignores ``SIGTERM``, is
+        stuck, or waits on a queue lock that a dead worker held."""
+        for process in list(self._processes.values()):
+            if process.is_alive():
+                process.kill()
 
-    def submit(self, title: Any, body: Any) -> Future[Fingerprints]:
-        """Fingerprint one item's title and body; the future raises what fingerprinting raises
-        (:class:`~scrapy_simhash.fingerprint.fingerprinter.UnreadableField`)."""
-        assert not self.decides, "the workers check items: use check()"
-        return self._queue_up((title, body))
+    def finish(self, timeout: float | None = None, cancel: bool = False) -> None:
+        """Let the workers answer the calls out (``cancel``: only those a worker already took; the
+        others are cancelled), then end them, and wait until the pool's thread has ended. A pool
+        that is broken, or still running after ``timeout`` seconds, is killed (:meth:`kill`)."""
+        thread = getattr(self._executor, "_executor_manager_thread", None)  # shutdown() forgets it
+        self._executor.shutdown(wait=False, cancel_futures=cancel)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while thread is not None and thread.is_alive():
+            if self.broken or (deadline is not None and time.monotonic() >= deadline):
+                self.kill()
+            thread.join(0.1)
 
-    def check(self, title: Any, body: Any, url: str | None, request_id: str) -> Future[Any]:
-        """Fingerprint and check-and-add one item on a worker: a future of ``(fingerprints, verdict or
-        the index's error)``; it raises what fingerprinting raises."""
-        assert self.decides, "the pool has no index"
-        return self._queue_up((title, body, url, request_id))
 
-    def _queue_up(self, args: tuple[Any, ...]) -> Future[Any]:
-        if self._executor is None or not (_is_plain(args[0]) and _is_plain(args[1])):
-            return self._elsewhere(args)
-        future: Future[Any] = Future()
-        with self._queue_lock:
-            self._queue.append((future, args, 0, next(self._submitted)))
-            if len(self._queue) == 1 or len(self._queue) == MAX_BATCH:  # the timer waits for them, or sends them now
-                self._due_at = time.monotonic() + (LINGER if len(self._queue) == 1 else 0.0)
-                if self._dozing:  # else it looks again within POLL: waking it from here costs the reactor more
-                    self._due.notify()
-            stopped = self._stopped
-        if stopped:  # the timer is gone
-            self._send()
-        return future
+@contextmanager
+def ctrl_c_deferred() -> Iterator[list[int]]:
+    """Ctrl-C noted in the list it yields instead of raised wherever the main thread happens to be.
+    Raised there, a ``KeyboardInterrupt`` can land between a lock's acquisition and the ``with`` that
+    would release it (a lock the pool's threads share with this one), and the pool's clean-up then
+    waits for ever for threads blocked on it. :class:`InOrder` raises it where no lock is held. A
+    handler other than Python's default (an embedding program's) is left alone."""
+    seen: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield seen
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: seen.append(signum))
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
-    def _send_when_due(self) -> None:
-        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown).
-        While items keep coming it looks at the queue every :data:`POLL` (a submit wakes nobody: a
-        thread woken from the reactor's thread tends to preempt it while it holds the GIL); after
-        :data:`DOZE` without any, it sleeps until the next submit or returned call wakes it."""
-        last = time.monotonic()
-        while True:
-            with self._due:
-                while True:
-                    if self._stopped:
-                        return
-                    now = time.monotonic()
-                    if self._queue:
-                        last = now
-                    waiting = (bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
-                               and not self._broken_out)
-                    delay = self._due_at - now
-                    if waiting and delay <= 0:
-                        break
-                    self._dozing = not self._queue and now - last > DOZE
-                    self._due.wait(None if self._dozing else min(delay, POLL) if waiting else POLL)
-                    self._dozing = False
-            self._send()
 
-    def _send(self) -> None:
-        """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
-        calls per worker are out and the items are due (:data:`LINGER`) or a call's worth (the
-        timer, a call's answer, or shutdown; not the submitter: ``before_call`` may write to the index)."""
-        while True:
-            with self._queue_lock:
-                executor = self._executor
-                if not self._queue or self._broken_out or (executor is not None and (
-                        self._in_flight >= IN_FLIGHT * self.workers
-                        or (len(self._queue) < MAX_BATCH and not self._stopped and time.monotonic() < self._due_at))):
-                    return
-                count = MAX_BATCH if executor is not None else len(self._queue)
-                batch, self._queue[:count] = self._queue[:count], []
-                if executor is not None:
-                    self._in_flight += 1
-                    self._out[id(executor)] += 1
-            if executor is None:  # shut down, or given up: in the crawl process
-                for future, args, *_ in batch:
-                    self._in_process(future, args)
-                continue
-            if self._before_call is not None:
-                self._before_call()
-            try:
-                sent = executor.submit(self._call, [args for _, args, *_ in batch])
-            except (BrokenProcessPool, RuntimeError):  # broken by another call's worker, not yet replaced
-                with self._queue_lock:
-                    self._in_flight -= 1
-                    self._queue[:0] = batch  # not these items' attempt: they never reached a worker
-                    self._queue.sort(key=_place)
-                    self._due_at = 0.0
-                    self._back(id(executor), broken=True)
-                self._replace(executor)
-                continue
-            sent.add_done_callback(partial(self._returned, batch, executor))
+_END: Any = object()
 
-    def _returned(self, batch: list[_Job], executor: ProcessPoolExecutor,
-                  sent: Future[list[tuple[Any, ...] | None]]) -> None:
-        """A worker's answer (on the executor's thread): each item's fingerprints, or why there are none."""
-        exc = sent.exception()
-        broken = isinstance(exc, BrokenProcessPool)  # its worker (or another one of the executor) died
-        if broken:
-            with self._queue_lock:
-                self._broken_out.add(id(executor))  # from now until its calls are all back, nothing goes
-            self._replace(executor)
-        with self._queue_lock:
-            self._in_flight -= 1
-            if broken:
-                # Once more, to a fresh executor, in the order first sent (a worker that committed them
-                # before it died: their request ids get the same answers back, before any item checked
-                # after them), then in the crawl process.
-                self._queue[:0] = [(future, args, attempt + 1, place)
-                                   for future, args, attempt, place in batch if attempt < 1]
-                self._queue.sort(key=_place)
-                self._due_at = 0.0
-            self._back(id(executor), broken)
-            self._due.notify()  # items held back by the calls out may be due now
-        if broken:
-            batch = [job for job in batch if job[2] >= 1]
-        self._send()  # the next call first: the worker is idle
-        results = sent.result() if exc is None else [None] * len(batch)
-        if self.decides and exc is None:
-            retried, results = results
-            self.index_retries += retried
-        for (future, args, *_), result in zip(batch, results, strict=True):
-            if result is None:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
-                self._in_process(future, args)
-            elif self.decides:
-                _settle(future, (Fingerprints(*result[0]), result[1]))
-            else:
-                _settle(future, Fingerprints(*result))
 
-    def _back(self, executor: int, broken: bool) -> None:
-        """A call of this executor (id) is back (under the queue lock)."""
-        self._out[executor] -= 1
-        if broken and self._out[executor]:
-            self._broken_out.add(executor)
-        if not self._out[executor]:
-            del self._out[executor]
-            self._broken_out.discard(executor)
+class InOrder(Generic[T, R]):
+    """``fn(task)`` of each of ``tasks`` on ``pool``, answered in the order of the tasks, with at most
+    ``ahead`` tasks out at a time. The tasks are drawn on the caller's thread, as answers are taken
+    (the first ones at once: the workers start on them while the caller prepares). A Ctrl-C noted in
+    ``ctrl_c`` (:func:`ctrl_c_deferred`) is raised as ``KeyboardInterrupt`` while an answer is awaited
+    and between :meth:`batches`; a worker's death as :class:`WorkerDied`."""
 
-    def _elsewhere(self, args: tuple[Any, ...]) -> Future[Any]:
-        """What no worker does: fingerprinted (and checked) in the crawl process."""
-        if self.decides:
-            assert self._check_here is not None
-            return self._check_here(*args)
-        return self.here(*args)
+    def __init__(self, pool: WorkerPool, fn: Callable[[T], list[R]], tasks: Iterable[T], ahead: int,
+                 ctrl_c: Sequence[int] = ()) -> None:
+        self._pool = pool
+        self._fn = fn
+        self._tasks: Iterator[T] | None = iter(tasks)
+        self._ahead = ahead
+        self._ctrl_c = ctrl_c
+        self._out: deque[Future[list[R]]] = deque()
+        self._top_up()
 
-    def _in_process(self, future: Future[Any], args: tuple[Any, ...]) -> None:
-        self._elsewhere(args).add_done_callback(partial(_copy, future))
-
-    def _replace(self, broken: ProcessPoolExecutor) -> None:
-        """A fresh executor for a broken one (once per broken executor), or none after too many."""
-        with self._lock:
-            if self._executor is not broken:
+    def _top_up(self) -> None:
+        while self._tasks is not None and len(self._out) < self._ahead:
+            task = next(self._tasks, _END)
+            if task is _END:
+                self._tasks = None
                 return
-            self.died += 1
-            gave_up = self.died > MAX_RESTARTS
-            logger.warning("scrapy-simhash: a fingerprint worker died; %s", "the rest of the crawl is fingerprinted "
-                           "in the crawl process" if gave_up else "its items are retried in a fresh worker")
-            _kill_workers(broken)
-            self._retired.append(broken)
-            self._executor = None if gave_up else self._start()
+            try:
+                future = self._pool.submit(self._fn, task)
+            except BrokenProcessPool as exc:  # raised as WorkerDied where the answer is taken
+                future = Future()
+                future.set_exception(exc)
+                self._tasks = None
+            self._out.append(future)
 
-    def shutdown(self) -> None:
-        """Finish the items submitted, then stop the workers (joined) and the threads."""
-        with self._due:
-            self._stopped = True  # from now on every queued item is due
-            self._due.notify()
-        if self._timer.is_alive():
-            self._timer.join()
-        self._send()  # what waited for the timer
-        with self._lock:
-            executor, self._executor = self._executor, None
-            executors = ([executor] if executor is not None else []) + self._retired
-        for each in executors:  # the broken ones too: none of their threads or processes outlives the pool
-            _finish(each)
-        self._local.shutdown(wait=True)
+    def _take(self, block: bool) -> list[R] | None:
+        """The next answer; None if ``block`` is false and it is not there yet; :data:`_END` at the end."""
+        self._top_up()
+        if not self._out:
+            return _END  # type: ignore[no-any-return]
+        head = self._out[0]
+        while not head.done():
+            if not block:
+                return None
+            if self._ctrl_c:
+                raise KeyboardInterrupt
+            wait([head], timeout=INTERRUPT_POLL)
+        self._out.popleft()
+        if isinstance(head.exception(), BrokenProcessPool):
+            raise WorkerDied("a worker process died (killed, or out of memory?)") from None
+        return head.result()
+
+    def batches(self, size: int, most: int) -> Iterator[list[R]]:
+        """The answers, concatenated in order, in batches of ``size`` and the answers already there
+        after them, up to ``most`` (the last batch may be shorter)."""
+        batch: list[R] = []
+        while True:
+            if self._ctrl_c:
+                raise KeyboardInterrupt
+            answer = self._take(block=True)
+            if answer is _END:
+                break
+            assert answer is not None
+            batch += answer
+            if len(batch) < size:
+                continue
+            while len(batch) < most:
+                answer = self._take(block=False)
+                if answer is None or answer is _END:
+                    break
+                batch += answer
+            yield batch
+            batch = []
+        if batch:
+            yield batch

@@ -1,23 +1,18 @@
-"""What runs in a :class:`~scrapy_simhash.workers.pool.FingerprintPool` worker process: its start (the
-engine warmed, the crawl's index opened), the calls it answers (fingerprints; with the index, verdicts
-too), its exit with the crawl; and the plain-data options the crawl process sends it."""
+"""What runs in a :class:`~scrapy_simhash.workers.fingerprints.FingerprintPool` worker process: its
+start (the engine warmed, the crawl's index opened), the calls it answers (fingerprints; with the
+index, verdicts too); and the plain-data options the crawl process sends it. The signals and the exit
+of every worker are the pool's (:mod:`~scrapy_simhash.workers.pool`)."""
 
 from __future__ import annotations
 
 import inspect
 import logging
-import multiprocessing
-import multiprocessing.util
 import os
 import re
-import signal
 import sqlite3
-import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import fields
-from multiprocessing.connection import wait
 from typing import Any
 
 from ..engine import Deduplicator, Verdict
@@ -64,13 +59,8 @@ _index: dict[str, Any] = {}
 
 
 def _start_worker(options: dict[str, Any], index: dict[str, Any] | None = None) -> None:
-    """Worker initializer: ignore the signals the crawl handles, exit with the crawl, warm the engine;
-    with ``index`` (:func:`index_options`), open the index the items are checked against."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
+    """Worker initializer: warm the engine; with ``index`` (:func:`index_options`), open the index
+    the items are checked against."""
     options = dict(options)
     options["title_patterns"] = [re.compile(p, f) for p, f in options.get("title_patterns") or ()]
     global _fingerprinter
@@ -81,26 +71,6 @@ def _start_worker(options: dict[str, Any], index: dict[str, Any] | None = None) 
         _index.update(index)
         _dedup = Deduplicator.open(index["url"], fingerprinter=_fingerprinter, owner=index["owner"],
                                    **index["dedup"])
-    multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
-
-
-def _exit_now() -> None:
-    """Once the pool let the worker go (its last answer written), exit without tearing the engine's
-    tables down object by object (~0.2 s that the crawl's shutdown would wait for)."""
-    for stream in (sys.stdout, sys.stderr):
-        if stream is not None:
-            stream.flush()
-    os._exit(0)
-
-
-def _exit_with(parent_sentinel: int) -> None:
-    """Exit as soon as the crawl process is gone, however it went (its end of a pipe closes)."""
-    wait([parent_sentinel])
-    os._exit(1)
-
-
-def _ready() -> int:
-    return os.getpid()
 
 
 def _fingerprint(title: Any, body: Any) -> tuple[Any, ...] | None:
