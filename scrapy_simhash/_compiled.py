@@ -74,9 +74,10 @@ def _bind() -> tuple[dict[str, ModuleType | None], tuple[str, ...], str]:
             f"compiled modules missing or unusable: {', '.join(missing)} (installed without a C compiler, or "
             "built for another version; reinstall where a C compiler is available to get them)")
     if os.environ.get(PURE_PYTHON_ENV):
-        return loaded, missing, f"{PURE_PYTHON_ENV}={os.environ[PURE_PYTHON_ENV]} selects it"
+        return loaded, missing, f"selected by {PURE_PYTHON_ENV}={os.environ[PURE_PYTHON_ENV]}"
     if not _jieba_cuts_as_compiled():
-        return dict.fromkeys(MODULES), missing, "this jieba splits text with other patterns than the compiled segmenter"
+        return dict.fromkeys(MODULES), missing, (
+            "as this jieba splits text into other pieces than the compiled segmenter was written for")
     return loaded, missing, ""
 
 
@@ -95,4 +96,4 @@ def describe() -> str:
         return "compiled engine"
     if MISSING:
         return f"pure-Python engine, several times slower: {WHY_PURE}"
-    return f"pure-Python engine ({WHY_PURE})"
+    return f"pure-Python engine, {WHY_PURE}"

@@ -70,7 +70,7 @@ def run_stats(args: argparse.Namespace) -> int:
     for key, value in data.items():
         if key not in shown:
             print(f"{key:<10} {_iso_any(value) if key in _TIME_KEYS else value}")
-    print(f"engine     {describe()} (fingerprints made by this installation)")
+    print(f"engine     {describe()} (this installation)")
     return 0
 
 

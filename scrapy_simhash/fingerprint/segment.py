@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 import weakref
 from math import log
+from typing import Any
 
 from .._compiled import COMPILED, _segment_c
 from .dictionary import load_route
@@ -29,32 +30,37 @@ from .jieba_loader import finalseg, jieba
 __all__ = ["COMPILED", "Segmenter"]
 
 _BLOCK = jieba.re_han_default  # the pieces jieba cuts one by one: its blocks, and the text between them
-#: Pieces (blocks, for the compiled route) and unknown runs remembered, each, before they are forgotten.
+#: Pieces (blocks, for the compiled route) and unknown runs remembered, each, before they are forgotten
+#: (docs/decisions/0200-pure-segmenter.md).
 _CACHE_MAX = 100_000
 
 #: The dictionary state a segmenter's remembered words and route belong to.
 _State = tuple[int, int, int, int, bool]
 
-_routers: weakref.WeakKeyDictionary[jieba.Tokenizer, tuple[_State, object]] = weakref.WeakKeyDictionary()
+_routers: weakref.WeakKeyDictionary[jieba.Tokenizer, tuple[_State, Any]] = weakref.WeakKeyDictionary()
 _routers_lock = threading.Lock()
 
 
-def _router(tokenizer: jieba.Tokenizer, state: _State) -> _segment_c.Router | None:
-    """The compiled route of this tokenizer's dictionary in this state, built once and shared by
-    every segmenter; None when a frequency is one it cannot hold (jieba's own cut then runs). A
+def _router(tokenizer: jieba.Tokenizer, state: _State) -> Any:
+    """The compiled route (a ``_segment_c.Router``) of this tokenizer's dictionary in this state, built
+    once and shared by every segmenter; None when a frequency is one it cannot hold (jieba's own cut
+    then runs) or where the compiled engine is not in use. A
     tokenizer not initialized yet gets the route of its dictionary file from the table cache
     (:func:`.dictionary.load_route`) and stays so: its ``FREQ`` is built only for what needs it (a
     user dictionary, jieba's own API). An initialized one gets the route of its ``FREQ``."""
+    compiled = _segment_c
+    if compiled is None:
+        return None
     with _routers_lock:
         known = _routers.get(tokenizer)
         if known is not None and known[0] == state:
-            return known[1]  # type: ignore[return-value]
+            return known[1]
         try:
             if tokenizer.initialized:
-                router = _segment_c.Router(tokenizer.FREQ, log(tokenizer.total))
+                router = compiled.Router(tokenizer.FREQ, log(tokenizer.total))
             else:
-                router = load_route(tokenizer, _segment_c.ROUTE_LAYOUT,
-                                    lambda freq, total, tables: _segment_c.Router(freq, log(total), tables))
+                router = load_route(tokenizer, compiled.ROUTE_LAYOUT,
+                                    lambda freq, total, tables: compiled.Router(freq, log(total), tables))
         except (ValueError, OverflowError):
             router = None
         _routers[tokenizer] = (state, router)
@@ -76,7 +82,7 @@ class Segmenter:
         self._state: _State | None = None
         self._pieces: dict[str, tuple[str, ...]] = {}  # piece (compiled route: block) → its words
         self._unknown: dict[str, tuple[str, ...]] = {}  # compiled route: unknown run → its HMM words
-        self._router: _segment_c.Router | None = None
+        self._router: Any = None  # the compiled route (_segment_c.Router), else None
 
     def _sync(self) -> None:
         """Forget remembered words when the dictionary changed since they were made; the route of
@@ -101,9 +107,10 @@ class Segmenter:
         """The words of ``text``, as jieba's ``Tokenizer.cut(text)`` yields them."""
         self._sync()
         pieces = self._pieces
-        if self._router is not None:
-            return _segment_c.cut_text(text, self._router, pieces, self._unknown, _hmm(), finalseg.Force_Split_Words,
-                                       _CACHE_MAX)
+        compiled = _segment_c
+        if self._router is not None and compiled is not None:
+            return compiled.cut_text(text, self._router, pieces, self._unknown, _hmm(), finalseg.Force_Split_Words,
+                                     _CACHE_MAX)
         cut = self.tokenizer.cut
         out: list[str] = []
         for piece in _BLOCK.split(text):
@@ -117,16 +124,20 @@ class Segmenter:
         return out
 
 
-_hmm_cache: list = [None, None]  # [identity of finalseg's tables, their _segment_c.Hmm]
+_hmm_cache: list[Any] = [None, None]  # [identity of finalseg's tables, their _segment_c.Hmm]
 
 
-def _hmm() -> _segment_c.Hmm:
-    """finalseg's tables as the compiled Viterbi takes them, rebuilt if finalseg's dicts were replaced."""
+def _hmm() -> Any:
+    """finalseg's tables as the compiled Viterbi (a ``_segment_c.Hmm``) takes them, rebuilt if
+    finalseg's dicts were replaced."""
+    compiled = _segment_c
+    if compiled is None:
+        raise RuntimeError("the compiled segmenter (scrapy_simhash._segment_c) is not in use here")
     start, trans, emit = finalseg.start_P, finalseg.trans_P, finalseg.emit_P
     key = (id(start), id(trans), id(emit), finalseg.MIN_FLOAT)
     if _hmm_cache[0] != key:
         low = finalseg.MIN_FLOAT
-        _hmm_cache[1] = _segment_c.Hmm(
+        _hmm_cache[1] = compiled.Hmm(
             (start["B"], start["M"], start["E"], start["S"]),
             (trans["E"].get("B", low), trans["S"].get("B", low), trans["M"].get("M", low), trans["B"].get("M", low),
              trans["S"].get("S", low), trans["E"].get("S", low), trans["B"].get("E", low), trans["M"].get("E", low)),
