@@ -1,5 +1,5 @@
 """The compiled engine (``_vocabulary_c`` over ``_segment_c``'s cut: one pass from a text's characters
-to its fingerprint) gives exactly the fingerprints of the pure-Python fallback (issue 18): on real
+to its fingerprint) gives exactly the fingerprints of the pure-Python fallback: on real
 articles and pages, under every option that reaches it, and its feature words are
 ``FeatureExtractor._word``'s. Also: the compiled sentence cut (``_signatures_c``) is the Python one,
 and the signatures' date pre-check changes no output."""
