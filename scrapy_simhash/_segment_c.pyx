@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The segmenter's hot loops compiled (optional: :mod:`.segment` falls back to its pure-Python
-version, which gives the same words): the route through a block (:class:`Router`,
-``Segmenter._cut_block``), the HMM (:class:`Hmm`) and the cut of a text (:func:`cut_text`). The
+"""The segmenter's hot loops compiled (optional: where it is not built, :mod:`.segment` cuts with
+jieba's own ``Tokenizer.cut``, which gives the same words): the route through a block (:class:`Router`,
+jieba's ``Tokenizer.__cut_DAG``), the HMM (:class:`Hmm`) and the cut of a text (:func:`cut_text`). The
 fingerprint's pass (:mod:`._vocabulary_c`) cuts through the same classes at C level
 (``_segment_c.pxd``).
 
@@ -49,13 +49,13 @@ cdef inline bint _aligned(const void *p) noexcept:
 
 
 cdef class Router:
-    """The route through one prefix dictionary (``Segmenter._cut_block``), for one ``total``.
+    """The route through one prefix dictionary (jieba's ``Tokenizer.__cut_DAG``), for one ``total``.
     ``ValueError`` when the dictionary holds a frequency below 0, infinite or that is not a number
-    (the pure-Python route handles those as jieba does).
+    (jieba's own cut then runs).
 
     With ``tables`` (what :meth:`tables` gave for the same dictionary and ``logtotal``), the compact
     tables are copied from them instead of built, and ``freq`` need only hold the words they cannot
-    (:meth:`unpacked`): the start-up without jieba's 500,000-word dict (:func:`.tables.load_route`).
+    (:meth:`unpacked`): the start-up without jieba's 500,000-word dict (:func:`.dictionary.load_route`).
     ``ValueError`` when they are not tables of this layout."""
 
     # (its attributes are declared in _segment_c.pxd)
@@ -180,7 +180,7 @@ cdef class Router:
         return INFINITY if f == 0 else log(f) - self.logtotal
 
     cdef bint _is_word(self, str text, Py_ssize_t start, Py_ssize_t stop) except -1:
-        """``bool(freq.get(text[start:stop]))``: a word, not only a prefix (``Segmenter._flush``)."""
+        """``bool(freq.get(text[start:stop]))``: a word, not only a prefix (:meth:`_flush`)."""
         cdef uint64_t key = _pack(text, start, stop)
         cdef PyObject *value
         cdef double lp
@@ -238,8 +238,8 @@ cdef class Router:
         return 0
 
     def cut_block(self, str block, dict unknown, Hmm hmm not None, object force_split, Py_ssize_t cache_max):
-        """The words of ``block`` (``Segmenter._cut_block``): the most probable route through the
-        prefix dictionary; runs of single characters as ``Segmenter._flush`` cuts them, unknown
+        """The words of ``block`` (jieba's ``Tokenizer.__cut_DAG``): the most probable route through the
+        prefix dictionary; runs of single characters as :meth:`_flush` cuts them, unknown
         runs remembered in ``unknown`` (cleared at ``cache_max``)."""
         return self._cut_block(block, unknown, hmm, force_split, cache_max)
 
@@ -273,8 +273,8 @@ cdef class Router:
 
     cdef void _flush(self, str buf, list out, dict unknown, Hmm hmm, object force_split,
                      Py_ssize_t cache_max) except *:
-        """``Segmenter._flush``: one character as is, a known word's characters one by one, an
-        unknown run through the HMM."""
+        """A run of single characters as jieba's ``__cut_DAG`` cuts it: one character as is, a known
+        word's characters one by one, an unknown run through the HMM."""
         if len(buf) == 1:
             out.append(buf)
             return
@@ -317,7 +317,7 @@ cdef inline double _emit(dict table, object c, double low) except? -1.0:
 
 
 cdef class Hmm:
-    """jieba's ``finalseg`` B/M/E/S Viterbi (``segment._viterbi_words``) over one set of tables:
+    """jieba's ``finalseg`` B/M/E/S Viterbi (``finalseg.viterbi``) over one set of tables:
     ``start`` = (B, M, E, S) start log probabilities; ``trans`` = (E→B, S→B, M→M, B→M, S→S, E→S,
     B→E, M→E); the four emission dicts and ``low`` (``MIN_FLOAT``) for what they lack. The emission
     log probabilities of the Han characters (the runs it is given) are copied into one array, the
@@ -436,7 +436,7 @@ cdef class Hmm:
         return k
 
     cdef Py_ssize_t _spans(self, str text, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t *spans) except -1:
-        """The words of ``segment._hmm_cut(text[lo:hi])`` as ``(start, end, hmm)`` triples in
+        """The words of ``jieba.finalseg.cut(text[lo:hi])`` as ``(start, end, hmm)`` triples in
         ``spans`` (room for ``hi - lo``); how many. Han runs (``finalseg.re_han``) through the
         Viterbi (``hmm`` 1: subject to ``Force_Split_Words``); the other parts cut as
         ``finalseg.re_skip.split`` cuts them (``[a-zA-Z0-9]+(?:\.\d+)?%?`` and what lies between)."""
@@ -475,7 +475,7 @@ cdef class Hmm:
         return k
 
     cdef void _cut(self, str text, Py_ssize_t lo, Py_ssize_t hi, object force_split, list out) except *:
-        """``segment._hmm_cut(text[lo:hi])`` appended to ``out`` (see :meth:`_spans`): a word of
+        """``jieba.finalseg.cut(text[lo:hi])`` appended to ``out`` (see :meth:`_spans`): a word of
         the Viterbi in ``force_split`` one character at a time."""
         cdef Py_ssize_t *spans = <Py_ssize_t *> malloc((3 * (hi - lo) + 1) * sizeof(Py_ssize_t))
         cdef Py_ssize_t k, n
@@ -493,7 +493,7 @@ cdef class Hmm:
             free(spans)
 
     def cut(self, str text, object force_split):
-        """``segment._hmm_cut(text)``."""
+        """``tuple(jieba.finalseg.cut(text))``."""
         cdef list out = []
         self._cut(text, 0, len(text), force_split, out)
         return tuple(out)

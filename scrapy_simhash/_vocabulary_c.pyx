@@ -82,7 +82,7 @@ cdef class _MappedIdf:
     def __cinit__(self, object mapped):
         cdef Py_ssize_t i, n, slots
         cdef const Slot *slot
-        self.values, self.offsets, self.words = mapped.values, mapped.offsets, mapped.words_blob
+        self.values, self.offsets, self.words = mapped.value_array, mapped.offsets, mapped.words_blob
         self.slot_bytes = mapped.key_slots
         n = self.count = self.values.shape[0]
         if self.offsets.shape[0] != n + 1 or self.offsets[0] != 0 or self.offsets[n] != self.words.shape[0]:

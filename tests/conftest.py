@@ -20,7 +20,8 @@ from scrapy import Spider
 from scrapy.utils.test import get_crawler
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
+# ../shared/corpus next to the repository, or where SIMHASH_TEST_CORPUS says (a worktree elsewhere)
+CORPUS = Path(os.environ.get("SIMHASH_TEST_CORPUS") or REPO.parent / "shared" / "corpus")
 
 #: Seconds the interpreter may take to exit once the session is over.
 EXIT_WATCHDOG = 120

@@ -1,5 +1,5 @@
 """The compiled engine (``_vocabulary_c`` over ``_segment_c``'s cut: one pass from a text's characters
-to its fingerprint) gives exactly the fingerprints of the pure-Python fallback (issue 18): on real
+to its fingerprint) gives exactly the fingerprints of the pure-Python fallback: on real
 articles and pages, under every option that reaches it, and its feature words are
 ``FeatureExtractor._word``'s. Also: the compiled sentence cut (``_signatures_c``) is the Python one,
 and the signatures' date pre-check changes no output."""
@@ -10,7 +10,6 @@ import gzip
 import itertools
 import json
 import random
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -22,10 +21,10 @@ from scrapy_simhash.fingerprint import simhash as sh
 from scrapy_simhash.fingerprint.features import FeatureExtractor, builtin_stop_words
 from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 from scrapy_simhash.fingerprint.segment import COMPILED, Segmenter
+from tests.conftest import CORPUS
 
 pytestmark = pytest.mark.skipif(not COMPILED, reason="extension not built (setup.py build_ext --inplace)")
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 ARTICLES = ("zh/inews-bdci2019.jsonl.gz", "zh/newsspider-2016.jsonl.gz", "en/reuters21578.jsonl.gz")
 OPTIONS = [{}, {"bits": 32}, {"bits": 128}, {"tf": "log"}, {"tf": "sqrt"}, {"max_share": None}, {"top_k": 8},
            {"stop_words": ["记者", "reuters"]}]

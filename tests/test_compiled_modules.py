@@ -123,3 +123,70 @@ def test_a_tree_with_one_extension_missing_fingerprints_as_the_pure_engine(tmp_p
     _, compiled_paths, compiled_fingerprint = json.loads(_engine(REPO))
     assert all(compiled_paths.values()), compiled_paths
     assert compiled_fingerprint == pure_fingerprint
+
+
+# --- which engine runs is said: --version, stats, the crawl's INFO line at open -------------------------
+
+CRAWL = """
+import sys
+from scrapy.crawler import CrawlerProcess
+from tests.conftest import ItemsSpider, crawl_settings
+process = CrawlerProcess(crawl_settings(sys.argv[1], SIMHASH_WORKERS=0))
+item = {"url": "u", "title": "北京今日发布暴雨蓝色预警", "body": "北京市气象台今天发布暴雨预警。"}
+process.crawl(ItemsSpider, items=[item])
+process.start()
+"""
+
+
+def _run(args: list[str], pure: bool, cwd: Path) -> str:
+    """stdout and stderr of a process of this tree, with the pure-Python engine selected or not."""
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SIMHASH_PURE_PYTHON"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    if pure:
+        env["SCRAPY_SIMHASH_PURE_PYTHON"] = "1"
+    done = subprocess.run([sys.executable, *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("pure", [False, True], ids=["default", "pure-on-purpose"])
+def test_the_version_stats_and_the_crawl_say_which_engine_runs(tmp_path: Path, pure: bool) -> None:
+    if not pure and (importlib.util.find_spec("scrapy_simhash._segment_c") is None or _compiled.MISSING):
+        pytest.skip("the compiled engine is not built (setup.py build_ext --inplace)")
+    said = ("pure-Python engine, selected by SCRAPY_SIMHASH_PURE_PYTHON=1" if pure else "compiled engine")
+    version = _run(["-m", "scrapy_simhash.cli", "--version"], pure, tmp_path)
+    assert version.strip().endswith(f"({said})"), version
+    index = tmp_path / "i.sqlite3"
+    crawl = _run(["-c", CRAWL, str(index)], pure, REPO)
+    opening = [line for line in crawl.splitlines() if "scrapy-simhash: index" in line]
+    assert len(opening) == 1 and "INFO" in opening[0] and opening[0].endswith(f"; {said}"), opening
+    stats = _run(["-m", "scrapy_simhash.cli", "stats", "--index", str(index)], pure, tmp_path)
+    assert f"engine     {said}" in stats, stats
+
+
+def test_missing_modules_are_said_with_their_names(tmp_path: Path) -> None:
+    """A tree without one compiled module (a source install without a C compiler) says so, and which."""
+    built = sorted(PACKAGE.glob("_text_c.*.so")) + sorted(PACKAGE.glob("_text_c.*.pyd"))
+    if not built or importlib.util.find_spec("scrapy_simhash._segment_c") is None:
+        pytest.skip("the compiled engine is not built (setup.py build_ext --inplace)")
+    shutil.copytree(PACKAGE, tmp_path / "scrapy_simhash", ignore=shutil.ignore_patterns(
+        "__pycache__", "_text_c.*.so", "_text_c.*.pyd", "*.c"))
+    code = ("import sys\nsys.meta_path[:] = [f for f in sys.meta_path\n"
+            "                    if not str(getattr(f, '__module__', '')).startswith('__editable__')]\n"
+            "from scrapy_simhash.cli import main\nmain(['--version'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "SCRAPY_SIMHASH_PURE_PYTHON"}
+    env["PYTHONPATH"] = str(tmp_path)
+    done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "pure-Python engine, several times slower: compiled modules missing or unusable: _text_c" in done.stdout
+
+
+def test_a_jieba_that_cuts_by_other_patterns_turns_every_compiled_path_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SCRAPY_SIMHASH_PURE_PYTHON", raising=False)
+    assert _compiled._jieba_cuts_as_compiled()  # the jieba installed here
+    monkeypatch.setattr(_compiled, "_load", lambda: ({name: ModuleType(name) for name in _compiled.MODULES}, ()))
+    monkeypatch.setattr(_compiled, "_jieba_cuts_as_compiled", lambda: False)
+    loaded, missing, why = _compiled._bind()
+    assert loaded == dict.fromkeys(_compiled.MODULES) and missing == ()
+    assert "other pieces than the compiled segmenter" in why

@@ -129,3 +129,21 @@ def test_bits_option():
         assert 0 < f.body(STORY_EN["body"]) < 1 << bits
     with pytest.raises(ValueError, match="bits"):
         Fingerprinter(bits=48)
+
+
+def test_the_idf_table_read_from_its_mapped_file_is_a_whole_mapping(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``values()`` and ``items()`` work on the mapped table as on the parsed one (its packed values are
+    an attribute of another name than the Mapping method)."""
+    import jieba
+
+    from scrapy_simhash.fingerprint.dictionary import MappedTable, load_idf
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    source = Path(jieba.__file__).parent / "analyse" / "idf.txt"
+    parsed, median = load_idf(source)  # parsed, and its table file written
+    mapped, mapped_median = load_idf(source)
+    assert isinstance(mapped, MappedTable) and not isinstance(parsed, MappedTable)
+    assert mapped_median == median and len(mapped) == len(parsed)
+    assert list(mapped.values()) == list(parsed.values())
+    assert dict(mapped.items()) == parsed

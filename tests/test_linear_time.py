@@ -158,7 +158,7 @@ CASES = [
     Case(("fingerprint.signatures._DATE_TIME_HINT",), number_signature, lambda n: "1-x1:" * (2 * n)),
     Case(("fingerprint.signatures._SENTENCE_END", "fingerprint.signatures._SPACE"), sentence_signature,
          lambda n: ".。 " * n + " " * (2 * n) + "x"),
-    Case(("fingerprint.segment._BLOCK", "fingerprint.segment._SKIP"), _cut, lambda n: "a-" * (2 * n) + "\r\n " * n),
+    Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "a-" * (2 * n) + "\r\n " * n),  # and jieba's re_skip
     Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "龘" * (4 * n)),  # unknown characters: jieba's HMM
     Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "1.1%" * n),  # digits in an unknown run
 ]

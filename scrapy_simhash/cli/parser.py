@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..__version__ import __version__
+from .._compiled import describe
 from ..settings import BUILTIN_CLI_DEFAULTS, BY_NAME, Setting, SettingError, check_options
 from .common import PROG
 
@@ -125,7 +126,8 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
         f"  {prog} check --index index.sqlite3 --title '…' --body '…'\n"
         f"run '{prog} SUBCOMMAND --help' for the options of each subcommand.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__} ({describe()})",
+                        help="show the version and the fingerprint engine in use (compiled or pure Python), and exit")
     sub = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True,
                                 parser_class=argparse.ArgumentParser)
     parser.commands = sub.choices

@@ -1,26 +1,27 @@
-"""jieba's prefix dictionary and IDF table, loaded in a fraction of the time, without unmarshalling.
+"""jieba's prefix dictionary and IDF table, kept as table files that load without unmarshalling.
 
-Opening the pipeline used to spend ~0.8 s in ``marshal.load`` of jieba's own cache (a file in the
-shared temporary directory that any local user can replace) and ~0.25 s parsing ``idf.txt``. Here
-both tables are kept as one file each under the user's cache directory
-(``$XDG_CACHE_HOME/scrapy-simhash`` or ``~/.cache/scrapy-simhash``): a JSON header line, the words
-joined by newlines, then the numbers as one packed array. Loading is a split and an array read;
-nothing in the file can run code, and a file that does not match its header is rebuilt. The file
-name carries a hash of the source file's content, jieba's version and the byte order: a changed
-dictionary never reads a stale table, and every virtualenv with the same jieba shares one copy
-(13 MB) instead of adding its own. That hash is remembered by the source's identity and times
-(:data:`DIGESTS`), so a start reads no source. Reading a table marks it used (its modification time); writing
-one removes the tables of the same kind unused for :data:`STALE_DAYS` days, and those named by
-the older path-keyed scheme. Where no cache directory is writable, the tables are built from the
-sources every time (correct, just slower).
+jieba keeps its prefix dictionary as a ``marshal`` file in the shared temporary directory (which
+any local user can replace, and unmarshalling runs what it reads), and ``jieba.analyse`` parses
+``idf.txt`` at every start. Here both tables are kept as one file each under the user's cache
+directory (``$XDG_CACHE_HOME/scrapy-simhash`` or ``~/.cache/scrapy-simhash``): a JSON header line,
+the words joined by newlines, then the numbers as one packed array. Loading is a split and an array
+read; nothing in the file can run code, and a file that does not match its header is rebuilt. The
+file name carries a hash of the source file's content, jieba's version and the byte order: a
+changed dictionary never reads a stale table, and every virtualenv with the same jieba shares one
+copy instead of adding its own. That hash is remembered by the source's identity and times
+(:data:`DIGESTS`), so a start reads no source. Reading a table marks it used (its modification
+time); writing one removes the tables of the same kind unused for :data:`STALE_DAYS` days, and
+those of another naming (``kind-…``). Where no cache directory is writable, the tables are built
+from the sources every time (correct, just slower). What each step saves at start-up:
+docs/decisions/0202-table-cache.md.
 
 The IDF table is kept otherwise (:class:`MappedTable`): its file is mapped, not parsed, and the
-compiled engine looks words up in its bytes, so a start makes none of its 270,000 strings (~45 ms
-a start, the check and the hashing of its words included).
+compiled engine looks words up in its bytes, so a start makes none of its 270,000 strings.
 
 The compiled segmenter's route is kept as the prefix dictionary is (:func:`load_route`: its compact
 tables as bytes after the words they cannot hold), so that a process cuts without building jieba's
-prefix dict.
+prefix dict. The pure-Python engine cuts with jieba's own ``cut``, whose prefix dict
+:func:`load_prefix_dict` fills from the table file.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from .jieba_loader import jieba
 
 logger = logging.getLogger(__name__)
 
-FORMAT = "scrapy-simhash table 3"  # 2: the IDF table carries its median; 3: its words sorted
+#: The format of a table file, in its header: a file of another format is rebuilt.
+FORMAT = "scrapy-simhash table 3"
 #: A table of a kind not read for this many days goes when another of that kind is written.
 STALE_DAYS = 30
 #: The content hashes of the source files, by their identity and times (:func:`_digest`).
@@ -60,10 +62,10 @@ def cache_dir() -> Path:
 
 @functools.lru_cache(maxsize=8)
 def _digest(source: Path, stat_key: tuple[int, ...]) -> str:
-    """The content hash of a source file, once per process and version of the file. Hashing jieba's
-    dictionary and IDF table costs ~20 ms a start, so the hash is also remembered in
+    """The content hash of a source file, once per process and version of the file; remembered in
     :data:`DIGESTS` by the file's identity and times (``stat_key``: device, inode, size, modification
-    and change times in ns; an edit, a copy or a replacement changes them) and read back from there."""
+    and change times in ns; an edit, a copy or a replacement changes them) and read back from there,
+    so that a start hashes no source."""
     memo_path = cache_dir() / DIGESTS
     name = str(source)
     try:
@@ -110,7 +112,7 @@ def _cache_file(kind: str, source: Path, layout: str = "") -> Path:
 
 
 def _remove_stale(kind: str, keep: Path) -> None:
-    """Remove the other tables of ``kind`` unused for STALE_DAYS, and all path-keyed (older) ones."""
+    """Remove the other tables of ``kind`` unused for STALE_DAYS, and those of another naming (``kind-…``)."""
     cutoff = time.time() - STALE_DAYS * 86400
     for path in keep.parent.glob(f"{kind}[.-]*.table"):
         try:
@@ -266,7 +268,7 @@ def load_route(
     make: Callable[[Mapping[str, int | float], int, tuple[memoryview, ...] | None], _R],
 ) -> _R:
     """The compiled route of the tokenizer's dictionary file, without building its prefix dictionary
-    (``FREQ``: 500,000 words, ~0.2 s at every start): ``make(freq, total, None)`` builds a route from
+    (``FREQ``: 500,000 words): ``make(freq, total, None)`` builds a route from
     the whole dictionary, ``make(unpacked, total, tables)`` copies one from the tables it gave (its
     ``unpacked()`` words and ``tables()``), which are kept next to the prefix dictionary's, per
     ``layout``, and raises ``ValueError`` for tables that are not of that layout (the cached ones
@@ -321,9 +323,9 @@ def _pack(word: str) -> int:
 
 
 def _key_slots(words: Sequence[str]) -> bytes:
-    """The packable words of a sorted table, hashed to their index as ``_vocabulary_c``'s
-    ``_IdfKeys`` did at every start (~10 ms): its ``_packed.Table`` slots, sized as that built them
-    (``_table_init(n * 3 // 4)``), linear probing; the compiled engine maps them from the file."""
+    """The packable words of a sorted table, hashed to their index: ``_packed.Table`` slots sized as
+    ``_table_init(n * 3 // 4)`` sizes them, linear probing; the compiled engine maps them from the
+    file instead of hashing the words at every start."""
     slots, bits = 1024, 10
     while slots < 2 * (len(words) * 3 // 4):
         slots, bits = slots * 2, bits + 1
@@ -348,7 +350,7 @@ class MappedTable(Mapping[str, float]):
     words (UTF-8, newline-separated) with their offsets, their values, and a hash table of the packable
     ones (:func:`_key_slots`). The compiled engine looks words up in those bytes (a probe, else a
     bisection of the UTF-8 words, which sort as the strings do), so a start makes no string of the
-    270,000 words (~35 ms to split and check, ~10 ms to hash them, more to free them at exit). Python
+    270,000 words (nor splits, checks, hashes or frees them). Python
     lookups make the sorted words once, at the first (checked sorted: a file that is not ours fails
     with ``ValueError``)."""
 
@@ -361,10 +363,10 @@ class MappedTable(Mapping[str, float]):
 
         self._count = count
         self.words_blob = section("words")
-        self.offsets = section("offsets").cast(_OFFSET_TYPE)
-        self.values = section("values").cast("d")
+        self.offsets = section("offsets").cast(_OFFSET_TYPE)  # type: ignore[call-overload]
+        self.value_array = section("values").cast("d")  # not ``values``: Mapping.values() stays a method
         self.key_slots = section("keys")
-        if len(self.offsets) != count + 1 or len(self.values) != count or len(self.key_slots) % _SLOT:
+        if len(self.offsets) != count + 1 or len(self.value_array) != count or len(self.key_slots) % _SLOT:
             raise ValueError("sections of the wrong size")
         self._words: tuple[str, ...] | None = None
 
@@ -381,7 +383,7 @@ class MappedTable(Mapping[str, float]):
         words = self.words()
         i = bisect.bisect_left(words, word)
         if i < len(words) and words[i] == word:
-            return self.values[i]
+            return self.value_array[i]
         raise KeyError(word)
 
     def __len__(self) -> int:
@@ -437,7 +439,7 @@ def _read_mapped(path: Path) -> tuple[MappedTable, dict[str, object]] | None:
 
 def load_idf(source: Path) -> tuple[Mapping[str, float], float]:
     """jieba's IDF table (``word idf`` per line, parsed as ``jieba.analyse`` does) and its median,
-    kept in the header (sorting 270,000 values at every start costs 40 ms). From the cache it is a
+    kept in the header (not sorted out of 270,000 values at every start). From the cache it is a
     :class:`MappedTable`, else a dict."""
 
     def median(values: Iterable[float]) -> float:

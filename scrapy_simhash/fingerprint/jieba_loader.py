@@ -1,4 +1,5 @@
-"""``import jieba`` without ``pkg_resources``: ~0.15 s less start-up in every process.
+"""``import jieba`` without ``pkg_resources``, whose import scans every installed distribution:
+start-up time of every process (docs/decisions/0202-table-cache.md).
 
 ``jieba._compat`` imports ``pkg_resources`` (setuptools' deprecated resource API, which scans every
 installed distribution at import) only to open its own data files, and opens them directly when

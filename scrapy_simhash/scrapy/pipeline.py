@@ -91,6 +91,7 @@ from scrapy import Field, Item, signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 
+from .._compiled import describe as describe_engine
 from ..engine import Deduplicator, Verdict
 from ..fingerprint.fingerprinter import Fingerprints, UnreadableField
 from ..index import IndexError_, sqlite_path
@@ -236,12 +237,12 @@ class SimhashPipeline:
         d = self.dedup
         logger.info(
             "scrapy-simhash: index %s, namespace %r, %d entries%s; %d-bit fingerprints, title <= %d bits, "
-            "body <= %d bits%s, top-k %d; actions: title %s, body %s",
+            "body <= %d bits%s, top-k %d; actions: title %s, body %s; %s",
             index.location, index.namespace, initial,
             f" ({expired} expired entries purged)" if expired else "",
             d.fingerprinter.bits, d.title_max_distance, d.body_max_distance,
             " (dynamic by length)" if d.dynamic_threshold else "",
-            d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"],
+            d.fingerprinter.features.top_k, d.actions["title"], d.actions["body"], describe_engine(),
         )
         # What is alive now (Scrapy, Twisted, the engine and its tables) lives as long as the crawl: out
         # of the cyclic collector's reach, its full collections stay short. Else each one walks all
