@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,12 @@ def test_no_source_names_an_issue_a_round_or_a_schema_history() -> None:
 @pytest.mark.xfail(strict=False, reason="other parts of the restructure land separately")
 def test_no_source_names_an_issue_a_round_or_a_schema_history_in_the_files_landing_separately() -> None:
     assert history_lines([REPO / name for name in sorted(HISTORY_LANDING_SEPARATELY) if (REPO / name).exists()]) == []
+
+
+def test_the_package_type_checks() -> None:
+    """``py.typed`` ships, so the types are a promise: mypy (settings in pyproject.toml) finds no error."""
+    mypy_api = pytest.importorskip("mypy.api", reason="mypy is in the [test] extra")
+    with tempfile.TemporaryDirectory() as cache:
+        out, err, status = mypy_api.run(["--config-file", str(REPO / "pyproject.toml"), "--cache-dir", cache,
+                                         str(ROOT)])
+    assert status == 0, out + err

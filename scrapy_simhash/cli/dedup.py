@@ -227,7 +227,8 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                     reader.consumed()
                 usable = [r for r in batch if r.fps is not None]
                 try:  # one transaction (one fsync) for the batch; nothing is written out before it
-                    decided = iter(dedup.decide_many([(r.fps, r.url) for r in usable]) if usable else ())
+                    items = [(r.fps, r.url) for r in usable if r.fps is not None]
+                    decided = iter(dedup.decide_many(items) if items else ())
                 except Exception as exc:
                     run_error = (f"index write failed at line {usable[0].line} "
                                    f"(lines {usable[0].line}-{usable[-1].line} not decided): {describe(exc)}")

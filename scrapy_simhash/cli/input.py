@@ -62,9 +62,10 @@ class Input:
         self.compressed = magic == GZIP_MAGIC + b"\x08" or (magic[:2] == GZIP_MAGIC and name.endswith(".gz"))
         if self.compressed:
             # (not buffered further: a read past the cut of a truncated file loses what it had read)
-            self.stream: IO[bytes] = gzip.GzipFile(fileobj=buffered, mode="rb")
+            unzipped = gzip.GzipFile(fileobj=buffered, mode="rb")
+            self.stream: IO[bytes] = unzipped  # type: ignore[assignment]
             try:
-                self.stream.peek(1)  # a broken header fails here, before any line is read
+                unzipped.peek(1)  # a broken header fails here, before any line is read
             except (OSError, EOFError, zlib.error) as exc:
                 raise CliError(f"cannot read {name}: not valid gzip data ({exc})") from exc
         elif name.endswith(".gz") and magic:

@@ -221,7 +221,7 @@ class SimhashPipeline:
                 self.dedup.close()
                 self.dedup = None
             raise CloseSpider(f"simhash_index_error: {exc}") from exc
-        if new_directory:
+        if new_directory and path is not None:
             logger.info("scrapy-simhash: created the directory %s for a new index (it did not exist)",
                         Path(path).parent.resolve())
         for key in ZERO_STATS:
@@ -472,6 +472,7 @@ class SimhashPipeline:
         if hasattr(engine, "close_spider_async"):  # Scrapy >= 2.14; close_spider() is deprecated there
             deferred_from_coro(engine.close_spider_async(reason=reason))
         else:
+            assert self.crawler.spider is not None
             engine.close_spider(self.crawler.spider, reason)
 
     def _flag(self, item: Any, verdict: Verdict | dict[str, Any]) -> Any:

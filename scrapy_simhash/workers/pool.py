@@ -254,7 +254,7 @@ class InOrder(Generic[T, R]):
         """The next answer; None if ``block`` is false and it is not there yet; :data:`_END` at the end."""
         self._top_up()
         if not self._out:
-            return _END  # type: ignore[no-any-return]
+            return _END
         head = self._out[0]
         while not head.done():
             if not block:
