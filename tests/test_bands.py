@@ -105,8 +105,8 @@ def answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random, 
 def _split_everything_at(monkeypatch: pytest.MonkeyPatch, size: int | None) -> None:
     """Make every splittable bucket split at ``size`` fingerprints (None: the shipped thresholds)."""
     if size is not None:
-        monkeypatch.setattr(sqlite_dense, "MIN_SPLIT", size)
-        monkeypatch.setattr(sqlite_dense, "split_at", lambda top, split: size)
+        monkeypatch.setattr(bands, "MIN_SPLIT", size)
+        monkeypatch.setattr(bands, "split_at", lambda top, split: size)
 
 
 def _markers(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -165,7 +165,7 @@ def test_no_plain_bucket_reaches_the_split_size(tmp_path: Path, monkeypatch: pyt
     rng = random.Random(11)
     centre = rng.getrandbits(64)
     fps = sorted({flips(rng, centre, 64, rng.randint(1, 4)) for _ in range(600)})
-    codes = {c for split in sqlite_dense.plan(bands_for(IndexParams())["body"]).values() if split.depth == 1
+    codes = {c for split in bands.plan(bands_for(IndexParams())["body"]).values() if split.depth == 1
              for c in split.codes}  # band2 buckets that split again
     with SqliteIndex.open(tmp_path / "d.sqlite3") as ix:
         conn = ix._conn
@@ -193,8 +193,8 @@ def test_shipped_thresholds() -> None:
     body (k=3) at 17 in ``band`` (34 sub-probes), 4 in ``band2``; two levels at most."""
     tiers = bands_for(IndexParams())
     for tier, first in (("title", 4), ("body", 17)):
-        steps = sqlite_dense.plan(tiers[tier])
-        assert {path: sqlite_dense.split_at(tiers[tier], s) for path, s in steps.items()} == {
+        steps = bands.plan(tiers[tier])
+        assert {path: bands.split_at(tiers[tier], s) for path, s in steps.items()} == {
             (0,): first, (1,): first, (0, 0): 4, (0, 1): 4, (1, 0): 4, (1, 1): 4}
 
 
