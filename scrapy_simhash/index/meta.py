@@ -1,10 +1,11 @@
 """An index's self-description, shared by every backend: its parameters, band layouts and checks.
 
 Each backend stores one JSON record (SQLite: the ``simhash_meta`` table; Redis: the ``<prefix>:meta``
-key), with the band layout of :mod:`.bands` that both use, made by :func:`new_meta` when the index is created, and verifies it with :func:`verify_meta` at
-every open, so a file or server built with other parameters is a clear error naming both, never a
-silent mix of incomparable fingerprints. :class:`QueryChecks` are the argument checks both backends
-make before touching their store, and :func:`stats_dict` the shape of ``stats()``.
+key), with the band layout of :mod:`.bands` that both use, made by :func:`new_meta` when the index
+is created, and verifies it with :func:`verify_meta` at every open, so a file or server built with
+other parameters is a clear error naming both, never a silent mix of incomparable fingerprints.
+:class:`QueryChecks` are the argument checks both backends make before touching their store, and
+:func:`stats_dict` the shape of ``stats()``.
 """
 
 from __future__ import annotations
