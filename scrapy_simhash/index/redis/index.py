@@ -193,12 +193,17 @@ class RedisIndex(Maintenance, QueryChecks):
 
         return self._server.attempts(doing, run, write=True)
 
-    def _reading(self, doing: str, step: Any) -> Any:
-        """``step(view)`` over an unwatched view, after checking the marker."""
+    def _reading(self, doing: str, step: Any, first: Query | None = None) -> Any:
+        """``step(view)`` over an unwatched view, after checking the marker (read with what deciding
+        ``first`` reads first, when given)."""
 
         def run(link: Link) -> Any:
             view = View(self._k, link, watch=False)
-            self._checked_mark(view.read((), before=[("GET", self._k.marker)])[-1], False)
+            if first is None:
+                mark = view.read((), before=[("GET", self._k.marker)])[-1]
+            else:
+                (mark,) = view.prefetch([first], ())
+            self._checked_mark(mark, False)
             return step(view)
 
         try:
@@ -290,7 +295,7 @@ class RedisIndex(Maintenance, QueryChecks):
     def peek(self, query: Query) -> Match | None:
         """What :meth:`check_and_add` would answer now (:func:`..rule.peek`); nothing is written."""
         self._check_query(query)
-        return self._reading("check", lambda view: rule.peek(view, query))  # type: ignore[no-any-return]
+        return self._reading("check", lambda view: rule.peek(view, query), query)  # type: ignore[no-any-return]
 
     def lookup(
         self, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,
@@ -303,8 +308,9 @@ class RedisIndex(Maintenance, QueryChecks):
         if limit <= 0 or (title_fp is None and body_fp is None):
             self._server.live()
             return []
+        first = Query(title_fp=title_fp, body_fp=body_fp, title_k=title_k, body_k=body_k)
         return self._reading("lookup", lambda view: rule.lookup(  # type: ignore[no-any-return]
-            view, title_fp, body_fp, title_k=title_k, body_k=body_k, not_before=not_before, limit=limit))
+            view, title_fp, body_fp, title_k=title_k, body_k=body_k, not_before=not_before, limit=limit), first)
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` a transaction."""
