@@ -70,17 +70,21 @@ class Link:
         self.server, self.connection = server, connection
 
     def send(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
-        """Send ``commands`` in one write and read their replies."""
+        """Send ``commands`` in one write and read their replies (text stays bytes). The replies are
+        parsed here rather than by redis-py's parser, which costs more per reply than the server
+        takes to make it (``docs/decisions/0102-redis-transactions.md``)."""
         connection, errors = self.connection, self.server.errors
         try:
-            connection.send_packed_command([packed(commands)])
-            replies: list[Any] = []
-            for _ in commands:
-                try:
-                    replies.append(connection.read_response())
-                except errors.ResponseError as exc:
-                    replies.append(exc)
-            return replies
+            if connection._sock is None:
+                connection.connect()
+            sock = connection._sock
+            sock.sendall(packed(commands))
+            reader = _Reader(sock, errors)
+            return [reader.reply() for _ in commands]
+        except OSError as exc:  # socket.timeout included
+            connection.disconnect()
+            kind = errors.TimeoutError if isinstance(exc, TimeoutError) else errors.ConnectionError
+            raise kind(f"{type(exc).__name__}: {exc}") from exc
         except BaseException:
             connection.disconnect()  # a half-read reply must not stay on the socket; the next call reconnects
             raise
@@ -92,8 +96,11 @@ class Link:
         when the server lost it."""
         commands = list(before)
         if asked:
-            commands.append(("EVALSHA", self.server._sha, len(asked), *(k for k, _ in asked),
-                             *(b"".join(bytes((len(f),)) + f for f in fields) for _, fields in asked)))
+            argv: list[Arg] = []
+            for _, fields in asked:
+                argv.append(len(fields))
+                argv += fields
+            commands.append(("EVALSHA", self.server._sha, len(asked), *(k for k, _ in asked), *argv))
         replies = self.send(commands)
         if not asked:
             return replies, []
@@ -110,6 +117,56 @@ class Link:
             values.append(blob[at + 4 : at + 4 + n] if n else None)
             at += 4 + n
         return replies, values
+
+
+class _Reader:
+    """Replies off a socket (RESP2, and the RESP3 types a client may ask for): bulk strings as bytes,
+    an error reply as its exception (``NOSCRIPT``: redis-py's ``NoScriptError``)."""
+
+    def __init__(self, sock: Any, errors: Any) -> None:
+        self.sock, self.errors, self.buf, self.pos = sock, errors, b"", 0
+
+    def _fill(self) -> None:
+        data = self.sock.recv(1 << 16)
+        if not data:
+            raise self.errors.ConnectionError("connection closed by the server")
+        self.buf, self.pos = self.buf[self.pos :] + data, 0
+
+    def reply(self) -> Any:
+        buf = self.buf
+        end = buf.find(b"\r\n", self.pos)
+        while end < 0:
+            self._fill()
+            buf = self.buf
+            end = buf.find(b"\r\n", self.pos)
+        kind, rest = buf[self.pos : self.pos + 1], buf[self.pos + 1 : end]
+        self.pos = end + 2
+        if kind == b"$" or kind == b"=":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) - self.pos < n + 2:
+                self._fill()
+            value = self.buf[self.pos : self.pos + n]
+            self.pos += n + 2
+            return value
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
+            return rest
+        if kind in (b"*", b"~", b">", b"%"):
+            n = int(rest)
+            return None if n < 0 else [self.reply() for _ in range(2 * n if kind == b"%" else n)]
+        if kind == b"-":
+            text = rest.decode("utf-8", "replace")
+            return (self.errors.NoScriptError if text.startswith("NOSCRIPT") else self.errors.ResponseError)(text)
+        if kind == b"_":
+            return None
+        if kind == b"#":
+            return rest == b"t"
+        if kind == b",":
+            return float(rest)
+        raise self.errors.InvalidResponse(f"unexpected reply type {kind!r}")
 
 
 class Server:
@@ -276,12 +333,15 @@ class Server:
 def packed(commands: Sequence[Sequence[Arg]]) -> bytes:
     """``commands`` in the Redis protocol (text as UTF-8): what redis-py's ``pack_commands`` sends,
     without its per-argument checks, which cost more than the round trip on a hot path."""
-    out = []
+    out: list[bytes] = []
+    add = out.append
     for command in commands:
-        out.append(b"*%d\r\n" % len(command))
+        add(b"*%d\r\n" % len(command))
         for arg in command:
-            data = arg if type(arg) is bytes else (arg if isinstance(arg, str) else repr(arg)).encode("utf-8")  # type: ignore[union-attr]
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            data = arg if type(arg) is bytes else (arg if type(arg) is str else str(arg)).encode("utf-8")  # type: ignore[union-attr]
+            add(b"$%d\r\n" % len(data))
+            add(data)
+            add(b"\r\n")
     return b"".join(out)
 
 

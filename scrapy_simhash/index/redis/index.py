@@ -58,8 +58,12 @@ LEASE = 120
 #: Decisions of one check-and-add made again after a watched key changed, at most
 #: (``docs/decisions/0102-redis-transactions.md``).
 MAX_ATTEMPTS = 50
-#: Entries per transaction of :meth:`RedisIndex.add` and of removals.
-ADD_BATCH = 500
+#: Queries of a batch decided in one transaction (``docs/decisions/0102-redis-transactions.md``): a
+#: transaction watches every key its queries read, and the server's cost of a ``WATCH`` grows with
+#: the keys its connection already watches.
+TXN_QUERIES = 4
+#: Entries per transaction of :meth:`RedisIndex.add`.
+ADD_BATCH = 100
 
 
 def reband_lock(prefix: str) -> str:
@@ -229,14 +233,18 @@ class RedisIndex(Maintenance, QueryChecks):
         if not queries:
             return []
         tokens = [query.request_id or os.urandom(12).hex() for query in queries]
-        ids: list[int] = []
-        failed: dict[int, str] = {}
-        if len(queries) > 1:
-            decided = self._server.attempts("check-and-add", lambda link: self._batch(
-                link, queries, tokens, flagged, ids, failed), write=True)
-            if decided is not None:
-                return decided
-        out = []
+        out: list[list[Outcome]] = []
+        if len(queries) > 1 and TXN_QUERIES > 1:
+            for start in range(0, len(queries), TXN_QUERIES):
+                part, mine = queries[start : start + TXN_QUERIES], tokens[start : start + TXN_QUERIES]
+                decided = self._server.attempts("check-and-add", lambda link, part=part, mine=mine: self._batch(
+                    link, part, mine, flagged, [], {}), write=True)
+                if decided is None:  # another writer got in the way: one transaction a query
+                    out += [self._transaction("check-and-add", lambda view, q=q, t=t: self._decide(
+                        view, [q], [t], flagged, {}), ids=[], marked=True) for q, t in zip(part, mine, strict=True)]
+                else:
+                    out += [[o] for o in decided]
+            return [outcomes[0] for outcomes in out]
         for query, token in zip(queries, tokens, strict=True):
             mine: list[int] = []
             out.append(self._transaction("check-and-add", lambda view, q=query, t=token: self._decide(
@@ -331,6 +339,9 @@ class RedisIndex(Maintenance, QueryChecks):
                 view.reserve = len(chunk)
                 pairs = [view.k.holders(t, fp) for q in chunk  # type: ignore[arg-type]
                          for t, fp in (("title", q.title_fp), ("body", q.body_fp)) if fp is not None]
+                pairs += [view.k.bucket(t, n, value) for q in chunk  # type: ignore[arg-type]
+                          for t, fp in (("title", q.title_fp), ("body", q.body_fp)) if fp is not None
+                          for n, value in view.k.tiers[t].store(fp)]  # type: ignore[index]
                 view.read(pairs + [view.k.url(q.url) for q in chunk if q.url is not None])
                 for q in chunk:
                     view.insert(q, q.seen_at)

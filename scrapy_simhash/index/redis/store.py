@@ -19,7 +19,9 @@ they are looked up by, so that Redis keeps each hash in its compact listpack enc
     The namespace's marker, read at open and watched and checked by every call: a server that lost
     the index's keys (flushed, restarted without persistence) is refused, not silently filled again.
 ``…:seq``, ``…:n``, ``…:nbands``
-    Entry id counter (ids are never reused; a batch reserves its ids at once), entries, band rows.
+    Entry id counter, entries, band rows. A check reserves the ids of the entries it may add with
+    its first read (one round trip less for a new item): ids are never reused, and the id of an
+    item found a duplicate is skipped.
 ``…:e:<id>``
     An entry's record (:func:`encode_record`), written once.
 ``…:b<gen><t|b><part>:<hex>`` field ``<low bits>``
@@ -268,6 +270,7 @@ class View:
         self.counts = {"n": 0, "nbands": 0}
         self.ids = ids if ids is not None else []  # reserved, not yet used (kept across attempts)
         self.reserve = 1
+        self._probes: dict[tuple[Tier, int], list[tuple[Pair, int, int]]] = {}
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -334,10 +337,17 @@ class View:
 
     def probes(self, tier: Tier, fp: int) -> list[tuple[Pair, int, int]]:
         """The buckets a query for ``fp`` reads: ``(pair, part, bits flipped)``, own values first."""
-        top, bucket, out = self.k.tiers[tier], self.k.bucket, []
+        known = self._probes.get((tier, fp))
+        if known is not None:
+            return known
+        top, out = self.k.tiers[tier], []
         for n, ((shift, width), masks) in enumerate(zip(top.parts, top.flips, strict=True)):
+            prefix, low = self.k.parts[tier][n]
             value = (fp >> shift) & ((1 << width) - 1)
-            out += [(bucket(tier, n, value ^ mask), n, mask.bit_count()) for mask in masks]
+            size, lmask = (low + 7) // 8 or 1, (1 << low) - 1
+            out += [((prefix + b"%x" % (v >> low), (v & lmask).to_bytes(size, "big")), n, mask.bit_count())
+                    for mask in masks for v in (value ^ mask,)]
+        self._probes[tier, fp] = out
         return out
 
     def prefetch(self, queries: Sequence[Query], tokens: Sequence[Pair]) -> list[Any]:
@@ -360,8 +370,17 @@ class View:
         if self.watch:
             before.insert(0, ("WATCH", self.k.marker))
             self.watched.add(self.k.marker)
+            if not self.ids and any(q.title_fp is not None or q.body_fp is not None for q in queries):
+                before.append(("INCRBY", self.k.seq, self.reserve))  # ids for the entries it may add
         replies = self.read(pairs, tokens, before)
-        return replies[-1:] if not self.watch else replies[1:]
+        if self.watch:
+            replies = replies[1:]
+            if len(replies) > 1:
+                last = replies.pop()
+                if isinstance(last, Exception):
+                    raise last
+                self.ids[:] = range(int(last) - self.reserve + 1, int(last) + 1)
+        return replies
 
     # -- the rule's Store ----------------------------------------------------------------------------
 
@@ -425,7 +444,7 @@ class View:
             (last,) = self.link.send([("INCRBY", self.k.seq, self.reserve)])
             if isinstance(last, Exception):
                 raise last
-            self.ids = list(range(int(last) - self.reserve + 1, int(last) + 1))
+            self.ids[:] = range(int(last) - self.reserve + 1, int(last) + 1)
         entry_id = self.ids.pop(0)
         if entry_id >= ID_LIMIT:
             raise IndexError_("the index ran out of entry ids")
