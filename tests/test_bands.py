@@ -19,10 +19,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scrapy_simhash.fingerprint.simhash import to_signed64
-from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, open_index
+from scrapy_simhash.fingerprint.simhash import band_layout, to_signed64
+from scrapy_simhash.index import IndexOpenError, IndexParams, ParameterMismatch, Query, bands, open_index
 from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
-from scrapy_simhash.index.meta import layouts
 from scrapy_simhash.index.sqlite import dense as sqlite_dense
 from scrapy_simhash.index.sqlite.index import SqliteIndex
 from scrapy_simhash.index.sqlite.reband import reband
@@ -60,6 +59,53 @@ def test_flip_patterns_up_to_3_share_a_probed_row(fp: int, positions: list[int])
     for k in range(len(positions), 4):
         layout = tier_bands(64, k)
         assert set(layout.store(other)) & set(layout.probe(fp))
+
+
+def _leaves_stored(top: bands.TierBands, fp: int) -> set[tuple[Any, ...]]:
+    """The buckets ``fp`` is filed in when every bucket its layout can split is split (the deepest)."""
+    out: set[tuple[Any, ...]] = set()
+
+    def down(bucket: tuple[Any, ...], path: bands.Path, rest: int) -> None:
+        if path not in bands.plan(top):
+            out.add(bucket)
+            return
+        for code, value, sub, sub_rest in bands.children(top, path, rest):
+            down((*bucket, code, value), sub, sub_rest)
+
+    for n, value in top.store(fp):
+        down((n, value), (n,), top.rest(fp, n))
+    return out
+
+
+def _leaves_probed(top: bands.TierBands, fp: int) -> set[tuple[Any, ...]]:
+    """The buckets a query for ``fp`` reads when every bucket its layout can split is split."""
+    out: set[tuple[Any, ...]] = set()
+
+    def down(bucket: tuple[Any, ...], path: bands.Path, rest: int, left: int) -> None:
+        if path not in bands.plan(top):
+            out.add(bucket)
+            return
+        for code, value, sub, sub_rest, sub_left in bands.sub_probes(top, path, rest, left):
+            down((*bucket, code, value), sub, sub_rest, sub_left)
+
+    for (n, value), (part, spent) in zip(top.probe(fp), bands.probe_spent(top), strict=True):
+        down((n, value), (part,), top.rest(fp, part), top.distance - spent)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(fp=st.integers(0, (1 << 64) - 1), positions=st.lists(st.integers(0, 63), max_size=7, unique=True),
+       k=st.integers(0, 7))
+def test_split_buckets_keep_every_fingerprint_within_k_found(fp: int, positions: list[int], k: int) -> None:
+    """The shared layout's splitter, every bucket split as deep as its plan goes (what a crowd makes):
+    a fingerprint within ``k`` of a query is filed in a sub-bucket the query reads (``children`` /
+    ``sub_probes`` with the bits a probe has left); the backends store what this module decides."""
+    other = fp
+    for bit in positions:
+        other ^= 1 << bit
+    top = tier_bands(64, k)
+    if len(positions) <= k:
+        assert _leaves_stored(top, other) & _leaves_probed(top, fp)
 
 
 def test_default_layout_and_its_cost() -> None:
@@ -277,7 +323,8 @@ def _as_schema_3(path: Path) -> None:
     conn = sqlite3.connect(path)
     meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM simhash_meta")}
     params = IndexParams(**meta["params"])
-    tiers = layouts(params)
+    tiers = {"title": band_layout(params.bits, params.title_bands - 1),
+             "body": band_layout(params.bits, params.body_bands - 1)}
     vbits = max(w for layout in tiers.values() for _, w in layout)
 
     class Pigeonhole:  # the old layout in the shape Rows takes

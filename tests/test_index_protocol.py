@@ -223,7 +223,7 @@ class RedisBackend(Backend):
         (``…:b<gen><t|b><part>:…``, split buckets' sub-buckets included), markers left out."""
         n = 0
         for key in self.keys(name):
-            if re.fullmatch(r"b\d+[tb]\d+:.*", (key.split(":", 2) + ["", ""])[2]):
+            if re.fullmatch(r"b\d+[tb]\d+:.*", [*key.split(":", 2), "", ""][2]):
                 n += sum(len(v) // 8 for v in self.raw_bytes.hvals(key) if len(v) % 8 == 0)
         return n
 

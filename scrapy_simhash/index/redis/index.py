@@ -61,7 +61,7 @@ MAX_ATTEMPTS = 50
 #: Queries of a batch decided in one transaction (``docs/decisions/0102-redis-transactions.md``): a
 #: transaction watches every key its queries read, and the server's cost of a ``WATCH`` grows with
 #: the keys its connection already watches.
-TXN_QUERIES = 4
+TXN_QUERIES = 2
 #: Entries per transaction of :meth:`RedisIndex.add`.
 ADD_BATCH = 100
 
@@ -113,11 +113,28 @@ class RedisIndex(Maintenance, QueryChecks):
         return self
 
     def _verify(self, client: Any, requested: IndexParams | None, create: bool) -> None:
-        """Check the record (made when absent) and take the namespace's marker (made when absent)."""
+        """Check the record (made when absent) and take the namespace's marker (made when absent). The
+        lock is asked again after the marker is read: a re-banding that began meanwhile may have given
+        the marker the value its own calls carry."""
         meta_key = f"{self.prefix}:meta"
+        for _ in range(3):
+            self._not_rebanding(client)
+            raw = self._verify_record(client, requested, create)
+            mark = client.get(self._base + "meta")
+            self._not_rebanding(client)
+            if client.get(meta_key) == raw:
+                self._mark = None if mark is None else mark.encode()
+                return
+        raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
+
+    def _not_rebanding(self, client: Any) -> None:
         if client.exists(reband_lock(self.prefix)):
             raise IndexOpenError(f"index {self.location} is being re-banded (scrapy-simhash reband): open it "
                                  "when that is done (a re-banding that died lets go within half a minute)")
+
+    def _verify_record(self, client: Any, requested: IndexParams | None, create: bool) -> str:
+        """Check the index's record against ``requested`` and take its parameters; the record's text."""
+        meta_key = f"{self.prefix}:meta"
         try:
             raw = client.get(meta_key)
             if raw is None:
@@ -159,10 +176,17 @@ class RedisIndex(Maintenance, QueryChecks):
                 logger.warning("scrapy-simhash: Redis index %s may forget entries: %s", self.location, problem)
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
             client.set(self._base + "meta", f"{SCHEMA_VERSION}:{os.urandom(8).hex()}", nx=True)
-        mark = client.get(self._base + "meta")
-        self._mark = None if mark is None else mark.encode()
+        return raw  # type: ignore[no-any-return]
 
     # -- transactions ------------------------------------------------------------------------------
+
+    def _id_pool(self) -> list[int]:
+        """The entry ids this thread of this process reserved and has not used yet, smallest first."""
+        local = self._server._local
+        held = getattr(local, "ids", None)
+        if held is None or held[0] != (os.getpid(), self._k.seq):
+            held = local.ids = ((os.getpid(), self._k.seq), [])
+        return held[1]  # type: ignore[no-any-return]
 
     def _checked_mark(self, mark: Any, write: bool) -> None:
         """Refuse to go on when the namespace's marker is not what it was at open."""
@@ -170,19 +194,18 @@ class RedisIndex(Maintenance, QueryChecks):
             return
         error = IndexWriteError if write else IndexError_
         if mark is None:
-            raise error(f"index {self.location}: the server lost this index's keys (restarted without "
-                        "persistence, flushed, or evicted): refusing to answer from an emptied index; "
-                        "reopen it to start a new one")
-        raise error(f"index {self.location} was re-banded or reset from elsewhere since it was opened: reopen it")
+            raise error(f"index {self.location}: the server lost its keys (restarted without persistence, "
+                        "flushed, or evicted): refusing to answer from an emptied index; reopen it to start a new one")
+        raise error(f"index {self.location} is being or was re-banded since it was opened: reopen it")
 
-    def _transaction(self, doing: str, step: Any, *, ids: list[int] | None = None, marked: bool = False) -> Any:
+    def _transaction(self, doing: str, step: Any, *, marked: bool = False, retry: bool = True) -> Any:
         """``step(view)`` in an optimistic transaction, made again while a watched key changed; the
         view's writes are committed with ``step``'s ``(value, extra commands)``. ``marked``: ``step``
         reads and checks the marker itself."""
 
         def run(link: Link) -> Any:
             for attempt in range(MAX_ATTEMPTS):
-                view = View(self._k, link, watch=True, ids=ids)
+                view = View(self._k, link, watch=True, ids=self._id_pool())
                 if not marked:
                     mark = view.read((), before=[("WATCH", self._k.marker), ("GET", self._k.marker)])[-1]
                     view.watched.add(self._k.marker)
@@ -195,7 +218,7 @@ class RedisIndex(Maintenance, QueryChecks):
             raise IndexWriteError(f"index {self.location}: {doing} kept meeting other writers "
                                   f"({MAX_ATTEMPTS} attempts); try again")
 
-        return self._server.attempts(doing, run, write=True)
+        return self._server.attempts(doing, run, write=True, retry=retry)
 
     def _reading(self, doing: str, step: Any, first: Query | None = None) -> Any:
         """``step(view)`` over an unwatched view, after checking the marker (read with what deciding
@@ -215,7 +238,7 @@ class RedisIndex(Maintenance, QueryChecks):
         except ITEM_ERRORS as exc:
             if isinstance(exc, IndexError_):
                 raise
-            raise IndexError_(f"index {self.location}: {doing} read a value that is not ours: {exc}") from exc
+            raise IndexError_(f"index {self.location}: {doing}: {exc}") from exc
 
     # -- the protocol --------------------------------------------------------------------------------
 
@@ -238,24 +261,23 @@ class RedisIndex(Maintenance, QueryChecks):
             for start in range(0, len(queries), TXN_QUERIES):
                 part, mine = queries[start : start + TXN_QUERIES], tokens[start : start + TXN_QUERIES]
                 decided = self._server.attempts("check-and-add", lambda link, part=part, mine=mine: self._batch(
-                    link, part, mine, flagged, [], {}), write=True)
+                    link, part, mine, flagged, {}), write=True)
                 if decided is None:  # another writer got in the way: one transaction a query
                     out += [self._transaction("check-and-add", lambda view, q=q, t=t: self._decide(
-                        view, [q], [t], flagged, {}), ids=[], marked=True) for q, t in zip(part, mine, strict=True)]
+                        view, [q], [t], flagged, {}), marked=True) for q, t in zip(part, mine, strict=True)]
                 else:
                     out += [[o] for o in decided]
             return [outcomes[0] for outcomes in out]
         for query, token in zip(queries, tokens, strict=True):
-            mine: list[int] = []
             out.append(self._transaction("check-and-add", lambda view, q=query, t=token: self._decide(
-                view, [q], [t], flagged, {}), ids=mine, marked=True))
+                view, [q], [t], flagged, {}), marked=True))
         return [outcomes[0] for outcomes in out]
 
     def _batch(self, link: Link, queries: Sequence[Query], tokens: list[str], flagged: Collection[Tier],
-               ids: list[int], failed: dict[int, str]) -> list[Outcome] | None:
+               failed: dict[int, str]) -> list[Outcome] | None:
         """The batch in one transaction; None when a watched key changed (nothing applied)."""
         while True:
-            view = View(self._k, link, watch=True, ids=ids)
+            view = View(self._k, link, watch=True, ids=self._id_pool())
             try:
                 outcomes, extra = self._decide(view, queries, tokens, flagged, failed)
             except _ItemFailed as exc:  # decided again without it: nothing of it is written
@@ -288,9 +310,10 @@ class RedisIndex(Maintenance, QueryChecks):
             try:
                 outcome = rule.check_and_add(view, query, flagged)
             except ITEM_ERRORS as exc:
+                message = f"index {self.location}: check-and-add failed: {exc}"
                 if len(queries) == 1:
-                    return [Outcome(match=None, entry_id=None, error=f"index {self.location}: {exc}")], []
-                raise _ItemFailed(i, f"index {self.location}: {exc}") from exc
+                    return [Outcome(match=None, entry_id=None, error=message)], []
+                raise _ItemFailed(i, message) from exc
             outcomes.append(outcome)
             if outcome.entry_id is not None:
                 key = self._k.token(minute)
@@ -333,8 +356,6 @@ class RedisIndex(Maintenance, QueryChecks):
                                  title=None if title is None else title[:TITLE_CHARS], seen_at=float(first_seen)))
         for start in range(0, len(queries), ADD_BATCH):  # everything is validated before the first write
             chunk = queries[start : start + ADD_BATCH]
-            ids: list[int] = []
-
             def step(view: View, chunk: list[Query] = chunk) -> tuple[None, list[Any]]:
                 view.reserve = len(chunk)
                 pairs = [view.k.holders(t, fp) for q in chunk  # type: ignore[arg-type]
@@ -347,7 +368,7 @@ class RedisIndex(Maintenance, QueryChecks):
                     view.insert(q, q.seen_at)
                 return None, []
 
-            self._transaction("bulk add", step, ids=ids)
+            self._transaction("bulk add", step, retry=False)  # a lost reply would add it twice
         return len(queries)
 
     # -- delivery -----------------------------------------------------------------------------------

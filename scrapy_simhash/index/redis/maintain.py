@@ -36,6 +36,7 @@ class Maintenance:
     _transaction: Callable[..., Any]
     _reading: Callable[..., Any]
     _entries_by_id: Callable[[str, Sequence[int]], dict[int, Entry]]
+    _id_pool: Callable[[], list[int]]
 
     def _remove(self, doing: str, ids: Sequence[int], extra: Sequence[tuple[Arg, ...]] = ()) -> int:
         """Remove the entries with these ids (those that exist), ``REMOVE_BATCH`` a transaction;
@@ -88,6 +89,8 @@ class Maintenance:
             if (hour + 1) * 3600 <= older_than:
                 self._server.retrying("purge", lambda c, key=key, hour=hour: (
                     c.delete(key.decode()), c.zrem(self._k.hours.decode(), hour)), write=True)
+            else:  # the hour the limit falls in keeps the ids of its entries that are left
+                self._transaction("purge", lambda view, key=key: self._sorted_out(view, key))
         decided = self._server.retrying("purge", lambda c: c.zrangebyscore(
             self._k.decided.decode(), "-inf", f"({older_than!r}" if math.isfinite(older_than) else older_than),
             write=True)
@@ -97,6 +100,14 @@ class Maintenance:
                 c.delete(*(self._k.decision(u).decode("utf-8", "surrogatepass") for u in urls)),
                 c.zrem(self._k.decided.decode(), *urls)), write=True)
         return total
+
+    @staticmethod
+    def _sorted_out(view: View, key: bytes) -> tuple[None, list[Any]]:
+        """Rewrite a time bucket with the ids of its entries that exist."""
+        ids = unpack_ids(view.get_string(key) or b"")
+        present = {e.id for e in view.entries(ids)}
+        view.set_string(key, b"".join(ID.pack(i) for i in ids if i in present))
+        return None, []
 
     def reset(self) -> int:
         """Remove every entry, band row and decision of this namespace (others are untouched).
@@ -113,7 +124,9 @@ class Maintenance:
                 client.set(self._base + "meta", mark)
             return n
 
-        return int(self._server.retrying("reset", run, write=True))
+        gone = int(self._server.retrying("reset", run, write=True))
+        del self._id_pool()[:]  # the id counter starts again
+        return gone
 
     def count(self) -> int:
         """Entries in this namespace."""

@@ -133,10 +133,10 @@ def _file_all(link: Link, keys: Keys, base: str, progress: Callable[[int, int], 
         high = int(key.rsplit(":", 1)[1], 16)
         (flat,) = link.send([("HKEYS", key)])
         pending[tier] += [(high << low) | int.from_bytes(field, "big") for field in flat]
-        if len(pending["title"]) + len(pending["body"]) >= BATCH:
+        if len(pending["title"]) + len(pending["body"]) >= BATCH or done == len(holder_keys):
             flush()
-        if progress is not None:
-            progress(done, len(holder_keys))
+            if progress is not None:
+                progress(done, len(holder_keys))
     flush()
     return rows
 

@@ -20,8 +20,8 @@ they are looked up by, so that Redis keeps each hash in its compact listpack enc
     the index's keys (flushed, restarted without persistence) is refused, not silently filled again.
 ``…:seq``, ``…:n``, ``…:nbands``
     Entry id counter, entries, band rows. A check reserves the ids of the entries it may add with
-    its first read (one round trip less for a new item): ids are never reused, and the id of an
-    item found a duplicate is skipped.
+    its first read (one round trip less for a new item); an id a decision did not use is the
+    process's next one, so ids are never reused and one process's entries get consecutive ids.
 ``…:e:<id>``
     An entry's record (:func:`encode_record`), written once.
 ``…:b<gen><t|b><part>:<hex>`` field ``<low bits>``
@@ -231,20 +231,20 @@ def decode_record(entry_id: int, namespace: str, raw: bytes, fp_bytes: int) -> E
         elif at != len(raw):
             raise ValueError("trailing bytes")
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"entry #{entry_id} holds a record that is not ours ({exc})") from exc
+        raise ValueError(f"entry #{entry_id}: unreadable record, not one of ours ({exc})") from exc
     return Entry(id=entry_id, namespace=namespace, url=url, title=title, first_seen=first_seen, title_fp=fps[0],
                  body_fp=fps[1], numbers=numbers, sentences=sentences, short_body=short)
 
 
 def unpack_ids(raw: bytes) -> list[int]:
     if len(raw) % 4:
-        raise ValueError(f"a list of ids of {len(raw)} bytes is not ours")
+        raise ValueError(f"unreadable list of ids ({len(raw)} bytes): not ours")
     return [i for (i,) in ID.iter_unpack(raw)]
 
 
 def unpack_holders(raw: bytes) -> list[tuple[float, int]]:
     if len(raw) % HOLDER.size:
-        raise ValueError(f"a list of holders of {len(raw)} bytes is not ours")
+        raise ValueError(f"unreadable list of holders ({len(raw)} bytes): not ours")
     return list(HOLDER.iter_unpack(raw))
 
 
@@ -268,7 +268,8 @@ class View:
         self.strings: dict[bytes, bytes | None] = {}
         self.dirty_strings: dict[bytes, None] = {}
         self.counts = {"n": 0, "nbands": 0}
-        self.ids = ids if ids is not None else []  # reserved, not yet used (kept across attempts)
+        self.ids = ids if ids is not None else []  # reserved ids, smallest first (the caller's pool)
+        self.used = 0  # of them, taken by this view's inserts (left in the pool until it commits)
         self.reserve = 1
         self._probes: dict[tuple[Tier, int], list[tuple[Pair, int, int]]] = {}
 
@@ -370,8 +371,9 @@ class View:
         if self.watch:
             before.insert(0, ("WATCH", self.k.marker))
             self.watched.add(self.k.marker)
-            if not self.ids and any(q.title_fp is not None or q.body_fp is not None for q in queries):
-                before.append(("INCRBY", self.k.seq, self.reserve))  # ids for the entries it may add
+            need = self.reserve - len(self.ids)
+            if need > 0:
+                before.append(("INCRBY", self.k.seq, need))  # ids for the entries it may add
         replies = self.read(pairs, tokens, before)
         if self.watch:
             replies = replies[1:]
@@ -379,7 +381,7 @@ class View:
                 last = replies.pop()
                 if isinstance(last, Exception):
                     raise last
-                self.ids[:] = range(int(last) - self.reserve + 1, int(last) + 1)
+                self.ids += range(int(last) - need + 1, int(last) + 1)
         return replies
 
     # -- the rule's Store ----------------------------------------------------------------------------
@@ -440,12 +442,16 @@ class View:
         return found
 
     def new_id(self) -> int:
-        if not self.ids:
-            (last,) = self.link.send([("INCRBY", self.k.seq, self.reserve)])
+        """The next reserved id (more are reserved when none is left). An id a decision did not use
+        stays in the pool for the next one, so one process's entries get consecutive ids."""
+        if self.used >= len(self.ids):
+            need = max(1, self.reserve)
+            (last,) = self.link.send([("INCRBY", self.k.seq, need)])
             if isinstance(last, Exception):
                 raise last
-            self.ids[:] = range(int(last) - self.reserve + 1, int(last) + 1)
-        entry_id = self.ids.pop(0)
+            self.ids += range(int(last) - need + 1, int(last) + 1)
+        entry_id = self.ids[self.used]
+        self.used += 1
         if entry_id >= ID_LIMIT:
             raise IndexError_("the index ran out of entry ids")
         return entry_id
@@ -580,11 +586,13 @@ class View:
         if not body:
             if self.watched:
                 self.link.send([("UNWATCH",)])
+            del self.ids[: self.used]
             return True
         replies = self.link.send([("MULTI",), *body, ("EXEC",)])
         done = replies[-1]
         if done is None:
             return False
+        del self.ids[: self.used]
         failed = [r for r in replies[:-1] if isinstance(r, Exception)] + (
             [r for r in done if isinstance(r, Exception)] if isinstance(done, list) else [done])
         if failed:
@@ -594,11 +602,13 @@ class View:
 
 def unpack_raw(raw: bytes, fb: int) -> list[bytes]:
     if len(raw) % fb:
-        raise ValueError(f"a band bucket of {len(raw)} bytes is not ours")
+        raise ValueError(f"unreadable band bucket ({len(raw)} bytes): not ours")
     return [raw[i : i + fb] for i in range(0, len(raw), fb)]
 
 
 def unpack_fps(raw: bytes, fb: int) -> list[int]:
     if fb == 8 and not len(raw) % 8:
         return list(struct.unpack(f">{len(raw) // 8}Q", raw))
+    if raw == MARK:
+        return []
     return [int.from_bytes(x, "big") for x in unpack_raw(raw, fb)]
