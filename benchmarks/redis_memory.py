@@ -22,10 +22,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from index_size import queries  # noqa: E402
+from index_size import queries
 
-from scrapy_simhash.index import IndexParams, open_index  # noqa: E402
-from scrapy_simhash.index.redis.store import View  # noqa: E402
+from scrapy_simhash.index import IndexParams, open_index
+from scrapy_simhash.index.redis.store import View
 
 
 def main() -> int:

@@ -3,8 +3,8 @@
 The table states what the rule answers in each case. It is run through the Python rule over a plain
 in-memory store (the rule alone, no database), through the SQLite index (the same rule inside its
 transaction) and through the Redis index (the same rule over Redis keys, in optimistic
-transactions): all three must give the table's answer, by ``check_and_add`` and by ``peek``. A random stream then compares the three outcome by
-outcome.
+transactions): all three must give the table's answer, by ``check_and_add`` and by ``peek``. A
+random stream then compares the three outcome by outcome.
 """
 
 from __future__ import annotations
