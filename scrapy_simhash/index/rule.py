@@ -23,9 +23,9 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    (``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``) so ``explain`` can tell why.
 
 A backend supplies a :class:`Store`, the few operations in which backends really differ, and runs
-:func:`check_and_add` inside its own atomic step (SQLite: one ``BEGIN IMMEDIATE`` transaction).
-Redis runs the same rule server-side: ``redis_rule.lua`` is a section-by-section port of this
-module, and ``tests/test_rule.py`` checks both backends against this module on one verdict table.
+:func:`check_and_add` inside its own atomic step (SQLite: one ``BEGIN IMMEDIATE`` transaction;
+Redis: an optimistic ``WATCH``/``MULTI``/``EXEC`` transaction, decided again when what it read
+changed). ``tests/test_rule.py`` checks both backends against this module on one verdict table.
 :func:`peek` is the same rule without the insert and the record: the dry run that ``check``, the
 report and the tests use.
 """
@@ -105,7 +105,7 @@ def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: 
     the hashes ≤ the smaller of the two maxima of full (``NUMBERS_MAX``-long, so possibly
     truncated) signatures — the range both bottom-k samples cover — and they agree when
     ``100 × shared ≥ min_percent × min(len)`` (overlap coefficient). Integers and string
-    comparisons only, so the Lua port does the same: equal-length hex strings sort as numbers.
+    comparisons only: equal-length hex strings sort as numbers.
     """
     if min_percent <= 0 or a is None or b is None:
         return True

@@ -330,6 +330,11 @@ class Server:
             client.close()
 
 
+def command(name: str, *args: Any) -> Callable[[Any], Any]:
+    """A call of the redis-py client's method ``name`` with ``args`` (for :meth:`Server.retrying`)."""
+    return lambda client: getattr(client, name)(*args)
+
+
 def packed(commands: Sequence[Sequence[Arg]]) -> bytes:
     """``commands`` in the Redis protocol (text as UTF-8): what redis-py's ``pack_commands`` sends,
     without its per-argument checks, which cost more than the round trip on a hot path."""

@@ -38,13 +38,14 @@ import os
 import random
 import time
 from collections.abc import Collection, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from .. import rule
 from ..bands import bands_for
 from ..base import Entry, IndexError_, IndexOpenError, IndexParams, IndexWriteError, Match, Outcome, Query, Tier
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
-from .client import Arg, Link, Server, redacted
+from .client import Arg, Link, Server, command, redacted
 from .maintain import Maintenance
 from .store import ID, ITEM_ERRORS, Keys, View, namespace_base
 
@@ -84,6 +85,8 @@ class RedisIndex(Maintenance, QueryChecks):
     def __init__(self) -> None:  # use RedisIndex.open()
         self._server: Server
         self._mark: bytes | None = None  # the namespace's marker at open
+        self._readonly = False
+        self._unsafe = "refuse"
 
     @classmethod
     def open(
@@ -260,11 +263,12 @@ class RedisIndex(Maintenance, QueryChecks):
         if len(queries) > 1 and TXN_QUERIES > 1:
             for start in range(0, len(queries), TXN_QUERIES):
                 part, mine = queries[start : start + TXN_QUERIES], tokens[start : start + TXN_QUERIES]
-                decided = self._server.attempts("check-and-add", lambda link, part=part, mine=mine: self._batch(
-                    link, part, mine, flagged, {}), write=True)
+                decided = self._server.attempts("check-and-add", partial(
+                    self._batch, queries=part, tokens=mine, flagged=flagged, failed={}), write=True)
                 if decided is None:  # another writer got in the way: one transaction a query
-                    out += [self._transaction("check-and-add", lambda view, q=q, t=t: self._decide(
-                        view, [q], [t], flagged, {}), marked=True) for q, t in zip(part, mine, strict=True)]
+                    out += [self._transaction("check-and-add", partial(
+                        self._decide, queries=[q], tokens=[t], flagged=flagged, failed={}), marked=True)
+                        for q, t in zip(part, mine, strict=True)]
                 else:
                     out += [[o] for o in decided]
             return [outcomes[0] for outcomes in out]
@@ -305,7 +309,7 @@ class RedisIndex(Maintenance, QueryChecks):
                 continue
             answered = [view.fields[key, field] for key in windows if view.fields.get((key, field))]
             if answered:
-                outcomes.append(Outcome(match=None, entry_id=int(answered[-1])))
+                outcomes.append(Outcome(match=None, entry_id=int(answered[-1] or 0)))
                 continue
             try:
                 outcome = rule.check_and_add(view, query, flagged)
@@ -401,8 +405,7 @@ class RedisIndex(Maintenance, QueryChecks):
         for owner, ids in by_owner.items():
             alive = owners_alive(owner)
             if alive is None:
-                alive = bool(self._server.retrying("recover", lambda c, o=owner: c.exists(self._k.alive(o)),
-                                                   write=True))
+                alive = bool(self._server.retrying("recover", command("exists", self._k.alive(owner)), write=True))
             if not alive:
                 total += self._remove("recover", ids)
         return total

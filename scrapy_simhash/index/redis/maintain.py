@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
 
 from .. import rule
 from ..base import Decision, Entry, IndexError_
 from ..meta import stats_dict
-from .client import Arg, Server
+from .client import Arg, Link, Server, command
 from .store import CHAR_TIER, FULL, HOLDER, ID, ID_LIMIT, Keys, View, glob_escape, namespace_base, unpack_ids
 
 #: Entries removed per transaction.
@@ -81,24 +82,24 @@ class Maintenance:
         total = 0
         for hour in hours:
             key = self._k.hour(hour)
-            raw = self._server.attempts("purge", lambda link, key=key: link.send([("GET", key)])[0], write=True)
+            raw = self._server.attempts("purge", partial(_get, key=key), write=True)
             ids = unpack_ids(raw or b"")
             for start in range(0, len(ids), batch):
                 found = self._entries_by_id("purge", ids[start : start + batch])
                 total += self._remove("purge", [i for i, e in found.items() if e.first_seen < older_than])
             if (hour + 1) * 3600 <= older_than:
-                self._server.retrying("purge", lambda c, key=key, hour=hour: (
-                    c.delete(key.decode()), c.zrem(self._k.hours.decode(), hour)), write=True)
+                self._server.retrying("purge", command("delete", key.decode()), write=True)
+                self._server.retrying("purge", command("zrem", self._k.hours.decode(), hour), write=True)
             else:  # the hour the limit falls in keeps the ids of its entries that are left
-                self._transaction("purge", lambda view, key=key: self._sorted_out(view, key))
-        decided = self._server.retrying("purge", lambda c: c.zrangebyscore(
-            self._k.decided.decode(), "-inf", f"({older_than!r}" if math.isfinite(older_than) else older_than),
-            write=True)
+                self._transaction("purge", partial(self._sorted_out, key=key))
+        decided = self._server.retrying("purge", command(
+            "zrangebyscore", self._k.decided.decode(), "-inf",
+            f"({older_than!r}" if math.isfinite(older_than) else older_than), write=True)
         for start in range(0, len(decided), batch):
             urls = decided[start : start + batch]
-            self._server.retrying("purge", lambda c, urls=urls: (
-                c.delete(*(self._k.decision(u).decode("utf-8", "surrogatepass") for u in urls)),
-                c.zrem(self._k.decided.decode(), *urls)), write=True)
+            gone = [self._k.decision(u).decode("utf-8", "surrogatepass") for u in urls]
+            self._server.retrying("purge", command("delete", *gone), write=True)
+            self._server.retrying("purge", command("zrem", self._k.decided.decode(), *urls), write=True)
         return total
 
     @staticmethod
@@ -234,6 +235,10 @@ class Maintenance:
             raise IndexError_(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
 
 
+def _get(link: Link, key: bytes) -> Any:
+    return link.send([("GET", key)])[0]
+
+
 def unlink(view: View, entry: Entry) -> None:
     """Queue the removal of ``entry`` on ``view``: its record, holders, band rows of fingerprints no
     other entry holds, sentences, URL and pending mark."""
@@ -251,8 +256,8 @@ def unlink(view: View, entry: Entry) -> None:
             view.unfile(tier, [fp])  # type: ignore[arg-type]
     for h in entry.sentences:
         pair = k.sentence(h)
-        raw = view.get(pair)
-        if raw == FULL:
+        held_by = view.get(pair)
+        if held_by == FULL:
             ids = [i for i in unpack_ids(view.get_string(k.full(h)) or b"") if i != entry.id]
             packed = b"".join(ID.pack(i) for i in ids)
             if len(ids) < rule.SENTENCE_MAX_HOLDERS:
@@ -260,8 +265,8 @@ def unlink(view: View, entry: Entry) -> None:
                 view.set_string(k.full(h), None)
             else:
                 view.set_string(k.full(h), packed)
-        elif raw is not None:
-            view.set(pair, b"".join(ID.pack(i) for i in unpack_ids(raw) if i != entry.id))
+        elif held_by is not None:
+            view.set(pair, b"".join(ID.pack(i) for i in unpack_ids(held_by) if i != entry.id))
     if entry.url is not None:
         pair = k.url(entry.url)
         view.set(pair, b"".join(ID.pack(i) for i in unpack_ids(view.get(pair) or b"") if i != entry.id))

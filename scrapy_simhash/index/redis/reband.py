@@ -21,12 +21,13 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from ..bands import bands_for, records
 from ..base import IndexWriteError
 from ..meta import check_params
-from .client import SWAP, Link
+from .client import SWAP, Link, command
 from .index import SCHEMA_VERSION, RedisIndex, reband_lock
 from .maintain import unlink_scanned
 from .store import Keys, View, glob_escape, namespace_base
@@ -80,12 +81,12 @@ def reband(
         entries = 0
         for i, name in enumerate(names):
             base = namespace_base(index.prefix, name)
-            call(lambda c, base=base: c.set(base + "meta", frozen))
-            call(lambda c, base=base: drop_bands(c, base, gen, lambda: renew(c)))  # a killed run's
-            entries += int(call(lambda c, base=base: c.get(base + "n")) or 0)
+            call(command("set", base + "meta", frozen))
+            call(partial(drop_bands, base=base, keep=gen, renew=renew))  # what a killed run built
+            entries += int(call(command("get", base + "n")) or 0)
             new = Keys(index.prefix, name, params.bits, bands_for(params), gen + 1)
-            counts[i] = server.attempts("reband", lambda link, new=new, base=base: _file_all(
-                link, new, base, progress, lambda: call(renew)), write=True)
+            counts[i] = server.attempts("reband", partial(
+                _file_all, keys=new, base=base, progress=progress, tick=partial(call, renew)), write=True)
         tiers = records(params)
         record = {**index._meta, "schema_version": SCHEMA_VERSION, "params": params.as_dict(),
                   "title_layout": tiers["title"], "body_layout": tiers["body"], "band_gen": gen + 1}
@@ -101,7 +102,7 @@ def reband(
 
         call(switch, retry=False)
         for name in names:  # the new layout serves
-            call(lambda c, name=name: drop_bands(c, namespace_base(index.prefix, name), gen + 1))
+            call(partial(drop_bands, base=namespace_base(index.prefix, name), keep=gen + 1))
     finally:
         call(lambda c: c.eval(RELEASE, 1, lock, token))
     return {"entries": entries, "band_rows": sum(counts), "params": params.as_dict(),
@@ -141,11 +142,12 @@ def _file_all(link: Link, keys: Keys, base: str, progress: Callable[[int, int], 
     return rows
 
 
-def drop_bands(client: Any, base: str, keep: int, tick: Callable[[], None] | None = None) -> int:
+def drop_bands(client: Any, base: str, keep: int, renew: Callable[[Any], None] | None = None) -> int:
     """Delete namespace ``base``'s band buckets (and their sub-buckets) of every layout generation
-    but ``keep``; ``tick()`` after each thousand keys scanned."""
+    but ``keep``; ``renew(client)`` after each thousand keys scanned."""
     def other(key: str) -> bool:
         found = _BAND_KEY.match(key[len(base):])
         return found is not None and int(found.group(1)) != keep
 
+    tick = None if renew is None else partial(renew, client)
     return unlink_scanned(client, glob_escape(base) + "b[0-9]*", other, tick)

@@ -278,7 +278,7 @@ class View:
     def read(self, pairs: Iterable[Pair], unwatched: Sequence[Pair] = (), before: Sequence[tuple[Arg, ...]] = ()
              ) -> list[Any]:
         """Load the fields not known yet (watching their keys first); returns ``before``'s replies."""
-        fields, asked = self.fields, {}
+        fields, asked = self.fields, dict[Pair, None]()
         for pair in pairs:
             if pair not in fields and pair not in asked:
                 asked[pair] = None
@@ -393,15 +393,15 @@ class View:
         found: list[int] = []
         frontier: dict[Pair, tuple[bands.Path, int, int]] = {}
         for pair, part, spent in probes:
-            value = self.fields[pair]
-            if value is None:
+            raw = self.fields[pair]
+            if raw is None:
                 continue
-            if value == MARK:
+            if raw == MARK:
                 left = top.distance - spent
                 if pair not in frontier or frontier[pair][2] < left:
                     frontier[pair] = ((part,), top.rest(fp, part), left)
             else:
-                found += unpack_fps(value, fb)
+                found += unpack_fps(raw, fb)
         while frontier:
             below: dict[Pair, tuple[bands.Path, int, int]] = {}
             for (key, field), (path, rest, left) in frontier.items():
@@ -413,11 +413,11 @@ class View:
             self.read(below)
             frontier = {}
             for pair, how in below.items():
-                value = self.fields[pair]
-                if value == MARK:
+                raw = self.fields[pair]
+                if raw == MARK:
                     frontier[pair] = how
-                elif value is not None:
-                    found += unpack_fps(value, fb)
+                elif raw is not None:
+                    found += unpack_fps(raw, fb)
         return found
 
     def holders(self, tier: Tier, fp: int, not_before: float, limit: int | None, offset: int = 0) -> list[Entry]:
@@ -507,7 +507,8 @@ class View:
         """File fingerprints in their band buckets, descending into split buckets and splitting the
         buckets they make crowded (:mod:`..bands` decides when and where)."""
         top, fb, k = self.k.tiers[tier], self.k.fp_bytes, self.k
-        items = [(k.bucket(tier, n, value), (n,), fp, top.rest(fp, n)) for fp in fps for n, value in top.store(fp)]
+        items: list[tuple[Pair, bands.Path, int, int]] = [
+            (k.bucket(tier, n, value), (n,), fp, top.rest(fp, n)) for fp in fps for n, value in top.store(fp)]
         steps = bands.plan(top)
         while items:
             self.read(pair for pair, _, _, _ in items)
@@ -536,7 +537,8 @@ class View:
     def unfile(self, tier: Tier, fps: Sequence[int]) -> None:
         """Take fingerprints out of their band buckets (and the sub-buckets of split ones)."""
         top, fb, k = self.k.tiers[tier], self.k.fp_bytes, self.k
-        items = [(k.bucket(tier, n, value), (n,), fp, top.rest(fp, n)) for fp in fps for n, value in top.store(fp)]
+        items: list[tuple[Pair, bands.Path, int, int]] = [
+            (k.bucket(tier, n, value), (n,), fp, top.rest(fp, n)) for fp in fps for n, value in top.store(fp)]
         while items:
             self.read(pair for pair, _, _, _ in items)
             below = []
