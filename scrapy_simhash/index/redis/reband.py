@@ -35,7 +35,7 @@ from .store import Keys, View, glob_escape, namespace_base
 #: Seconds the lock outlives a re-banding that stopped renewing it (died).
 LEASE = 30
 #: Fingerprints filed per write (``docs/decisions/0102-redis-transactions.md``).
-BATCH = 2000
+BATCH = 200
 #: Renew the lock if it is still ours (``EVAL RENEW 1 lock token seconds``); 1 when it was.
 RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end return 0"
 #: Let go of the lock if it is still ours.
