@@ -41,7 +41,8 @@ from typing import Any
 from ..fingerprint.simhash import band_layout
 from .base import IndexParams, Tier
 
-#: Probes per tier and query at most, when choosing the number of parts.
+#: Probes per tier and query at most, when choosing the number of parts
+#: (``docs/decisions/0100-band-split-thresholds.md``).
 MAX_PROBES = 200
 #: The same for the layout that splits a dense bucket (:attr:`TierBands.splits`): its rows are only
 #: the crowded fingerprints', and it is probed once per split bucket a check meets.

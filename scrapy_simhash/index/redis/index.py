@@ -63,7 +63,7 @@ MAX_ATTEMPTS = 50
 #: transaction watches every key its queries read, and the server's cost of a ``WATCH`` grows with
 #: the keys its connection already watches.
 TXN_QUERIES = 2
-#: Entries per transaction of :meth:`RedisIndex.add`.
+#: Entries per transaction of :meth:`RedisIndex.add` (``docs/decisions/0102-redis-transactions.md``).
 ADD_BATCH = 100
 
 
