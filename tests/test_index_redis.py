@@ -37,7 +37,7 @@ from scrapy_simhash.fingerprint.simhash import hamming_distance
 from scrapy_simhash.index import IndexError_, IndexOpenError, IndexParams, IndexWriteError, Query, open_index
 from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis.index import FORMAT, SCHEMA_VERSION, redacted
-from scrapy_simhash.index.redis.store import decode_record
+from scrapy_simhash.index.redis.records import decode_record
 from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
 from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
 

@@ -23,7 +23,7 @@ they are looked up by, so that Redis keeps each hash in its compact listpack enc
     its first read (one round trip less for a new item); an id a decision did not use is the
     process's next one, so ids are never reused and one process's entries get consecutive ids.
 ``…:e:<id>``
-    An entry's record (:func:`encode_record`), written once.
+    An entry's record (:mod:`.records`), written once.
 ``…:b<gen><t|b><part>:<hex>`` field ``<low bits>``
     A band bucket of the shared layout (:mod:`..bands`): the part's value split into a key (high
     bits) and a field (:data:`FIELD_BITS` low bits); the value is the fingerprints filed there,
@@ -52,7 +52,6 @@ they are looked up by, so that Redis keeps each hash in its compact listpack enc
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 from bisect import insort
 from collections.abc import Iterable, Sequence
@@ -64,6 +63,7 @@ from ..bands import TierBands
 from ..base import Entry, IndexError_, Match, Query, Tier
 from ..meta import TITLE_CHARS
 from .client import Arg, Link
+from .records import HEX16, decode_record, encode_record
 
 #: Low bits of a band value kept as its field; the rest name the hash
 #: (``docs/decisions/0101-redis-key-grouping.md``).
@@ -80,8 +80,6 @@ ID = struct.Struct(">I")
 ID_LIMIT = 2**32
 TIER_CHAR: dict[Tier, bytes] = {"title": b"t", "body": b"b", "sentence": b"s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
-_HEX8 = re.compile(r"[0-9a-f]{8}")
-_HEX16 = re.compile(r"[0-9a-f]{16}")
 #: Errors that concern one item (a value under our keys that is not ours, a hostile signature).
 ITEM_ERRORS = (ValueError, OverflowError, struct.error, UnicodeDecodeError, IndexError_)
 
@@ -122,7 +120,7 @@ class Keys:
                 (fp & ((1 << low) - 1)).to_bytes(low // 8, "big"))
 
     def sentence(self, digest: str) -> tuple[bytes, bytes]:
-        if not _HEX16.fullmatch(digest):
+        if not HEX16.fullmatch(digest):
             raise ValueError(f"a sentence hash must be 16 hex digits, not {digest!r}")
         h = int(digest, 16)
         return self.base + b"s:%x" % (h >> (64 - SENTENCE_KEY_BITS)), (h & (2**48 - 1)).to_bytes(6, "big")
@@ -148,92 +146,6 @@ class Keys:
 
     def decision(self, url: str) -> bytes:
         return self.base + b"d:" + url.encode("utf-8", "surrogatepass")
-
-
-# -- records -----------------------------------------------------------------------------------------
-
-_HEAD = struct.Struct(">dB")
-_T, _B, _NP, _NT, _SHORT, _URL, _TITLE = 1, 2, 4, 8, 16, 32, 64
-
-
-def encode_record(query: Query, seen_at: float, fp_bytes: int) -> bytes:
-    """An entry's record: first seen and flags, then each field its flag says it has (fingerprints
-    and hashes as bytes, texts as UTF-8 with their lengths)."""
-    flags, tail = 0, []
-    for flag, fp in ((_T, query.title_fp), (_B, query.body_fp)):
-        if fp is not None:
-            flags |= flag
-            tail.append(fp.to_bytes(fp_bytes, "big"))
-    numbers = query.numbers
-    if numbers is not None:
-        hashes = numbers.split()
-        if " ".join(hashes) == numbers and len(hashes) < 256 and all(_HEX8.fullmatch(h) for h in hashes):
-            flags |= _NP
-            tail.append(bytes((len(hashes),)) + b"".join(bytes.fromhex(h) for h in hashes))
-        else:
-            flags |= _NT
-            text = numbers.encode("utf-8", "surrogatepass")
-            tail.append(struct.pack(">H", len(text)) + text)
-    stored = sorted(set(query.sentences))[: rule.SENTENCES_STORED]
-    for h in stored:
-        if not _HEX16.fullmatch(h):
-            raise ValueError(f"a sentence hash must be 16 hex digits, not {h!r}")
-    tail.append(bytes((len(stored),)) + b"".join(bytes.fromhex(h) for h in stored))
-    if query.short_body is not None:
-        flags |= _SHORT
-        text = query.short_body.encode("utf-8", "surrogatepass")[:255]
-        tail.append(bytes((len(text),)) + text)
-    if query.url is not None:
-        flags |= _URL
-        text = query.url.encode("utf-8", "surrogatepass")
-        tail.append(struct.pack(">I", len(text)) + text)
-    if query.title is not None:
-        flags |= _TITLE
-        tail.append(query.title[:TITLE_CHARS].encode("utf-8", "surrogatepass"))
-    return _HEAD.pack(seen_at, flags) + b"".join(tail)
-
-
-def decode_record(entry_id: int, namespace: str, raw: bytes, fp_bytes: int) -> Entry:
-    """The :class:`~..base.Entry` a record holds (a value that is not one: ValueError)."""
-    try:
-        first_seen, flags = _HEAD.unpack_from(raw)
-        at = _HEAD.size
-        fps: list[int | None] = []
-        for flag in (_T, _B):
-            if flags & flag:
-                fps.append(int.from_bytes(raw[at : at + fp_bytes], "big"))
-                at += fp_bytes
-            else:
-                fps.append(None)
-        numbers = None
-        if flags & _NP:
-            n = raw[at]
-            numbers = " ".join(raw[at + 1 + 4 * i : at + 5 + 4 * i].hex() for i in range(n))
-            at += 1 + 4 * n
-        elif flags & _NT:
-            (n,) = struct.unpack_from(">H", raw, at)
-            numbers = raw[at + 2 : at + 2 + n].decode("utf-8", "surrogatepass")
-            at += 2 + n
-        n = raw[at]
-        sentences = tuple(raw[at + 1 + 8 * i : at + 9 + 8 * i].hex() for i in range(n))
-        at += 1 + 8 * n
-        short = url = title = None
-        if flags & _SHORT:
-            n = raw[at]
-            short = raw[at + 1 : at + 1 + n].decode("utf-8", "surrogatepass")
-            at += 1 + n
-        if flags & _URL:
-            (n,) = struct.unpack_from(">I", raw, at)
-            url = raw[at + 4 : at + 4 + n].decode("utf-8", "surrogatepass")
-            at += 4 + n
-        if flags & _TITLE:
-            title = raw[at:].decode("utf-8", "surrogatepass")
-        elif at != len(raw):
-            raise ValueError("trailing bytes")
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"entry #{entry_id}: unreadable record, not one of ours ({exc})") from exc
-    return Entry(id=entry_id, namespace=namespace, url=url, title=title, first_seen=first_seen, title_fp=fps[0],
-                 body_fp=fps[1], numbers=numbers, sentences=sentences, short_body=short)
 
 
 def unpack_ids(raw: bytes) -> list[int]:
@@ -363,7 +275,7 @@ class View:
                     pairs.append(self.k.holders(tier, fp))  # type: ignore[arg-type]
             if q.sentences_shared > 0 or q.sentences:
                 for h in set(q.sentences):
-                    if _HEX16.fullmatch(h):
+                    if HEX16.fullmatch(h):
                         pairs.append(self.k.sentence(h))
             if q.url is not None:
                 pairs.append(self.k.url(q.url))
