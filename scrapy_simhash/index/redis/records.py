@@ -8,15 +8,18 @@ digest, the URL (its length in 4 bytes) and the title (to the end).
 
 from __future__ import annotations
 
-import re
 import struct
 
 from .. import rule
 from ..base import Entry, Query
 from ..meta import TITLE_CHARS
 
-_HEX8 = re.compile(r"[0-9a-f]{8}")
-HEX16 = re.compile(r"[0-9a-f]{16}")
+_HEX = frozenset("0123456789abcdef")
+
+
+def is_hex(text: str, digits: int) -> bool:
+    """Is ``text`` exactly ``digits`` lower-case hex digits (a signature's hash as the index packs it)?"""
+    return len(text) == digits and _HEX.issuperset(text)
 
 _HEAD = struct.Struct(">dB")
 _T, _B, _NP, _NT, _SHORT, _URL, _TITLE = 1, 2, 4, 8, 16, 32, 64
@@ -33,7 +36,7 @@ def encode_record(query: Query, seen_at: float, fp_bytes: int) -> bytes:
     numbers = query.numbers
     if numbers is not None:
         hashes = numbers.split()
-        if " ".join(hashes) == numbers and len(hashes) < 256 and all(_HEX8.fullmatch(h) for h in hashes):
+        if " ".join(hashes) == numbers and len(hashes) < 256 and all(is_hex(h, 8) for h in hashes):
             flags |= _NP
             tail.append(bytes((len(hashes),)) + b"".join(bytes.fromhex(h) for h in hashes))
         else:
@@ -42,7 +45,7 @@ def encode_record(query: Query, seen_at: float, fp_bytes: int) -> bytes:
             tail.append(struct.pack(">H", len(text)) + text)
     stored = sorted(set(query.sentences))[: rule.SENTENCES_STORED]
     for h in stored:
-        if not HEX16.fullmatch(h):
+        if not is_hex(h, 16):
             raise ValueError(f"a sentence hash must be 16 hex digits, not {h!r}")
     tail.append(bytes((len(stored),)) + b"".join(bytes.fromhex(h) for h in stored))
     if query.short_body is not None:

@@ -63,7 +63,7 @@ from ..bands import TierBands
 from ..base import Entry, IndexError_, Match, Query, Tier
 from ..meta import TITLE_CHARS
 from .client import Arg, Link
-from .records import HEX16, decode_record, encode_record
+from .records import decode_record, encode_record, is_hex
 
 #: Low bits of a band value kept as its field; the rest name the hash
 #: (``docs/decisions/0101-redis-key-grouping.md``).
@@ -120,7 +120,7 @@ class Keys:
                 (fp & ((1 << low) - 1)).to_bytes(low // 8, "big"))
 
     def sentence(self, digest: str) -> tuple[bytes, bytes]:
-        if not HEX16.fullmatch(digest):
+        if not is_hex(digest, 16):
             raise ValueError(f"a sentence hash must be 16 hex digits, not {digest!r}")
         h = int(digest, 16)
         return self.base + b"s:%x" % (h >> (64 - SENTENCE_KEY_BITS)), (h & (2**48 - 1)).to_bytes(6, "big")
@@ -275,7 +275,7 @@ class View:
                     pairs.append(self.k.holders(tier, fp))  # type: ignore[arg-type]
             if q.sentences_shared > 0 or q.sentences:
                 for h in set(q.sentences):
-                    if HEX16.fullmatch(h):
+                    if is_hex(h, 16):
                         pairs.append(self.k.sentence(h))
             if q.url is not None:
                 pairs.append(self.k.url(q.url))
