@@ -13,9 +13,9 @@ Every index (one per distribution and size, SQLite files and, with ``--redis-url
 is built first with the bulk :meth:`add` in big transactions; then all are measured in
 interleaved rounds of ``--ops`` check-and-adds each (title k=2, then body k=3, as shipped:
 ``synchronous=FULL``), so that a slow spell of the shared machine spreads over every size. Per
-index: CPU µs and wall µs per check-and-add (medians over rounds; Redis: also the µs the server spent in
-the script, ``INFO commandstats``, which a loaded client does not blur; it counts every client's scripts, so the
-server must serve nothing else during the rounds), band rows read per query (mean,
+index: CPU µs and wall µs per check-and-add (medians over rounds; Redis: also the µs the server spent
+a check-and-add, ``INFO commandstats``, which a loaded client does not blur; it counts every client's
+commands, so the server must serve nothing else during the rounds), band rows read per query (mean,
 p99: rows the band probes return to Python, both tiers; SQLite only), bytes per entry (SQLite: file
 size after a checkpoint; Redis: ``used_memory`` growth), the process RSS after its rounds, and the
 ratios largest ÷ smallest size.
@@ -145,7 +145,7 @@ class Target:
         self.queries = Source(dist, 2)
         self.cpu: list[float] = []
         self.wall: list[float] = []
-        self.server: list[float] = []  # Redis: µs the server spent in the script a call (INFO commandstats)
+        self.server: list[float] = []  # Redis: µs the server spent a check-and-add (INFO commandstats)
         self.rows: list[int] = []
         self.bytes_per_entry = 0.0
         self.rss = 0.0
@@ -176,16 +176,16 @@ class Target:
         self.rss = rss_mib()
 
     def _script_stats(self) -> tuple[int, int] | None:
-        """Redis: the server's script calls (``EVALSHA``, ``FCALL``, ``FCALL_RO``) and their µs so far
-        (this target's rounds run alone)."""
+        """Redis: the server's transactions and its µs so far (this target's rounds run alone)."""
         return script_stats(self.index._server.client) if self.backend == "redis" else None
 
 
 def script_stats(client: Any) -> tuple[int, int]:
-    """A Redis server's script calls (``EVALSHA``, ``FCALL``, ``FCALL_RO``) and their µs so far."""
+    """A Redis server's transactions so far (``EXEC``: one a check-and-add) and the µs it spent in
+    all commands (``INFO commandstats``; the µs of a script's own commands count in the script's)."""
     info = client.info("commandstats")
-    stats = [info.get(f"cmdstat_{name}", {}) for name in ("evalsha", "fcall", "fcall_ro")]
-    return sum(int(s.get("calls", 0)) for s in stats), sum(int(s.get("usec", 0)) for s in stats)
+    usec = sum(int(v.get("usec", 0)) for k, v in info.items() if k != "cmdstat_info")
+    return int(info.get("cmdstat_exec", {}).get("calls", 0)), usec
 
 
 def p99(values: list[int]) -> float:

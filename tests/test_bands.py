@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scrapy_simhash.fingerprint.simhash import to_signed64
-from scrapy_simhash.index import IndexParams, ParameterMismatch, Query, open_index
+from scrapy_simhash.index import IndexParams, ParameterMismatch, Query, bands, open_index
 from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
 from scrapy_simhash.index.sqlite import dense as sqlite_dense
 from scrapy_simhash.index.sqlite.index import SqliteIndex
@@ -56,6 +56,53 @@ def test_flip_patterns_up_to_3_share_a_probed_row(fp: int, positions: list[int])
     for k in range(len(positions), 4):
         layout = tier_bands(64, k)
         assert set(layout.store(other)) & set(layout.probe(fp))
+
+
+def _leaves_stored(top: bands.TierBands, fp: int) -> set[tuple[Any, ...]]:
+    """The buckets ``fp`` is filed in when every bucket its layout can split is split (the deepest)."""
+    out: set[tuple[Any, ...]] = set()
+
+    def down(bucket: tuple[Any, ...], path: bands.Path, rest: int) -> None:
+        if path not in bands.plan(top):
+            out.add(bucket)
+            return
+        for code, value, sub, sub_rest in bands.children(top, path, rest):
+            down((*bucket, code, value), sub, sub_rest)
+
+    for n, value in top.store(fp):
+        down((n, value), (n,), top.rest(fp, n))
+    return out
+
+
+def _leaves_probed(top: bands.TierBands, fp: int) -> set[tuple[Any, ...]]:
+    """The buckets a query for ``fp`` reads when every bucket its layout can split is split."""
+    out: set[tuple[Any, ...]] = set()
+
+    def down(bucket: tuple[Any, ...], path: bands.Path, rest: int, left: int) -> None:
+        if path not in bands.plan(top):
+            out.add(bucket)
+            return
+        for code, value, sub, sub_rest, sub_left in bands.sub_probes(top, path, rest, left):
+            down((*bucket, code, value), sub, sub_rest, sub_left)
+
+    for (n, value), (part, spent) in zip(top.probe(fp), bands.probe_spent(top), strict=True):
+        down((n, value), (part,), top.rest(fp, part), top.distance - spent)
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(fp=st.integers(0, (1 << 64) - 1), positions=st.lists(st.integers(0, 63), max_size=7, unique=True),
+       k=st.integers(0, 7))
+def test_split_buckets_keep_every_fingerprint_within_k_found(fp: int, positions: list[int], k: int) -> None:
+    """The shared layout's splitter, every bucket split as deep as its plan goes (what a crowd makes):
+    a fingerprint within ``k`` of a query is filed in a sub-bucket the query reads (``children`` /
+    ``sub_probes`` with the bits a probe has left); the backends store what this module decides."""
+    other = fp
+    for bit in positions:
+        other ^= 1 << bit
+    top = tier_bands(64, k)
+    if len(positions) <= k:
+        assert _leaves_stored(top, other) & _leaves_probed(top, fp)
 
 
 def test_default_layout_and_its_cost() -> None:
@@ -101,8 +148,8 @@ def answers_as_a_scan(ix: Any, fps: list[int], centre: int, rng: random.Random, 
 def _split_everything_at(monkeypatch: pytest.MonkeyPatch, size: int | None) -> None:
     """Make every splittable bucket split at ``size`` fingerprints (None: the shipped thresholds)."""
     if size is not None:
-        monkeypatch.setattr(sqlite_dense, "MIN_SPLIT", size)
-        monkeypatch.setattr(sqlite_dense, "split_at", lambda top, split: size)
+        monkeypatch.setattr(bands, "MIN_SPLIT", size)
+        monkeypatch.setattr(bands, "split_at", lambda top, split: size)
 
 
 def _markers(conn: sqlite3.Connection) -> tuple[int, int]:
@@ -161,7 +208,7 @@ def test_no_plain_bucket_reaches_the_split_size(tmp_path: Path, monkeypatch: pyt
     rng = random.Random(11)
     centre = rng.getrandbits(64)
     fps = sorted({flips(rng, centre, 64, rng.randint(1, 4)) for _ in range(600)})
-    codes = {c for split in sqlite_dense.plan(bands_for(IndexParams())["body"]).values() if split.depth == 1
+    codes = {c for split in bands.plan(bands_for(IndexParams())["body"]).values() if split.depth == 1
              for c in split.codes}  # band2 buckets that split again
     with SqliteIndex.open(tmp_path / "d.sqlite3") as ix:
         conn = ix._conn
@@ -189,8 +236,8 @@ def test_shipped_thresholds() -> None:
     body (k=3) at 17 in ``band`` (34 sub-probes), 4 in ``band2``; two levels at most."""
     tiers = bands_for(IndexParams())
     for tier, first in (("title", 4), ("body", 17)):
-        steps = sqlite_dense.plan(tiers[tier])
-        assert {path: sqlite_dense.split_at(tiers[tier], s) for path, s in steps.items()} == {
+        steps = bands.plan(tiers[tier])
+        assert {path: bands.split_at(tiers[tier], s) for path, s in steps.items()} == {
             (0,): first, (1,): first, (0, 0): 4, (0, 1): 4, (1, 0): 4, (1, 1): 4}
 
 

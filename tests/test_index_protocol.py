@@ -130,12 +130,10 @@ class Backend:
         raise NotImplementedError
 
     def rows_per_fp(self, tier: str, params: IndexParams | None = None) -> int:
-        """Band rows one distinct fingerprint of ``tier`` stores (SQLite: its multi-index parts;
-        Redis: its pigeonhole bands)."""
+        """Band rows one distinct fingerprint of ``tier`` stores: one per part of the shared layout
+        (:mod:`scrapy_simhash.index.bands`), on either backend."""
         params = params or IndexParams()
-        if self.name == "sqlite":
-            return len(records(params)[tier]["parts"])  # type: ignore[index]
-        return getattr(params, f"{tier}_bands")  # type: ignore[no-any-return]
+        return len(records(params)[tier]["parts"])  # type: ignore[index]
 
     @property
     def per_entry(self) -> int:
@@ -221,26 +219,22 @@ class RedisBackend(Backend):
         return sorted(self.raw.scan_iter(match=f"{self.prefix(name)}:*", count=1000))
 
     def band_rows(self, name: str = "index") -> int:
-        """Band members as stored: 8-byte fingerprints in the band tables' fields (a table a band),
-        or in the sorted set a long list spilled to (its mark: the band's key, naming the set)."""
+        """Band members as stored: 8-byte fingerprints in the fields of the band buckets' hashes
+        (``…:b<gen><t|b><part>:…``, split buckets' sub-buckets included), markers left out."""
         n = 0
         for key in self.keys(name):
-            table = (key.split(":") + [""] * 3)[2]
-            if re.fullmatch(r"[tb]b\d+", table):
-                for value in self.raw_bytes.hvals(key):
-                    for i in range(0, len(value), 8):
-                        n += self.raw_bytes.zcard(f"{key.rsplit(':', 2)[0]}:Z{table}:{value[i:i + 8].hex()}") or 1
+            if re.fullmatch(r"b\d+[tb]\d+:.*", [*key.split(":", 2), "", ""][2]):
+                n += sum(len(v) // 8 for v in self.raw_bytes.hvals(key) if len(v) % 8 == 0)
         return n
 
     def band_candidates(self, index: Any, tier: str, fp: int) -> int:
-        probes = index._k.probes(fp, None)["t"] if tier == "title" else index._k.probes(None, fp)["b"]
-        return int(index._script("bands", index._args("bands", tc=tier[0], probes=probes, fp=index._k.hex(fp)),
-                                 write=False))
+        return int(index._reading("bands", lambda view: len(view.candidates(tier, fp))))
 
     def raw_fps(self, index: Any, entry_id: int) -> tuple[Any, Any]:
-        """The two fingerprints as the entry's record holds them (bytes 10–26 of its list element)."""
-        record = self.raw_bytes.lindex(f"{index._base}e:{entry_id // 64}", entry_id % 64)
-        return record[10:18].hex(), record[18:26].hex()
+        """The two fingerprints as the entry's record holds them (bytes 9–25: after its first-seen
+        time and flags)."""
+        record = self.raw_bytes.get(f"{index._base}e:{entry_id}")
+        return record[9:17].hex(), record[17:25].hex()
 
     def state(self, name: str = "index") -> Any:
         return [(k, self.raw_bytes.dump(k), self.raw.pttl(k)) for k in self.keys(name)]
@@ -619,14 +613,10 @@ def test_stats(index: Any, backend: Backend) -> None:
     assert (s["format"], s["schema_version"]) == (backend.module.FORMAT, backend.module.SCHEMA_VERSION)
     assert (s["entries"], s["oldest"], s["newest"], s["decisions"]) == (2, 50.0, 70.0, 1)
     assert s["namespaces"] == {"default": {"entries": 2, "oldest": 50.0, "newest": 70.0, "decisions": 1}}
-    if backend.name == "sqlite":  # multi-index hashing (index/bands.py): two 32-bit parts per tier
-        for tier, k in (("title", 2), ("body", 3)):
-            assert s[f"{tier}_layout"] == {"scheme": "mih", "distance": k, "radius": 1, "parts": [[0, 32], [32, 32]]}
-        assert s["band_rows"] == 4 + 2
-    else:
-        assert s["title_layout"] == [[0, 22], [22, 21], [43, 21]]
-        assert s["body_layout"] == [[0, 16], [16, 16], [32, 16], [48, 16]]
-        assert s["band_rows"] == 7 + 3
+    # one layout for both backends, multi-index hashing (index/bands.py): two 32-bit parts per tier
+    for tier, k in (("title", 2), ("body", 3)):
+        assert s[f"{tier}_layout"] == {"scheme": "mih", "distance": k, "radius": 1, "parts": [[0, 32], [32, 32]]}
+    assert s["band_rows"] == 4 + 2
     assert s["readonly"] is False
     assert time.time() - 3600 < s["created"] <= time.time()
     json.dumps(s)  # plain data, printable by the command line
@@ -746,11 +736,8 @@ def test_params_none_reads_what_the_index_records(backend: Backend) -> None:
     backend.open(params=params).close()
     with backend.open() as ix:
         assert ix.params == params
-        if backend.name == "sqlite":
-            assert ix.stats()["title_layout"] == records(params)["title"]
-            assert ix.stats()["body_layout"] == records(params)["body"]
-        else:
-            assert ix.stats()["title_layout"] == [[0, 32], [32, 32]] and len(ix.stats()["body_layout"]) == 5
+        assert ix.stats()["title_layout"] == records(params)["title"]  # one layout, both backends
+        assert ix.stats()["body_layout"] == records(params)["body"]
 
 
 def test_missing_index_with_create_false_or_readonly(backend: Backend) -> None:

@@ -54,8 +54,7 @@ CALL_LIMIT = 3.0  # seconds; one call longer than this fails the case at once
 # Patterns that never see item text.
 EXEMPT = {
     "index._SCHEME": "the scheme of the index URL from the settings",
-    "index.redis.keys.BAND_TABLE": "the table names of the index's own band keys (redis_reband)",
-    "index.redis.reband.BAND_TABLE": "the same pattern, imported",
+    "index.redis.reband._BAND_KEY": "the names of the index's own band keys (re-banding)",
 }
 SCANS = {"text.normalize._split_suffix"}  # the linear scan that replaced the title-suffix pattern
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
-from scrapy_simhash.index.redis.keys import BAND_TABLE, reband_lock
+from scrapy_simhash.index.bands import bands_for
+from scrapy_simhash.index.redis.index import SCHEMA_VERSION, RedisIndex, reband_lock
 from scrapy_simhash.index.redis.reband import reband
 from tests.test_bands import answers_as_a_scan, flips
 from tests.test_cli import ok, run
@@ -32,14 +34,22 @@ def _fill(ix: Any, rng: random.Random, centre: int, crowd: int, scattered: int) 
 
 
 def _tables(url: str, base: str) -> set[str]:
-    """The band tables namespace ``base`` has keys or states of."""
+    """The band parts namespace ``base`` has bucket keys of (``<tier>b<part>``, then ``g<generation>``
+    past the first), from the keys ``…:b<generation><t|b><part>:…``."""
     raw = raw_redis(url.split("?")[0])
     try:
-        names = {key[len(base):].removeprefix("Z").split(":", 1)[0]
-                 for pattern in ("[tb]b*", "Z[tb]b*") for key in raw.scan_iter(match=f"{base}{pattern}", count=1000)}
-        return {t for t in names | set(raw.hkeys(f"{base}lh")) if BAND_TABLE.fullmatch(t)}
+        found = (re.match(r"b(\d+)([tb])(\d+):", key[len(base):])
+                 for key in raw.scan_iter(match=f"{base}b[0-9]*", count=1000))
+        return {f"{m[2]}b{m[3]}" + (f"g{m[1]}" if m[1] != "0" else "") for m in found if m}
     finally:
         raw.close()
+
+
+def _layout(gen: int, body_bands: int, title_bands: int = 3) -> set[str]:
+    """The band parts of the shared layout for these bands, as :func:`_tables` names them."""
+    tiers = bands_for(IndexParams(title_bands=title_bands, body_bands=body_bands))
+    return {f"{tier[0]}b{n}" + (f"g{gen}" if gen else "") for tier, layout in tiers.items()
+            for n in range(len(layout.parts))}
 
 
 def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: str) -> None:
@@ -52,14 +62,14 @@ def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: s
         others = _fill(other, rng, rng.getrandbits(64), 0, 300)
     with open_index(url) as ix:
         fps = _fill(ix, rng, centre, 1500, 500)
-        assert _tables(url, ix._base) == {"tb0", "tb1", "tb2", "bb0", "bb1", "bb2", "bb3"}
+        assert _tables(url, ix._base) == _layout(0, 4)
         done = reband(ix, body_bands=6)
         base = ix._base
     assert done["entries"] == len(fps) + len(others) and done["params"]["body_bands"] == 6
     assert done["previous"]["body_bands"] == 4
     with open_index(url, params=IndexParams(body_bands=6)) as ix:
         assert ix.count() == len(fps) and ix.params.body_bands == 6
-        assert _tables(url, base) == {f"bb{n}g1" for n in range(6)} | {f"tb{n}g1" for n in range(3)}
+        assert _tables(url, base) == _layout(1, 6)
         answers_as_a_scan(ix, fps, centre, rng, 5)
         answers_as_a_scan(ix, fps, centre, rng)
         near = Query(title_fp=None, body_fp=flips(rng, fps[-1], 64, 5), title_k=0, body_k=5)
@@ -70,8 +80,8 @@ def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: s
         fps.append(fresh)
         stats = ix.stats()
         band_rows = stats["band_rows"]
-        assert stats["layout_generation"] == 1 and stats["schema_version"] == 7
-    assert band_rows == done["band_rows"] + 6
+        assert stats["layout_generation"] == 1 and stats["schema_version"] == SCHEMA_VERSION
+    assert band_rows == done["band_rows"] + len(bands_for(IndexParams(body_bands=6))["body"].parts)
     with open_index(url, namespace="other") as other:
         assert other.count() == len(others)
         for fp in others[:50]:
@@ -80,9 +90,9 @@ def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: s
         reband(ix, body_bands=4)
     with open_index(url) as ix:
         assert ix.params.body_bands == 4 and ix.count() == len(fps)
-        assert _tables(url, base) == {f"bb{n}g2" for n in range(4)} | {f"tb{n}g2" for n in range(3)}
+        assert _tables(url, base) == _layout(2, 4)
         raw = raw_redis(url.split("?")[0])
-        assert any(raw.type(k) == "hash" for k in raw.scan_iter(match=f"{base}Zbb*g2:*"))  # the crowd's split nodes
+        assert any("/" in k for k in raw.scan_iter(match=f"{base}b2b*"))  # the crowd's split buckets' sub-buckets
         raw.close()
         answers_as_a_scan(ix, fps, centre, rng)
 
@@ -153,7 +163,7 @@ def test_a_sigkill_during_a_reband_leaves_the_index_as_it_was(url: str) -> None:
             assert ix.peek(Query(title_fp=None, body_fp=fp ^ 0b111, title_k=0, body_k=3)).entry.body_fp == fp
         during: list[set[str]] = []  # tables after the first batch: the killed run's went first
         reband(ix, body_bands=5, progress=lambda done, total: during.append(_tables(url, base)))
-        gen1 = {f"bb{n}g1" for n in range(5)} | {f"tb{n}g1" for n in range(3)}
+        gen1 = _layout(1, 5)
         assert {t for t in during[0] if t.endswith("g1")} == gen1
     with open_index(url) as ix:
         assert ix.params.body_bands == 5 and ix.count() == len(fps)  # another layout than the killed one's
@@ -175,8 +185,6 @@ def test_an_open_that_meets_a_reband_starting_is_refused(url: str, monkeypatch: 
     """A re-banding that takes the lock and freezes the markers while an open reads the record: the
     open must not keep the frozen marker's value (its calls would pass and add entries the new
     tables miss); it is refused like any open during a re-banding."""
-    from scrapy_simhash.index.redis.index import RedisIndex
-
     with open_index(url) as ix:
         ix.check_and_add(Query(title_fp=1, body_fp=2, title_k=2, body_k=3))
         prefix, base = ix.prefix, ix._base
@@ -185,7 +193,7 @@ def test_an_open_that_meets_a_reband_starting_is_refused(url: str, monkeypatch: 
     def rebanding_meanwhile(self: Any, client: Any, *args: Any) -> str:
         raw = verify_record(self, client, *args)
         client.set(reband_lock(prefix), "token", ex=60)
-        client.set(base + "meta", "7:reband:token")
+        client.set(base + "meta", f"{SCHEMA_VERSION}:reband:token")
         return raw
 
     monkeypatch.setattr(RedisIndex, "_verify_record", rebanding_meanwhile)

@@ -145,16 +145,10 @@ def package_files() -> list[Path]:
     return sorted(p for p in ROOT.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 
 
-#: Sources that another part of the restructure removes or splits; checked by the xfail test below
-#: until it lands, then this set is emptied and that test deleted.
-LENGTH_LANDING_SEPARATELY = {"scrapy_simhash/index/redis/rule.lua"}
-
-
-def _too_long(landing_separately: bool = False) -> dict[str, int]:
+def _too_long() -> dict[str, int]:
     sizes = {str(path.relative_to(REPO)): (len(path.read_text("utf-8").splitlines()), LINE_LIMITS[path.suffix])
              for path in package_files() if path.suffix in LINE_LIMITS}
-    return {name: n for name, (n, limit) in sizes.items()
-            if n > limit and (name in LENGTH_LANDING_SEPARATELY) == landing_separately}
+    return {name: n for name, (n, limit) in sizes.items() if n > limit}
 
 
 def test_every_file_of_the_package_is_a_source_with_a_limit_or_no_source() -> None:
@@ -166,11 +160,6 @@ def test_every_file_of_the_package_is_a_source_with_a_limit_or_no_source() -> No
 def test_no_source_file_over_its_line_limit() -> None:
     """600 lines for a Python or Lua file, 700 for a Cython one (``*.pyx``, ``*.pxd``)."""
     assert _too_long() == {}
-
-
-@pytest.mark.xfail(strict=False, reason="other parts of the restructure land separately")
-def test_no_source_file_over_its_line_limit_in_the_files_landing_separately() -> None:
-    assert _too_long(landing_separately=True) == {}
 
 
 # -- no history in the code ---------------------------------------------------------------------------
@@ -185,21 +174,6 @@ HISTORY = re.compile(
 )
 #: ``(file, the line's text)`` pairs that may match :data:`HISTORY` anyway. Empty: nothing needs it.
 HISTORY_ALLOWED: set[tuple[str, str]] = set()
-#: Files whose history another part of the restructure removes; checked by the xfail test below until
-#: it lands, then this set is emptied and that test deleted.
-HISTORY_LANDING_SEPARATELY = {
-    "scrapy_simhash/defaults.py",
-    "scrapy_simhash/index/redis/client.py",
-    "scrapy_simhash/index/redis/keys.py",
-    "scrapy_simhash/index/redis/reband.py",
-    "scrapy_simhash/index/redis/rule.lua",
-    "scrapy_simhash/index/sqlite/dense.py",
-    "scrapy_simhash/index/sqlite/reband.py",
-    "scrapy_simhash/index/sqlite/sentences.py",
-    "scrapy_simhash/index/sqlite/tables.py",
-    "scrapy_simhash/index/sqlite/wal.py",
-    "scrapy_simhash/workers/pool.py",
-}
 
 
 def history_files() -> list[Path]:
@@ -228,13 +202,7 @@ def test_the_history_pattern_finds_what_it_is_for() -> None:
 
 
 def test_no_source_names_an_issue_a_round_or_a_schema_history() -> None:
-    paths = [p for p in history_files() if str(p.relative_to(REPO)) not in HISTORY_LANDING_SEPARATELY]
-    assert history_lines(paths) == []
-
-
-@pytest.mark.xfail(strict=False, reason="other parts of the restructure land separately")
-def test_no_source_names_an_issue_a_round_or_a_schema_history_in_the_files_landing_separately() -> None:
-    assert history_lines([REPO / name for name in sorted(HISTORY_LANDING_SEPARATELY) if (REPO / name).exists()]) == []
+    assert history_lines(history_files()) == []
 
 
 def test_the_package_type_checks() -> None:

@@ -139,7 +139,10 @@ def reset_layout(url: str | os.PathLike[str], params: IndexParams, *, namespace:
     from .redis.index import RedisIndex
     from .redis.reband import reband as reband_redis
 
-    with open_index(url, namespace=namespace, **options) as index:  # as it is recorded
+    index = open_index(url, namespace=namespace, **options)  # as it is recorded
+    try:
         assert isinstance(index, RedisIndex)
         index.reset()  # first: its entries are not re-banded
         reband_redis(index, title_bands=params.title_bands, body_bands=params.body_bands, at_least=True)
+    finally:
+        index.close()

@@ -13,12 +13,17 @@ neighbours, 66 probes; ~66·n/2³² random candidates, 1.5 at 100M entries, wher
 bands of 16 bits read ~4·n/2¹⁶, 6,100 at 100M) and fewer rows are stored per entry (2 instead of
 4). ``benchmarks/band_schemes.py`` compares the alternatives.
 
-Fingerprints crowded around one centre still share part values; a backend splits a bucket that grows
-dense by the other bits of its entries (:attr:`TierBands.splits`, :meth:`TierBands.rest`: the same
-scheme one level down, and again below), as :mod:`.sqlite_dense` does. A bucket reached through a
-probe that flipped bits holds fingerprints already that many bits away, so its sub-buckets are probed
-for the bits that remain (:meth:`TierBands.probe_within`): with k=2, a neighbour's split bucket is
-read through 2 exact sub-probes, not 34.
+Fingerprints crowded around one centre still share part values, so a bucket can hold thousands of
+them, every one a candidate of a check that probes it. A bucket that reaches :func:`split_at` is
+*split*: it keeps a marker and its fingerprints move to sub-buckets, one per part of the layout of
+their other bits (:attr:`TierBands.splits`, :meth:`TierBands.rest`: the same scheme one level down),
+and a sub-bucket that grows dense splits once more (:data:`MAX_DEPTH` levels, :func:`plan`). Every
+backend stores split buckets its own way but splits them here: :func:`children` says which
+sub-buckets a fingerprint goes to, :func:`sub_probes` which ones a query reads. A bucket reached
+through a probe that flipped ``s`` bits holds fingerprints ``s`` bits away in that part, so their
+other bits must be within ``k - s`` (:meth:`TierBands.probe_within`): every fingerprint within ``k``
+is still found, and a neighbour's split bucket costs few sub-probes (k=2: 2 exact ones, not 34). A
+split bucket stays split even when its entries go.
 
 A :class:`TierBands` is recorded in the index's meta (:meth:`TierBands.record`) and rebuilt from the
 record at open, so a file always answers with the layout its rows were written with.
@@ -26,6 +31,7 @@ record at open, so a file always answers with the layout its rows were written w
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache, cached_property
 from itertools import combinations
@@ -35,12 +41,21 @@ from typing import Any
 from ..fingerprint.simhash import band_layout
 from .base import IndexParams, Tier
 
-#: Probes per tier and query at most, when choosing the number of parts.
+#: Probes per tier and query at most, when choosing the number of parts
+#: (``docs/decisions/0100-band-split-thresholds.md``).
 MAX_PROBES = 200
 #: The same for the layout that splits a dense bucket (:attr:`TierBands.splits`): its rows are only
 #: the crowded fingerprints', and it is probed once per split bucket a check meets.
 MAX_SPLIT_PROBES = 40
 SCHEME = "mih"
+#: Levels of sub-buckets below a bucket (``docs/decisions/0100-band-split-thresholds.md``).
+MAX_DEPTH = 2
+#: A bucket of fewer fingerprints is never split: a marker and a row per sub-part each cost more.
+MIN_SPLIT = 4
+#: What one sub-probe costs, in fingerprints read (``docs/decisions/0100-band-split-thresholds.md``).
+PROBE_ROWS = 0.5
+#: Sub-parts are numbered by one code per (path, part) below each top part, in one byte.
+PATH_BITS = 8
 
 
 @cache
@@ -143,3 +158,94 @@ def bands_for(params: IndexParams) -> dict[Tier, TierBands]:
 def records(params: IndexParams) -> dict[Tier, dict[str, Any]]:
     """The meta record of each tier's layout."""
     return {tier: layout.record() for tier, layout in bands_for(params).items()}
+
+
+# -- crowded buckets, split ------------------------------------------------------------------------
+
+Path = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Split:
+    """How the buckets of one path split: the layout of their fingerprints' other bits, the code of
+    each sub-part (distinct over the whole plan of a tier), and the depth of the sub-buckets (1: right
+    below a top bucket)."""
+
+    layout: TierBands
+    codes: tuple[int, ...]
+    depth: int
+
+
+def plan(top: TierBands) -> dict[Path, Split]:
+    """Per path of a splittable bucket (its part numbers, top part first), its :class:`Split`; a path
+    without one is never split."""
+    known = _PLANS.get(id(top))  # by identity: hashing the layout costs more than the rest of a lookup
+    if known is None or known[0] is not top:
+        known = _PLANS[id(top)] = (top, _plan(top))
+    return known[1]
+
+
+_PLANS: dict[int, tuple[TierBands, dict[Path, Split]]] = {}
+
+
+@cache
+def _plan(top: TierBands) -> dict[Path, Split]:
+    out: dict[Path, Split] = {}
+    code = 0
+
+    def walk(path: Path, layout: TierBands, depth: int) -> None:
+        nonlocal code
+        sub = layout.splits[path[-1]]
+        if sub is None or depth > MAX_DEPTH or code + len(sub.parts) > 1 << PATH_BITS:
+            return
+        out[path] = Split(sub, tuple(range(code, code + len(sub.parts))), depth)
+        code += len(sub.parts)
+        for j in range(len(sub.parts)):
+            walk((*path, j), sub, depth + 1)
+
+    for n in range(len(top.parts)):
+        walk((n,), top, 1)
+    return out
+
+
+def split_at(top: TierBands, split: Split) -> int:
+    """Fingerprints at which a bucket splits: where reading it costs more than the sub-probes of a
+    visit through a neighbour (one bit spent at each level above)."""
+    remaining = max(top.distance - split.depth, 0)
+    return max(MIN_SPLIT, math.ceil(PROBE_ROWS * split.layout.probes_within(remaining)))
+
+
+def rest_at(top: TierBands, path: Path, fp: int) -> int:
+    """The bits of ``fp`` a bucket of ``path`` splits by (what its sub-buckets are made of)."""
+    rest, layout = top.rest(fp, path[0]), top
+    steps = plan(top)
+    for i in range(1, len(path)):
+        layout = steps[path[:i]].layout
+        rest = layout.rest(rest, path[i])
+    return rest
+
+
+def children(top: TierBands, path: Path, rest: int) -> list[tuple[int, int, Path, int]]:
+    """Where a fingerprint of a split bucket of ``path`` goes (``rest``: its :func:`rest_at`): per
+    sub-part, ``(code, value, sub-path, the sub-bucket's rest)`` (it goes to every one)."""
+    split = plan(top)[path]
+    layout = split.layout
+    return [(split.codes[j], value, (*path, j), layout.rest(rest, j)) for j, value in layout.store(rest)]
+
+
+def sub_probes(top: TierBands, path: Path, rest: int, remaining: int) -> list[tuple[int, int, Path, int, int]]:
+    """The sub-buckets to read below a split bucket of ``path`` for a query whose ``rest`` is that and
+    which has ``remaining`` bits left: ``(code, value, sub-path, the query's rest there, bits left there)``.
+    Empty when ``path`` is not split by the plan (a marker that is not ours)."""
+    split = plan(top).get(path)
+    if split is None:
+        return []
+    layout = split.layout
+    return [(split.codes[j], value, (*path, j), layout.rest(rest, j), remaining - spent)
+            for j, value, spent in layout.probe_within(rest, remaining)]
+
+
+@cache
+def probe_spent(top: TierBands) -> tuple[tuple[int, int], ...]:
+    """Per probe of :meth:`TierBands.probe` (in its order), its part and the bits it flipped."""
+    return tuple((n, mask.bit_count()) for n, masks in enumerate(top.flips) for mask in masks)

@@ -1,10 +1,11 @@
 """An index's self-description, shared by every backend: its parameters, band layouts and checks.
 
 Each backend stores one JSON record (SQLite: the ``simhash_meta`` table; Redis: the ``<prefix>:meta``
-key) made by :func:`new_meta` when the index is created, and verifies it with :func:`verify_meta` at
-every open, so a file or server built with other parameters is a clear error naming both, never a
-silent mix of incomparable fingerprints. :class:`QueryChecks` are the argument checks both backends
-make before touching their store, and :func:`stats_dict` the shape of ``stats()``.
+key), with the band layout of :mod:`.bands` that both use, made by :func:`new_meta` when the index
+is created, and verifies it with :func:`verify_meta` at every open, so a file or server built with
+other parameters is a clear error naming both, never a silent mix of incomparable fingerprints.
+:class:`QueryChecks` are the argument checks both backends make before touching their store, and
+:func:`stats_dict` the shape of ``stats()``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..__version__ import __version__
-from ..fingerprint.simhash import SUPPORTED_BITS, band_layout
+from ..fingerprint.simhash import SUPPORTED_BITS
+from .bands import records
 from .base import IndexOpenError, IndexParams, ParameterMismatch, Query, Tier
 
 FORMAT = "scrapy-simhash-index"
@@ -22,8 +24,6 @@ FORMAT = "scrapy-simhash-index"
 TITLE_CHARS = 300
 #: At most this many bands per tier (SQLite keeps the band number in 6 bits of a band key).
 MAX_BANDS = 64
-
-Layout = tuple[tuple[int, int], ...]
 
 
 def check_params(params: IndexParams) -> None:
@@ -37,26 +37,12 @@ def check_params(params: IndexParams) -> None:
             raise ValueError(f"{name} must be between 1 and {top}, not {bands!r}")
 
 
-def layouts(params: IndexParams) -> dict[Tier, Layout]:
-    """The pigeonhole band layout of each fingerprint tier: ``(shift, width)`` per band (the Redis
-    index's; SQLite's is :mod:`.bands`)."""
-    return {
-        "title": band_layout(params.bits, params.title_bands - 1),
-        "body": band_layout(params.bits, params.body_bands - 1),
-    }
-
-
 #: What a backend records as each tier's layout, from the parameters (JSON values).
 LayoutRecords = Callable[[IndexParams], Mapping[Tier, Any]]
 
 
-def pigeonhole_records(params: IndexParams) -> dict[Tier, Any]:
-    """The record of :func:`layouts`: ``[[shift, width], ...]`` per tier."""
-    return {tier: [list(b) for b in layout] for tier, layout in layouts(params).items()}
-
-
 def new_meta(
-    params: IndexParams, schema_version: int, *, layout_records: LayoutRecords = pigeonhole_records, **extra: Any
+    params: IndexParams, schema_version: int, *, layout_records: LayoutRecords = records, **extra: Any
 ) -> dict[str, Any]:
     """The record a new index stores about itself (``extra``: what is particular to the backend)."""
     check_params(params)
@@ -75,7 +61,7 @@ def new_meta(
 
 def verify_meta(
     meta: Mapping[str, Any], location: str, schema_version: int, requested: IndexParams | None, remedy: str,
-    *, layout_records: LayoutRecords = pigeonhole_records,
+    *, layout_records: LayoutRecords = records,
 ) -> IndexParams:
     """The parameters ``meta`` records, after checking that this version reads it and that they
     answer ``requested`` (any, when None). ``remedy`` ends the mismatch message (what to do)."""

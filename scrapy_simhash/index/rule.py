@@ -23,8 +23,9 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    (``"flagged"`` for the tiers in ``flagged``, else ``"duplicate"``) so ``explain`` can tell why.
 
 A backend supplies a :class:`Store`, the few operations in which backends really differ, and runs
-:func:`check_and_add` inside its own atomic step (SQLite: one ``BEGIN IMMEDIATE`` transaction).
-``tests/test_rule.py`` checks every backend against this module on one verdict table.
+:func:`check_and_add` inside its own atomic step (SQLite: one ``BEGIN IMMEDIATE`` transaction;
+Redis: an optimistic ``WATCH``/``MULTI``/``EXEC`` transaction, decided again when what it read
+changed). ``tests/test_rule.py`` checks both backends against this module on one verdict table.
 :func:`peek` is the same rule without the insert and the record: the dry run that ``check``, the
 report and the tests use.
 

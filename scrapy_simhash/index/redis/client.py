@@ -1,63 +1,38 @@
-"""One Redis server as the Redis index talks to it: connecting, the script, retries, errors.
+"""One Redis server as the Redis index talks to it: connecting, retries, errors, and a connection of
+each thread's own on which the index runs its optimistic transactions.
 
-Nothing here knows the index's keys or its rule (:mod:`.redis`, ``redis_rule.lua``): this is how a
-call reaches the server. On Redis 7 and later the script is a library of Redis functions (``FUNCTION
-LOAD``, called with ``FCALL``, reads with ``FCALL_RO``): a library stays loaded, so its ~100 Lua
-functions and the decoded layout of the limits are made once, not at every call as an ``EVALSHA``
-script makes them. Its name holds the script's SHA-1: a process never calls another version's
-library. Older servers, or a server that refuses ``FUNCTION``, get the script itself (``SCRIPT
-LOAD``, ``EVALSHA``). Either is called on a connection of the calling thread's own and loaded again
-when the server lost it (``NOSCRIPT``, "Function not found": a restart without persistence, ``SCRIPT
-FLUSH``, ``FUNCTION FLUSH``); several calls can go in one write. Connection errors and timeouts are retried a bounded
-number of times with a doubling delay, then raised as the index's errors naming the server, whose
-password is never shown.
+Nothing here knows the index's keys or its rule (:mod:`.store`, :mod:`..rule`): this is how commands
+reach the server. :meth:`Server.link` gives the calling thread its own binary connection (a
+``WATCH`` holds on the connection that sent it, so a transaction never shares one) and
+:class:`Link` sends several commands in one write and reads their replies. :data:`READ_SCRIPT`
+(``read.lua``, read-only) returns many hash fields as one reply. Connection errors and timeouts are
+retried a bounded number of times with a doubling delay, then raised as the index's errors naming
+the server, whose password is never shown.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import string
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import IndexError_, IndexOpenError, IndexWriteError
 
 DEFAULT_PREFIX = "simhash"
-#: Call the script as a Redis function where the server has them (Redis >= 7); False: ``EVALSHA``
-#: always (tests run both).
-FUNCTIONS = True
-#: The oldest server with functions.
-FUNCTION_SERVER = (7, 0, 0)
 #: Compare-and-set of one key (``EVAL SWAP 1 key expected new``): a record rewritten only if nobody
 #: changed it since it was read; 1 when it was.
 SWAP = "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]) return 1 end return 0"
+#: The read-only script that answers many hash fields in one reply (shipped as package data).
+READ_SCRIPT = resources.files(__package__).joinpath("read.lua").read_text(encoding="utf-8")
+#: The oldest server the index runs on (``SET … KEEPTTL`` and ``HSET`` of several fields).
+MIN_SERVER = (6, 0, 0)
 
-
-def script_texts(script: str) -> tuple[str, str, tuple[str, str]]:
-    """``script`` (which defines ``main(argv)``) as the text ``EVALSHA`` runs, as a library of Redis
-    functions, and the names of that library's two functions (writing, read-only). The library runs
-    the script's text once, at its first call (while it loads, a library sees no Lua globals), and
-    keeps the ``main`` it made."""
-    digest = hashlib.sha1(script.encode("utf-8")).hexdigest()
-    names = (f"simhash_w_{digest}", f"simhash_r_{digest}")
-    library = (
-        f"#!lua name=simhash_{digest}\n"
-        "local main\n"
-        "local function call(_, argv)\n"
-        "  if not main then main = (function()\n"
-        f"{script}\n"
-        "return main\n"
-        "end)() end\n"
-        "  return main(argv)\n"
-        "end\n"
-        f"redis.register_function('{names[0]}', call)\n"
-        f"redis.register_function{{function_name = '{names[1]}', callback = call, flags = {{'no-writes'}}}}\n"
-    )
-    return f"{script}\nreturn main(ARGV)\n", library, names
+Arg = bytes | str | int | float
 
 
 def redacted(url: str) -> str:
@@ -87,8 +62,115 @@ def split_prefix(url: str) -> tuple[str, str]:
     return parts._replace(query=rest).geturl(), prefix
 
 
+class Link:
+    """A thread's own binary connection: commands sent together, replies read in order (an error
+    reply is returned as its exception, the other replies still read off the socket)."""
+
+    def __init__(self, server: Server, connection: Any) -> None:
+        self.server, self.connection = server, connection
+
+    def send(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """Send ``commands`` in one write and read their replies (text stays bytes). The replies are
+        parsed here rather than by redis-py's parser, which costs more per reply than the server
+        takes to make it (``docs/decisions/0102-redis-transactions.md``)."""
+        connection, errors = self.connection, self.server.errors
+        try:
+            if connection._sock is None:
+                connection.connect()
+            sock = connection._sock
+            sock.sendall(packed(commands))
+            reader = _Reader(sock, errors)
+            return [reader.reply() for _ in commands]
+        except OSError as exc:  # socket.timeout included
+            connection.disconnect()
+            kind = errors.TimeoutError if isinstance(exc, TimeoutError) else errors.ConnectionError
+            raise kind(f"{type(exc).__name__}: {exc}") from exc
+        except BaseException:
+            connection.disconnect()  # a half-read reply must not stay on the socket; the next call reconnects
+            raise
+
+    def read_fields(self, asked: Sequence[tuple[bytes, Sequence[bytes]]], before: Sequence[Sequence[Arg]] = ()
+                    ) -> tuple[list[Any], list[bytes | None]]:
+        """The replies of ``before`` (e.g. ``WATCH``, ``GET``), then the values of the fields asked of
+        each hash (None: absent), by :data:`READ_SCRIPT`, in one write; the script is loaded again
+        when the server lost it."""
+        commands = list(before)
+        if asked:
+            argv: list[Arg] = []
+            for _, fields in asked:
+                argv.append(len(fields))
+                argv += fields
+            commands.append(("EVALSHA", self.server._sha, len(asked), *(k for k, _ in asked), *argv))
+        replies = self.send(commands)
+        if not asked:
+            return replies, []
+        blob = replies.pop()
+        if isinstance(blob, self.server.errors.NoScriptError):
+            self.send([("SCRIPT", "LOAD", self.server._script)])
+            blob = self.send([commands[-1]])[0]
+        if isinstance(blob, Exception):
+            raise blob
+        values: list[bytes | None] = []
+        at, end = 0, len(blob)
+        while at < end:
+            n = int.from_bytes(blob[at : at + 4], "big")
+            values.append(blob[at + 4 : at + 4 + n] if n else None)
+            at += 4 + n
+        return replies, values
+
+
+class _Reader:
+    """Replies off a socket (RESP2, and the RESP3 types a client may ask for): bulk strings as bytes,
+    an error reply as its exception (``NOSCRIPT``: redis-py's ``NoScriptError``)."""
+
+    def __init__(self, sock: Any, errors: Any) -> None:
+        self.sock, self.errors, self.buf, self.pos = sock, errors, b"", 0
+
+    def _fill(self) -> None:
+        data = self.sock.recv(1 << 16)
+        if not data:
+            raise self.errors.ConnectionError("connection closed by the server")
+        self.buf, self.pos = self.buf[self.pos :] + data, 0
+
+    def reply(self) -> Any:
+        buf = self.buf
+        end = buf.find(b"\r\n", self.pos)
+        while end < 0:
+            self._fill()
+            buf = self.buf
+            end = buf.find(b"\r\n", self.pos)
+        kind, rest = buf[self.pos : self.pos + 1], buf[self.pos + 1 : end]
+        self.pos = end + 2
+        if kind == b"$" or kind == b"=":
+            n = int(rest)
+            if n < 0:
+                return None
+            while len(self.buf) - self.pos < n + 2:
+                self._fill()
+            value = self.buf[self.pos : self.pos + n]
+            self.pos += n + 2
+            return value
+        if kind == b":":
+            return int(rest)
+        if kind == b"+":
+            return rest
+        if kind in (b"*", b"~", b">", b"%"):
+            n = int(rest)
+            return None if n < 0 else [self.reply() for _ in range(2 * n if kind == b"%" else n)]
+        if kind == b"-":
+            text = rest.decode("utf-8", "replace")
+            return (self.errors.NoScriptError if text.startswith("NOSCRIPT") else self.errors.ResponseError)(text)
+        if kind == b"_":
+            return None
+        if kind == b"#":
+            return rest == b"t"
+        if kind == b",":
+            return float(rest)
+        raise self.errors.InvalidResponse(f"unexpected reply type {kind!r}")
+
+
 class Server:
-    """A connected client, the loaded script and the retry policy of one index (see the module)."""
+    """A connected client, the read script and the retry policy of one index (see the module)."""
 
     def __init__(
         self, url: str, *, busy_timeout: float, redis_params: Mapping[str, Any] | None, readonly: bool,
@@ -100,7 +182,7 @@ class Server:
         self._retries = max(0, int(retries))
         self._retry_delay = max(0.0, float(retry_delay))
         self._lock = threading.Lock()
-        self._local = threading.local()  # per thread: (pid, connection) for the script calls
+        self._local = threading.local()  # per thread: (pid, connection), see link()
         self._connections: list[Any] = []
         self._password = urlsplit(url).password
         try:
@@ -112,6 +194,8 @@ class Server:
                 "(pip install 'scrapy-simhash[redis]')"
             ) from exc
         self.errors = redis.exceptions
+        self._script = READ_SCRIPT
+        self._sha = hashlib.sha1(READ_SCRIPT.encode("utf-8")).hexdigest()
         client_url, self.prefix = split_prefix(url)
         kwargs: dict[str, Any] = {"socket_connect_timeout": 10.0, "socket_timeout": busy_timeout}
         try:  # our own bounded retries (idempotent through request tokens) instead of redis-py's
@@ -142,50 +226,16 @@ class Server:
             self.close()
             raise
 
-    def open(self, verify: Callable[[Any], None], script: str, seq_key: str) -> None:
-        """Ping, ``verify(client)`` (the index's record), load ``script``; its calls route by ``seq_key``."""
+    def open(self, verify: Callable[[Any], None]) -> None:
+        """Ping, check the server's version, ``verify(client)`` (the index's record), load the read script."""
 
         def steps() -> None:
             self.client.ping()
-            version = _check_version(self.client)
+            _check_version(self.client)
             verify(self.client)
-            self._seq_key = seq_key
-            self._script, self._library, names = script_texts(script)
-            self._sha = self.client.script_load(self._script)
-            self._functions: tuple[str, str] | None = None
-            if FUNCTIONS and version is not None and version >= FUNCTION_SERVER and self._load_library(self.client):
-                self._functions = names
+            self.client.script_load(self._script)
 
         self._opening(steps)
-
-    def _load_library(self, client: Any) -> bool:
-        """``FUNCTION LOAD`` the library (loaded already: fine); False when the server refuses it
-        (``FUNCTION`` renamed, disabled, or not allowed to this user): the script is called instead."""
-        try:
-            client.execute_command("FUNCTION", "LOAD", self._library)
-        except self.errors.ResponseError as exc:
-            return "already exists" in str(exc)
-        return True
-
-    def drop_other_libraries(self) -> int:
-        """Delete the function libraries other versions of the script loaded (``simhash_<SHA-1>``
-        but this one's: ~1 MB each, kept with the data; nothing else removes them); a process still
-        running one loads it again at its next call, as after ``FUNCTION FLUSH``. How many went (0
-        where the server runs the script with ``EVALSHA`` or refuses ``FUNCTION``)."""
-        if self._functions is None:
-            return 0
-        own = self._library.split("\n", 1)[0].removeprefix("#!lua name=")
-        gone = 0
-        client = self.writable()
-        try:
-            for library in client.function_list(library="simhash_*"):
-                fields = library if isinstance(library, dict) else dict(zip(library[::2], library[1::2], strict=False))
-                name = fields.get("library_name")
-                if isinstance(name, str) and name != own and _is_library_name(name):
-                    gone += bool(client.function_delete(name))
-        except self.errors.ResponseError:  # FUNCTION not allowed to this user (a version may be gone)
-            pass
-        return gone
 
     def forgetful(self) -> list[str]:
         """Why this server may forget entries (empty: no known reason): an eviction policy that may
@@ -246,12 +296,19 @@ class Server:
             except UnicodeDecodeError as exc:  # someone else's binary value under our keys
                 raise IndexError_(f"index {self.location}: {doing} read a value that is not UTF-8 text: {exc}") from exc
 
+    def link(self) -> Link:
+        """This thread's own binary connection (made with the client's settings: URL, password, TLS,
+        ``redis_params``); a forked child makes its own instead of sharing its parent's socket."""
+        return Link(self, self._connection(self.live()))
+
+    def attempts(self, doing: str, run: Callable[[Link], Any], *, write: bool, retry: bool = True) -> Any:
+        """``run(link)`` on this thread's connection, connection errors and timeouts retried as
+        :meth:`retrying` does (``run`` must be safe to run again: the index's calls are, by request
+        tokens and optimistic transactions)."""
+        return self.retrying(doing, lambda _client: run(self.link()), write=write, retry=retry)
+
     def _connection(self, client: Any) -> Any:
-        """This thread's own connection for script calls, made with the client's settings (URL,
-        password, TLS, ``redis_params``). The hot path skips the client's pool and command
-        machinery, which cost more than the round trip itself (about 100 µs a call); a forked
-        child makes its own instead of sharing its parent's socket. Its replies are bytes, not
-        text: the script returns binary records."""
+        """This thread's own connection (see :meth:`link`); its replies are bytes, not text."""
         held = getattr(self._local, "held", None)
         if held is not None and held[0] == os.getpid():
             return held[1]
@@ -261,62 +318,6 @@ class Server:
         with self._lock:
             self._connections.append(connection)
         return connection
-
-    def _evalsha_many(self, client: Any, calls: Sequence[tuple[str, str]], route: str, write: bool) -> list[Any]:
-        """``FCALL`` (reads: ``FCALL_RO``) or ``EVALSHA`` calls in one write, their replies read in
-        order; a reply that is an error is returned as the exception (the other replies must still
-        be read off the socket)."""
-        connection = self._connection(client)
-        if self._functions is not None:
-            head: tuple[Any, ...] = ("FCALL", self._functions[0]) if write else ("FCALL_RO", self._functions[1])
-        else:
-            head = ("EVALSHA", self._sha)
-        try:
-            connection.send_packed_command([_packed(connection, [(*head, "1", route, *args) for args in calls])])
-            replies: list[Any] = []
-            for _ in calls:
-                try:
-                    replies.append(connection.read_response())
-                except self.errors.ResponseError as exc:
-                    replies.append(exc)
-            return replies
-        except (self.errors.ConnectionError, self.errors.TimeoutError):
-            connection.disconnect()  # the next call reconnects
-            raise
-
-    def _lost(self, reply: Any) -> bool:
-        """Is ``reply`` the server's answer that it has not (or no longer) the script or library?"""
-        if self._functions is not None:
-            return isinstance(reply, self.errors.ResponseError) and str(reply).startswith("Function not found")
-        return isinstance(reply, self.errors.NoScriptError)
-
-    def script(
-        self, doing: str, calls: Sequence[tuple[str, str]], *, write: bool = True, retry: bool = True,
-        per_call: bool = False, route: str | None = None,
-    ) -> list[Any]:
-        """The script's replies (bytes) to ``calls`` (two JSON arguments each: the call's own, and
-        what every call of the index repeats; ``route``: the key that routes them in a cluster, by
-        default this index's namespace), sent in one write; the lot is sent again after the server
-        lost the script (loaded again) or a broken connection. An error reply raises, or with
-        ``per_call`` is returned in its place as an :class:`~.base.IndexError_` (each call is atomic
-        on its own: the others stand)."""
-
-        def call(client: Any) -> list[Any]:
-            replies = self._evalsha_many(client, calls, route or self._seq_key, write)
-            if any(self._lost(r) for r in replies):
-                if self._functions is not None and not self._load_library(client):
-                    self._functions = None  # FUNCTION refused since the open: the script instead
-                self._sha = client.script_load(self._script)
-                replies = self._evalsha_many(client, calls, route or self._seq_key, write)
-            if per_call:
-                return [IndexError_(f"index {self.location}: {doing} failed: {r}") if isinstance(r, Exception) else r
-                        for r in replies]
-            for reply in replies:
-                if isinstance(reply, Exception):
-                    raise reply
-            return replies
-
-        return self.retrying(doing, call, write=write, retry=retry)
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
@@ -329,28 +330,23 @@ class Server:
             client.close()
 
 
-def _is_library_name(name: str) -> bool:
-    """Is ``name`` one :func:`script_texts` gives a library (``simhash_`` and a SHA-1), of any version?"""
-    return len(name) == 48 and name.startswith("simhash_") and set(name[8:]) <= _HEX
+def command(name: str, *args: Any) -> Callable[[Any], Any]:
+    """A call of the redis-py client's method ``name`` with ``args`` (for :meth:`Server.retrying`)."""
+    return lambda client: getattr(client, name)(*args)
 
 
-_HEX = frozenset(string.hexdigits.lower())
-
-#: The oldest server the index's scripts run on (``LPOS`` 6.0.6, ``SET … KEEPTTL`` 6.0).
-MIN_SERVER = (6, 0, 6)
-
-
-def _packed(connection: Any, commands: Sequence[Sequence[str]]) -> bytes:
-    """``commands`` (text arguments only) in the Redis protocol, encoded as ``connection`` encodes
-    text: what its ``pack_commands`` sends, without its per-argument checks and chunking (about
-    25 µs a call in Python, half the client's CPU of a check-and-add; hiredis is not a dependency)."""
-    encoding, errors = connection.encoder.encoding, connection.encoder.encoding_errors
-    out = []
+def packed(commands: Sequence[Sequence[Arg]]) -> bytes:
+    """``commands`` in the Redis protocol (text as UTF-8): what redis-py's ``pack_commands`` sends,
+    without its per-argument checks, which cost more than the round trip on a hot path."""
+    out: list[bytes] = []
+    add = out.append
     for command in commands:
-        out.append(b"*%d\r\n" % len(command))
+        add(b"*%d\r\n" % len(command))
         for arg in command:
-            data = arg.encode(encoding, errors)
-            out.append(b"$%d\r\n%s\r\n" % (len(data), data))
+            data = arg if type(arg) is bytes else (arg if type(arg) is str else str(arg)).encode("utf-8")
+            add(b"$%d\r\n" % len(data))
+            add(data)
+            add(b"\r\n")
     return b"".join(out)
 
 
@@ -364,5 +360,5 @@ def _check_version(client: Any) -> tuple[int, ...] | None:
         return None  # not a version we can read (a compatible server that reports its own): let it run
     if parts and parts < MIN_SERVER:
         raise ValueError(f"the server is Redis {version}; the index needs Redis "
-                         f"{'.'.join(map(str, MIN_SERVER))} or newer (its scripts use LPOS and SET KEEPTTL)")
+                         f"{'.'.join(map(str, MIN_SERVER))} or newer (SET KEEPTTL, HSET of several fields)")
     return parts or None

@@ -1,108 +1,81 @@
 """The Redis band index: one index shared by crawlers on many machines (``redis://``, ``rediss://``).
 
-Same protocol, same verdicts as the SQLite index (:mod:`.sqlite`) for the same inputs; what differs is
-where the data lives and how atomicity is obtained.
+Same protocol, same verdicts as the SQLite index: :func:`..rule.check_and_add` decides for both,
+here over a :class:`.store.View` of the namespace's keys. A check-and-add is an optimistic
+transaction on a connection of the calling thread's own (:mod:`.store`): the keys the decision reads
+are watched, the writes are committed with ``MULTI``/``EXEC``, and the decision is made again when a
+watched key changed meanwhile (at most :data:`MAX_ATTEMPTS` times, then an
+:class:`~..base.IndexWriteError`). So N crawler processes on N machines carrying one story admit
+exactly one copy, and no lock is held across the network. A batch is decided in one transaction
+(a later query sees the earlier ones' entries); when another writer got in its way, its queries are
+decided one transaction each.
 
-Atomicity: one round trip
--------------------------
-A check-and-add is one call of the Lua script ``redis_rule.lua`` (:data:`SCRIPT`: ``FCALL`` of a
-library of Redis functions on Redis 7 and later, else ``EVALSHA``; loaded again when the server
-lost it, e.g. after a restart without persistence or ``FUNCTION FLUSH``: see :mod:`.redis_client`),
-with two JSON arguments (the call's own; base, limits and marker). Redis runs a script alone, so
-the tiers and the insert are one atomic step: N
-crawler processes on N machines carrying one story admit exactly one copy, and no lock is ever held
-across the network. Each call carries a request token (the query's ``request_id``, which the
-pipeline keeps per item across its retries, else a random one); an *added* outcome is remembered
-under it for two minutes, so a call retried after a lost reply, or a batch retried after it was
-applied in part, returns the same entry instead of finding itself as its own duplicate.
+Each call carries a request token (the query's ``request_id``, which the pipeline keeps per item
+across its retries, else a random one); an *added* outcome is remembered under it for
+:data:`TOKEN_TTL`, so a call retried after a lost reply returns the same entry instead of finding
+itself as its own duplicate.
 
-Keys: see :mod:`.redis_keys`.
-
-Exactness in Lua
-----------------
-Lua 5.1 numbers are doubles, so fingerprints never become Lua numbers: they travel as fixed-width
-hex strings, are stored as raw bytes, and the script computes Hamming distances 32 bits at a time
-(``struct.unpack`` of 4-byte words, ``bit.bxor`` and a SWAR popcount). The band layout comes from
-here (each band's shift and width, in the script's limits) and so do the keys a query probes
-(:meth:`.redis_keys.Keys.probe_keys`: a layout that probes neighbours plugs in without touching
-the script; one that probes its own bands' keys, the default, sends none and the script masks the
-query's fingerprints); the script files a new fingerprint under its bands by masking it. Every candidate
-is verified by its exact distance, as in SQLite. The tier rule in the script is a
-section-by-section port of :mod:`.rule`; ``tests/test_rule.py`` runs both on one verdict table,
-and ``tests/test_index_redis.py`` feeds both backends the same random stream.
-
-Expiry is ``not_before`` against each entry's first-seen time plus :meth:`RedisIndex.purge`, which
-drops whole hourly time buckets (no native key expiry: an entry must leave its lists together with
-its record).
+The index's record ``<prefix>:meta`` (JSON, :mod:`..meta`) is made once (``SET NX``: of several
+processes creating it at once, one wins and all check against its record) and checked at every
+open; a key space of another :data:`SCHEMA_VERSION` is refused, naming both versions. The
+namespace's marker (:mod:`.store`) is checked by every call: a server that lost the index's keys is
+refused, not silently filled again. A server that may evict keys or does not persist is refused at
+open (``unsafe="refuse"``) or logged (``"warn"``).
 
 Failures: an unreachable server, a wrong password or a missing ``redis`` package is an
-:class:`~.base.IndexOpenError` at open. A connection error or timeout later is retried a bounded
-number of times (``retries``, a short doubling delay, reconnecting each time), then raised as
-:class:`~.base.IndexWriteError` (reads: :class:`~.base.IndexError_`). The password is never shown:
+:class:`~..base.IndexOpenError` at open. A connection error or timeout later is retried a bounded
+number of times (``retries``, a doubling delay, reconnecting), then raised as
+:class:`~..base.IndexWriteError` (reads: :class:`~..base.IndexError_`). The password is never shown:
 :attr:`RedisIndex.location` replaces it with ``***``.
-
-``reset`` deletes the namespace's keys with ``SCAN`` + ``UNLINK`` in batches (not one atomic step:
-run it when no crawler is writing to that namespace, as with the SQLite index's maintenance).
 """
 
 from __future__ import annotations
 
-import copy
+import hashlib
 import json
 import logging
 import os
+import random
 import time
 from collections.abc import Collection, Mapping, Sequence
-from importlib import resources
+from functools import partial
 from typing import Any
 
-from ...fingerprint.signatures import NUMBERS_MAX
 from .. import rule
-from ..base import Decision, Entry, IndexError_, IndexOpenError, IndexParams, Match, Outcome, Query, Tier
-from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, layouts, verify_meta
-from ..owners import alive as owners_alive
-from .client import Server, redacted
-from .keys import CHAR_TIER, LOAD, TAG_BITS, TIER_CHAR, Keys, as_score
+from ..bands import bands_for
+from ..base import Entry, IndexError_, IndexOpenError, IndexParams, IndexWriteError, Match, Outcome, Query, Tier
+from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
+from .client import Arg, Link, Server, command, redacted
 from .maintain import Maintenance
-from .record import SCHEMA_VERSION, not_rebanding, read_record
+from .store import ID, ITEM_ERRORS, Keys, View, namespace_base
 
 logger = logging.getLogger(__name__)
-#: Seconds an *added* outcome is remembered under its request token (retries after a lost reply
-#: come within seconds; a short life keeps the tokens of a fast crawl to a few MB).
+#: The one format of the key space this version reads and writes.
+SCHEMA_VERSION = 8
+#: Seconds an *added* outcome is remembered under its request token, and a process's pending
+#: entries stay its own without a check-and-add or heartbeat (``docs/decisions/0102-redis-transactions.md``).
 TOKEN_TTL = 120
-#: Seconds a process's pending entries stay its own without a check-and-add or heartbeat: past it,
-#: a process on another host may take it for dead and release them (:meth:`RedisIndex.recover`).
 LEASE = 120
-#: Entries per ``EVALSHA`` in :meth:`RedisIndex.add` and per purge batch.
-ADD_BATCH = 500
-#: The rule's constants, as the script reads them.
-_LIMITS = {
-    "numbers_max": NUMBERS_MAX,
-    "sentences_stored": rule.SENTENCES_STORED,
-    "sentences_figures": rule.SENTENCES_FIGURES,
-    "holders_page": rule.HOLDERS_PAGE,
-    "sentence_body_distance": rule.SENTENCE_BODY_DISTANCE,
-    "sentence_body_part": rule.SENTENCE_BODY_PART,
-    "title_body_distance": rule.TITLE_BODY_DISTANCE,
-    "sentence_max_holders": rule.SENTENCE_MAX_HOLDERS,
-    "load": LOAD,
-    "tag_bits": TAG_BITS,
-}
-
-#: The server-side half of the index: the tier rule ported from :mod:`.rule`, the store operations,
-#: maintenance (``redis_rule.lua``, shipped as package data).
-SCRIPT = resources.files(__package__).joinpath("rule.lua").read_text(encoding="utf-8")
+#: Decisions of one check-and-add made again after a watched key changed, at most
+#: (``docs/decisions/0102-redis-transactions.md``).
+MAX_ATTEMPTS = 50
+#: Queries of a batch decided in one transaction (``docs/decisions/0102-redis-transactions.md``): a
+#: transaction watches every key its queries read, and the server's cost of a ``WATCH`` grows with
+#: the keys its connection already watches.
+TXN_QUERIES = 2
+#: Entries per transaction of :meth:`RedisIndex.add` (``docs/decisions/0102-redis-transactions.md``).
+ADD_BATCH = 100
 
 
-# -- the index -------------------------------------------------------------------------------------
+def reband_lock(prefix: str) -> str:
+    return f"{prefix}:reband"
 
 
 class RedisIndex(Maintenance, QueryChecks):
-    """A :class:`~.base.BandIndex` on a Redis server (see the module docstring for keys and script).
+    """A :class:`~..base.BandIndex` on a Redis server (see the module docstring).
 
-    Open it with :func:`scrapy_simhash.index.open_index` or :meth:`RedisIndex.open`. The client is
-    thread-safe (a connection pool), so methods may be called from several threads.
-    """
+    Open it with :func:`scrapy_simhash.index.open_index` or :meth:`RedisIndex.open`. Methods may be
+    called from several threads (each has its own connection)."""
 
     SCHEMA_VERSION = SCHEMA_VERSION
     location: str
@@ -111,32 +84,20 @@ class RedisIndex(Maintenance, QueryChecks):
 
     def __init__(self) -> None:  # use RedisIndex.open()
         self._server: Server
-        self._common: tuple[Any, str] | None = None  # (base, limits, marker) and their JSON (_args)
-        self._mark: str | None = None  # the namespace's marker at open (None: none, read-only)
-
-    # -- opening -----------------------------------------------------------------------------------
+        self._mark: bytes | None = None  # the namespace's marker at open
+        self._readonly = False
+        self._unsafe = "refuse"
 
     @classmethod
     def open(
-        cls,
-        url: str,
-        *,
-        namespace: str = "default",
-        params: IndexParams | None = None,
-        create: bool = True,
-        readonly: bool = False,
-        busy_timeout: float = 30.0,
-        redis_params: Mapping[str, Any] | None = None,
-        retries: int = 2,
-        retry_delay: float = 0.05,
-        unsafe: str = "refuse",
+        cls, url: str, *, namespace: str = "default", params: IndexParams | None = None, create: bool = True,
+        readonly: bool = False, busy_timeout: float = 30.0, redis_params: Mapping[str, Any] | None = None,
+        retries: int = 2, retry_delay: float = 0.05, unsafe: str = "refuse",
     ) -> RedisIndex:
         """Connect to the Redis index at ``url``, creating its record (``params`` or the defaults)
         if absent. ``busy_timeout`` is the socket timeout of a command; ``redis_params`` go to
         ``redis.Redis`` (``SIMHASH_REDIS_PARAMS``) and override it; connection failures are retried
-        ``retries`` times, ``retry_delay`` seconds apart, doubling. A server that may forget entries
-        (evicts any key, or does not persist) is refused with ``unsafe="refuse"`` (an index opened
-        to write), logged with ``"warn"``."""
+        ``retries`` times, ``retry_delay`` seconds apart, doubling."""
         if not isinstance(namespace, str) or not namespace:
             raise ValueError("namespace must be a non-empty string")
         if params is not None:
@@ -150,40 +111,62 @@ class RedisIndex(Maintenance, QueryChecks):
         self.location, self.prefix = self._server.location, self._server.prefix
         self.namespace = namespace
         self._readonly = readonly
-        self._base = self._namespace_base(namespace)
-        self._server.open(lambda client: self._verify(client, params, create), SCRIPT, self._base + "seq")
+        self._base = namespace_base(self.prefix, namespace)
+        self._server.open(lambda client: self._verify(client, params, create))
         return self
 
     def _verify(self, client: Any, requested: IndexParams | None, create: bool) -> None:
-        # The namespace's marker: every call fails once it holds another value than it held here
-        # (gone: the server was restarted without persistence or evicted keys, and the script must
-        # not answer from an emptied index; changed: the index was re-banded, redis_reband).
-        # Read after the record and checked against it, so that the two are of one layout.
-        # The lock is asked again after the marker is read: a re-banding that began meanwhile may have
-        # given it the value its own calls carry.
+        """Check the record (made when absent) and take the namespace's marker (made when absent). The
+        lock is asked again after the marker is read: a re-banding that began meanwhile may have given
+        the marker the value its own calls carry."""
         meta_key = f"{self.prefix}:meta"
         for _ in range(3):
-            not_rebanding(client, self.prefix, self.location)
+            self._not_rebanding(client)
             raw = self._verify_record(client, requested, create)
             mark = client.get(self._base + "meta")
-            not_rebanding(client, self.prefix, self.location)
+            self._not_rebanding(client)
             if client.get(meta_key) == raw:
-                self._mark, self._record = mark, raw
+                self._mark = None if mark is None else mark.encode()
                 return
         raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
 
+    def _not_rebanding(self, client: Any) -> None:
+        if client.exists(reband_lock(self.prefix)):
+            raise IndexOpenError(f"index {self.location} is being re-banded (scrapy-simhash reband): open it "
+                                 "when that is done (a re-banding that died lets go within half a minute)")
+
     def _verify_record(self, client: Any, requested: IndexParams | None, create: bool) -> str:
         """Check the index's record against ``requested`` and take its parameters; the record's text."""
-        meta, raw = read_record(client, self._server.errors.ResponseError, self.prefix, self.location, requested,
-                                create=create, readonly=self._readonly)
+        meta_key = f"{self.prefix}:meta"
+        try:
+            raw = client.get(meta_key)
+            if raw is None:
+                if self._readonly or not create:
+                    why = "opened read-only" if self._readonly else "create=False"
+                    raise IndexOpenError(f"index {self.location} does not exist (no key {meta_key!r}; {why})")
+                record = {"backend": "redis", **new_meta(requested or IndexParams(), SCHEMA_VERSION)}
+                client.set(meta_key, json.dumps(record, sort_keys=True), nx=True)
+                raw = client.get(meta_key)
+            meta = json.loads(raw)
+            if not isinstance(meta, dict):
+                raise TypeError(f"a JSON {type(meta).__name__}, not an object")
+        except UnicodeDecodeError as exc:
+            raise IndexOpenError(f"{self.location}: unreadable key {meta_key!r} (binary, not JSON text: "
+                                 f"not a scrapy-simhash index): {exc}") from exc
+        except (ValueError, TypeError) as exc:
+            raise IndexOpenError(f"{self.location}: unreadable key {meta_key!r} (not a scrapy-simhash index?): "
+                                 f"{exc}") from exc
+        except self._server.errors.ResponseError as exc:
+            if "WRONGTYPE" in str(exc):
+                raise IndexOpenError(f"{self.location}: key {meta_key!r} holds something else: not a "
+                                     "scrapy-simhash index") from exc
+            raise
         remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
                   f"'{self.prefix}:*' | xargs redis-cli unlink)")
-        stored = verify_meta(meta, f"{self.location}", SCHEMA_VERSION, requested, remedy)
-        self.params = stored
-        self._meta = meta
-        self._bits = stored.bits
-        self._k = Keys(self.location, self.namespace, stored.bits, layouts(stored), int(meta.get("band_gen", 0)))
-        self._limits = {**_LIMITS, **self._k.limits()}
+        self.params = verify_meta(meta, self.location, SCHEMA_VERSION, requested, remedy)
+        self._meta, self._record, self._bits = meta, raw, self.params.bits
+        self._k = Keys(self.prefix, self.namespace, self.params.bits, bands_for(self.params),
+                       int(meta.get("band_gen", 0)))
         if not self._readonly:
             forgetful = self._server.forgetful()
             if forgetful and self._unsafe == "refuse":
@@ -195,80 +178,163 @@ class RedisIndex(Maintenance, QueryChecks):
             for problem in forgetful:
                 logger.warning("scrapy-simhash: Redis index %s may forget entries: %s", self.location, problem)
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
-            client.set(self._base + "meta", SCHEMA_VERSION, nx=True)
+            client.set(self._base + "meta", f"{SCHEMA_VERSION}:{os.urandom(8).hex()}", nx=True)
         return raw
 
-    # -- helpers -----------------------------------------------------------------------------------
+    # -- transactions ------------------------------------------------------------------------------
 
-    def _script(self, doing: str, args: tuple[str, str], *, write: bool = True, retry: bool = True) -> Any:
-        return self._server.script(doing, [args], write=write, retry=retry)[0]
+    def _id_pool(self) -> list[int]:
+        """The entry ids this thread of this process reserved and has not used yet, smallest first."""
+        local = self._server._local
+        held = getattr(local, "ids", None)
+        if held is None or held[0] != (os.getpid(), self._k.seq):
+            held = local.ids = ((os.getpid(), self._k.seq), [])
+        return held[1]
 
-    def _args(self, op: str, **fields: Any) -> tuple[str, str]:
-        """The script's two arguments, JSON objects (None values left out: absent, not null): the
-        call's own, and what every call repeats (base, limits, marker), encoded once and again only
-        when it changed (the script keeps what it decoded from that text while it stays loaded)."""
-        common = (self._base, self._limits, self._mark)
-        if self._common is None or self._common[0] != common:
-            head = {"base": self._base, "limits": self._limits, "mark": self._mark}
-            text = json.dumps({k: v for k, v in head.items() if v is not None}, ensure_ascii=False, sort_keys=True)
-            self._common = (copy.deepcopy(common), text)
-        body = json.dumps({"op": op, **{k: v for k, v in fields.items() if v is not None}}, ensure_ascii=False)
-        return body, self._common[1]
+    def _checked_mark(self, mark: Any, write: bool) -> None:
+        """Refuse to go on when the namespace's marker is not what it was at open."""
+        if mark == self._mark or (self._mark is None and self._readonly):
+            return
+        error = IndexWriteError if write else IndexError_
+        if mark is None:
+            raise error(f"index {self.location}: the server lost its keys (restarted without persistence, "
+                        "flushed, or evicted): refusing to answer from an emptied index; reopen it to start a new one")
+        raise error(f"index {self.location} is being or was re-banded since it was opened: reopen it")
+
+    def _transaction(self, doing: str, step: Any, *, marked: bool = False, retry: bool = True) -> Any:
+        """``step(view)`` in an optimistic transaction, made again while a watched key changed; the
+        view's writes are committed with ``step``'s ``(value, extra commands)``. ``marked``: ``step``
+        reads and checks the marker itself."""
+
+        def run(link: Link) -> Any:
+            for attempt in range(MAX_ATTEMPTS):
+                view = View(self._k, link, watch=True, ids=self._id_pool())
+                if not marked:
+                    mark = view.read((), before=[("WATCH", self._k.marker), ("GET", self._k.marker)])[-1]
+                    view.watched.add(self._k.marker)
+                    self._checked_mark(mark, True)
+                value, extra = step(view)
+                if view.commit(extra):
+                    return value
+                if attempt >= 2:
+                    time.sleep(random.uniform(0, 0.001 * attempt))
+            raise IndexWriteError(f"index {self.location}: {doing} kept meeting other writers "
+                                  f"({MAX_ATTEMPTS} attempts); try again")
+
+        return self._server.attempts(doing, run, write=True, retry=retry)
+
+    def _reading(self, doing: str, step: Any, first: Query | None = None) -> Any:
+        """``step(view)`` over an unwatched view, after checking the marker (read with what deciding
+        ``first`` reads first, when given)."""
+
+        def run(link: Link) -> Any:
+            view = View(self._k, link, watch=False)
+            if first is None:
+                mark = view.read((), before=[("GET", self._k.marker)])[-1]
+            else:
+                (mark,) = view.prefetch([first], ())
+            self._checked_mark(mark, False)
+            return step(view)
+
+        try:
+            return self._server.attempts(doing, run, write=False)
+        except ITEM_ERRORS as exc:
+            if isinstance(exc, IndexError_):
+                raise
+            raise IndexError_(f"index {self.location}: {doing}: {exc}") from exc
 
     # -- the protocol --------------------------------------------------------------------------------
 
     def check_and_add(self, query: Query, *, flagged: Collection[Tier] = ()) -> Outcome:
-        """The rule (the script's port of :func:`.rule.check_and_add`): one ``EVALSHA``, one round
-        trip, atomic on the server."""
+        """The rule (:func:`..rule.check_and_add`) in one optimistic transaction."""
         return self.check_and_add_many([query], flagged=flagged)[0].checked()
 
     def check_and_add_many(self, queries: Sequence[Query], *, flagged: Collection[Tier] = ()) -> list[Outcome]:
-        """One ``EVALSHA`` per query, in order, sent together (one round trip for the batch): each
-        is atomic, the batch is not one transaction. A batch broken off is sent again whole with the
-        same request tokens, so the part already applied returns what it added."""
+        """Each query in turn (a later one sees the earlier ones' entries), in one transaction; when
+        another writer changed what the batch read, one transaction a query. An item the index
+        cannot decide gets an outcome with ``error`` (nothing of it written)."""
         for query in queries:
             self._check_query(query)
-        marks = {TIER_CHAR[tier]: True for tier in flagged} or None
-        calls = [
-            self._args("check", q=self._k.query(query), flagged=marks, token=query.request_id or os.urandom(12).hex(),
-                       token_ttl=TOKEN_TTL, lease=LEASE)
-            for query in queries
-        ]
-        replies = self._server.script("check-and-add", calls, per_call=True) if calls else []
-        return [self._outcome(reply) for reply in replies]
+        self._server.writable()
+        if not queries:
+            return []
+        tokens = [query.request_id or os.urandom(12).hex() for query in queries]
+        out: list[list[Outcome]] = []
+        if len(queries) > 1 and TXN_QUERIES > 1:
+            for start in range(0, len(queries), TXN_QUERIES):
+                part, mine = queries[start : start + TXN_QUERIES], tokens[start : start + TXN_QUERIES]
+                decided = self._server.attempts("check-and-add", partial(
+                    self._batch, queries=part, tokens=mine, flagged=flagged, failed={}), write=True)
+                if decided is None:  # another writer got in the way: one transaction a query
+                    out += [self._transaction("check-and-add", partial(
+                        self._decide, queries=[q], tokens=[t], flagged=flagged, failed={}), marked=True)
+                        for q, t in zip(part, mine, strict=True)]
+                else:
+                    out += [[o] for o in decided]
+            return [outcomes[0] for outcomes in out]
+        for query, token in zip(queries, tokens, strict=True):
+            out.append(self._transaction("check-and-add", lambda view, q=query, t=token: self._decide(
+                view, [q], [t], flagged, {}), marked=True))
+        return [outcomes[0] for outcomes in out]
+
+    def _batch(self, link: Link, queries: Sequence[Query], tokens: list[str], flagged: Collection[Tier],
+               failed: dict[int, str]) -> list[Outcome] | None:
+        """The batch in one transaction; None when a watched key changed (nothing applied)."""
+        while True:
+            view = View(self._k, link, watch=True, ids=self._id_pool())
+            try:
+                outcomes, extra = self._decide(view, queries, tokens, flagged, failed)
+            except _ItemFailed as exc:  # decided again without it: nothing of it is written
+                failed[exc.position] = exc.message
+                continue
+            return outcomes if view.commit(extra) else None
+
+    def _decide(self, view: View, queries: Sequence[Query], tokens: Sequence[str], flagged: Collection[Tier],
+                failed: dict[int, str]) -> tuple[list[Outcome], list[tuple[Arg, ...]]]:
+        """Decide ``queries`` on ``view`` (prefetched first); the outcomes and the extra commands
+        of the commit (request tokens, leases)."""
+        now = time.time()
+        minute = int(now // 60)
+        fields = [hashlib.sha1(token.encode("utf-8", "surrogatepass")).digest()[:12] for token in tokens]
+        windows = [self._k.token(m) for m in range(minute - TOKEN_TTL // 60 - 1, minute + 1)]
+        asked = [(key, field) for field in fields for key in windows]
+        view.reserve = len(queries)
+        (mark,) = view.prefetch([q for i, q in enumerate(queries) if i not in failed], asked)
+        self._checked_mark(mark, True)
+        outcomes: list[Outcome] = []
+        extra: list[tuple[Arg, ...]] = []
+        for i, (query, field) in enumerate(zip(queries, fields, strict=True)):
+            if i in failed:
+                outcomes.append(Outcome(match=None, entry_id=None, error=failed[i]))
+                continue
+            answered = [view.fields[key, field] for key in windows if view.fields.get((key, field))]
+            if answered:
+                outcomes.append(Outcome(match=None, entry_id=int(answered[-1] or 0)))
+                continue
+            try:
+                outcome = rule.check_and_add(view, query, flagged)
+            except ITEM_ERRORS as exc:
+                message = f"index {self.location}: check-and-add failed: {exc}"
+                if len(queries) == 1:
+                    return [Outcome(match=None, entry_id=None, error=message)], []
+                raise _ItemFailed(i, message) from exc
+            outcomes.append(outcome)
+            if outcome.entry_id is not None:
+                key = self._k.token(minute)
+                extra += [("HSET", key, field, outcome.entry_id), ("EXPIRE", key, TOKEN_TTL + 120)]
+                view.fields[key, field] = b"%d" % outcome.entry_id
+        for owner in {q.owner for q in queries if q.owner is not None}:
+            extra.append(("SET", self._k.alive(owner), 1, "EX", LEASE))
+        return outcomes, extra
 
     def peek(self, query: Query) -> Match | None:
-        """What :meth:`check_and_add` would answer now (the script's port of :func:`.rule.peek`);
-        nothing is written."""
+        """What :meth:`check_and_add` would answer now (:func:`..rule.peek`); nothing is written."""
         self._check_query(query)
-        outcome = self._outcome(self._script("check", self._args("peek", q=self._k.query(query)), write=False))
-        if outcome.error is not None:
-            raise IndexError_(outcome.error)
-        return outcome.match
-
-    def _outcome(self, reply: Any) -> Outcome:
-        if isinstance(reply, IndexError_):
-            return Outcome(match=None, entry_id=None, error=str(reply))
-        if reply[0] == b"added":
-            return Outcome(match=None, entry_id=int(reply[1]))
-        if reply[0] == b"new":
-            return Outcome(match=None, entry_id=None)
-        _, tc, distance, entry_id, record = reply
-        try:
-            entry = self._k.entry(entry_id, record)
-        except IndexError_ as exc:
-            return Outcome(match=None, entry_id=None, error=str(exc))
-        return Outcome(match=Match(CHAR_TIER[tc.decode()], int(distance), entry), entry_id=None)
+        return self._reading("check", lambda view: rule.peek(view, query), query)
 
     def lookup(
-        self,
-        title_fp: int | None,
-        body_fp: int | None,
-        *,
-        title_k: int,
-        body_k: int,
-        not_before: float | None = None,
-        limit: int = 5,
+        self, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,
+        not_before: float | None = None, limit: int = 5,
     ) -> list[Match]:
         """Nearest entries per tier within the distances, title tier first, each tier nearest first."""
         self._check_fp(title_fp, "title_fp")
@@ -277,135 +343,83 @@ class RedisIndex(Maintenance, QueryChecks):
         if limit <= 0 or (title_fp is None and body_fp is None):
             self._server.live()
             return []
-        args = self._args(
-            "lookup",
-            title_fp=None if title_fp is None else self._k.hex(title_fp),
-            body_fp=None if body_fp is None else self._k.hex(body_fp),
-            title_k=title_k, body_k=body_k, limit=int(limit),
-            not_before=None if not_before is None else as_score(not_before),
-            probe=self._k.probes(title_fp, body_fp),
-        )
-        reply = self._script("lookup", args, write=False)
-        return [Match(CHAR_TIER[tc.decode()], int(d), self._k.entry(i, record)) for tc, d, i, record in reply]
+        first = Query(title_fp=title_fp, body_fp=body_fp, title_k=title_k, body_k=body_k)
+        return self._reading("lookup", lambda view: rule.lookup(
+            view, title_fp, body_fp, title_k=title_k, body_k=body_k, not_before=not_before, limit=limit), first)
 
     def add(self, entries: list[tuple[int | None, int | None, str | None, str | None, float]]) -> int:
-        """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` per call."""
+        """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` unchecked, ``ADD_BATCH`` a transaction."""
         self._server.writable()
-        rows: list[dict[str, Any]] = []
+        queries = []
         for tfp, bfp, url, title, first_seen in entries:
             if tfp is None and bfp is None:
                 raise ValueError("an entry needs a title or a body fingerprint")
             self._check_fp(tfp, "title_fp")
             self._check_fp(bfp, "body_fp")
-            row = {
-                "title_fp": None if tfp is None else self._k.hex(tfp),
-                "body_fp": None if bfp is None else self._k.hex(bfp),
-                "url": url,
-                "title": None if title is None else title[:TITLE_CHARS],
-                "seen_at": as_score(first_seen),
-            }
-            rows.append({k: v for k, v in row.items() if v is not None})
-        total = 0
-        for start in range(0, len(rows), ADD_BATCH):  # everything is validated before the first write
-            args = self._args("add", entries=rows[start : start + ADD_BATCH])
-            total += int(self._script("bulk add", args, retry=False))
-        return total
+            queries.append(Query(title_fp=tfp, body_fp=bfp, title_k=0, body_k=0, url=url,
+                                 title=None if title is None else title[:TITLE_CHARS], seen_at=float(first_seen)))
+        for start in range(0, len(queries), ADD_BATCH):  # everything is validated before the first write
+            chunk = queries[start : start + ADD_BATCH]
+            def step(view: View, chunk: list[Query] = chunk) -> tuple[None, list[Any]]:
+                view.reserve = len(chunk)
+                pairs = [view.k.holders(t, fp) for q in chunk  # type: ignore[arg-type]
+                         for t, fp in (("title", q.title_fp), ("body", q.body_fp)) if fp is not None]
+                pairs += [view.k.bucket(t, n, value) for q in chunk  # type: ignore[arg-type]
+                          for t, fp in (("title", q.title_fp), ("body", q.body_fp)) if fp is not None
+                          for n, value in view.k.tiers[t].store(fp)]  # type: ignore[index]
+                view.read(pairs + [view.k.url(q.url) for q in chunk if q.url is not None])
+                for q in chunk:
+                    view.insert(q, q.seen_at)
+                return None, []
 
-    def _remove(self, doing: str, how: str, value: str | int, batch: int = ADD_BATCH) -> tuple[int, bool]:
-        """Remove entries and the band members of fingerprints no entry holds any more (one call):
-        (how many went, whether a purge has more to do)."""
-        return self._removing(doing, self._args("remove", how=how, value=value, batch=batch))
-
-    def _removing(self, doing: str, args: str) -> tuple[int, bool]:
-        """A removing script call (``remove``, ``release``; the band members of fingerprints it left
-        without entries go in the same call): (how many entries went, whether there is more to do)."""
-        n, more = self._script(doing, args)
-        return int(n), bool(more)
+            self._transaction("bulk add", step, retry=False)  # a lost reply would add it twice
+        return len(queries)
 
     # -- delivery -----------------------------------------------------------------------------------
 
     def deliver(self, entry_ids: Sequence[int]) -> None:
         """These pending entries' items reached storage: no longer pending."""
         if entry_ids:
-            self._script("deliver", self._args("deliver", ids=[int(i) for i in entry_ids]))
+            self._server.attempts("deliver", lambda link: link.send([("HDEL", self._k.pending, *entry_ids)]),
+                                  write=True)
 
     def release(self, entry_ids: Sequence[int]) -> int:
         """Remove these pending entries (their items were dropped downstream); returns how many."""
         if not entry_ids:
             return 0
-        return self._removing("release", self._args("release", ids=[int(i) for i in entry_ids]))[0]
+        (owners,) = self._server.attempts("release", lambda link: link.send(
+            [("HMGET", self._k.pending, *entry_ids)]), write=True)
+        return self._remove("release", [int(i) for i, o in zip(entry_ids, owners, strict=True) if o is not None])
 
     def recover(self) -> int:
         """Release the pending entries of owners that died: on this host, a pid that is gone; on
-        another, a heartbeat (:data:`LEASE`) that ran out."""
-        owners = self._server.retrying("recover", lambda c: c.smembers(self._base + "owners"), write=True)
+        another, a lease (:data:`LEASE`) that ran out."""
+        from ..owners import alive as owners_alive
+
+        (pending,) = self._server.attempts("recover", lambda link: link.send(
+            [("HGETALL", self._k.pending)]), write=True)
+        by_owner: dict[str, list[int]] = {}
+        for i in range(0, len(pending), 2):
+            by_owner.setdefault(pending[i + 1].decode("utf-8", "replace"), []).append(int(pending[i]))
         total = 0
-        for owner in owners:
+        for owner, ids in by_owner.items():
             alive = owners_alive(owner)
             if alive is None:
-                alive = bool(self._server.retrying("recover", lambda c, o=owner: c.exists(self._base + "alive:" + o),
-                                                   write=True))
+                alive = bool(self._server.retrying("recover", command("exists", self._k.alive(owner)), write=True))
             if not alive:
-                total += self._removing("recover", self._args("release", owner=owner))[0]
+                total += self._remove("recover", ids)
         return total
 
     def heartbeat(self, owner: str) -> None:
         """Keep ``owner``'s pending entries its own for another :data:`LEASE` seconds (every
         check-and-add does too), so that no process on another host takes it for dead."""
-        self._script("heartbeat", self._args("heartbeat", owner=owner, lease=LEASE))
+        self._server.attempts("heartbeat", lambda link: link.send([("SET", self._k.alive(owner), 1, "EX", LEASE)]),
+                              write=True)
 
-    def explain(self, url: str) -> Decision | None:
-        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
-        found = self._decisions([url])
-        return found[0] if found else None
-
-    def decisions(self, limit: int = 1000) -> list[Decision]:
-        """The ``limit`` most recent decisions of this namespace, newest first."""
-        if limit <= 0:
-            return []
-        urls = self._server.retrying(
-            "decisions", lambda c: c.zrevrange(self._base + "decided", 0, limit - 1), write=False
-        )
-        return self._decisions(urls)
-
-    def _decisions(self, urls: list[str]) -> list[Decision]:
-        base = self._base
-
-        def fetch(client: Any) -> list[dict[str, str]]:
-            pipe = client.pipeline(transaction=False)
-            for url in urls:
-                pipe.hgetall(base + "d:" + url)
-            return pipe.execute()
-
-        decided = self._server.retrying("explain", fetch, write=False) if urls else []
-        try:
-            ids = sorted({int(d["original"]) for d in decided if d})
-            originals = self._records("explain", ids)
-            return [
-                Decision(
-                    url=url,
-                    status=d["status"],
-                    tier=CHAR_TIER[d["tier"]],
-                    distance=int(d["distance"]),
-                    original=originals.get(int(d["original"])),
-                    decided_at=float(d["decided_at"]),
-                    title=d.get("title"),
-                )
-                for url, d in zip(urls, decided, strict=True)
-                if d
-            ]
-        except (KeyError, ValueError, TypeError) as exc:
-            raise IndexError_(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
-
-    def _records(self, doing: str, ids: Sequence[int]) -> dict[int, Entry]:
-        """The entries with these ids that still exist, read by the script (records are binary)."""
-        out: dict[int, Entry] = {}
-        for start in range(0, len(ids), 1000):
-            flat = self._script(doing, self._args("records", ids=list(ids[start : start + 1000])), write=False)
-            for i in range(0, len(flat), 2):
-                if flat[i + 1] is not None:
-                    out[int(flat[i])] = self._k.entry(flat[i], flat[i + 1])
-        return out
+    def _entries_by_id(self, doing: str, ids: Sequence[int]) -> dict[int, Entry]:
+        """The entries with these ids that still exist."""
+        found = self._reading(doing, lambda view: view.entries(list(ids)))
+        return {e.id: e for e in found}
 
     def close(self) -> None:
         """Close every connection (idempotent)."""
@@ -422,12 +436,10 @@ class RedisIndex(Maintenance, QueryChecks):
         return f"<RedisIndex {self.location} namespace={self.namespace!r} {state}>"
 
 
-__all__ = [
-    "FORMAT",
-    "SCHEMA_VERSION",
-    "SCRIPT",
-    "RedisIndex",
-    "redacted",
-]
+class _ItemFailed(Exception):
+    def __init__(self, position: int, message: str) -> None:
+        super().__init__(message)
+        self.position, self.message = position, message
 
 
+__all__ = ["FORMAT", "ID", "SCHEMA_VERSION", "RedisIndex", "redacted"]

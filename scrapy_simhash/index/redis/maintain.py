@@ -1,26 +1,30 @@
-"""The maintenance operations of a Redis index: forget, purge, reset, count, stats, export.
+"""Removing entries from a Redis index and reading it whole: forget, purge, reset, count, stats,
+export, decisions.
 
-A mixin of :class:`.redis.RedisIndex` (which connects, verifies the index and runs the rule's
-script): the same server, script calls and removal (``_remove``). Kept apart so that the module
-with the hot path stays short.
+A mixin of :class:`.index.RedisIndex`: removals are optimistic transactions like a check-and-add
+(:meth:`Maintenance._remove`: an entry leaves its record, its holders, its band rows when no other
+entry holds its fingerprints, its sentences and URL together), so crawlers may keep writing.
 """
 
 from __future__ import annotations
 
-import json
-import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+import math
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any
-from urllib.parse import quote
 
-from ..base import Entry
+from .. import rule
+from ..base import Decision, Entry, IndexError_
 from ..meta import stats_dict
-from .client import Server
-from .keys import ID_LIMIT, Keys, as_score, glob_escape
+from .client import Arg, Link, Server, command
+from .store import CHAR_TIER, FULL, HOLDER, ID, ID_LIMIT, Keys, View, glob_escape, namespace_base, unpack_ids
+
+#: Entries removed per transaction.
+REMOVE_BATCH = 500
 
 
 class Maintenance:
-    """Forget, purge, reset, count, stats and ``entries()`` over the index's keys."""
+    """Forget, purge, reset, count, stats, ``entries()`` and decisions over the index's keys."""
 
     SCHEMA_VERSION: int
     location: str
@@ -29,40 +33,85 @@ class Maintenance:
     _base: str
     _k: Keys
     _server: Server
-    _script: Callable[..., Any]
-    _args: Callable[..., tuple[str, str]]
-    _remove: Callable[..., tuple[int, bool]]
-    _records: Callable[[str, Sequence[int]], dict[int, Entry]]
+    _mark: bytes | None
+    _transaction: Callable[..., Any]
+    _reading: Callable[..., Any]
+    _entries_by_id: Callable[[str, Sequence[int]], dict[int, Entry]]
+    _id_pool: Callable[[], list[int]]
+
+    def _remove(self, doing: str, ids: Sequence[int], extra: Sequence[tuple[Arg, ...]] = ()) -> int:
+        """Remove the entries with these ids (those that exist), ``REMOVE_BATCH`` a transaction;
+        ``extra`` commands go with the first. How many went."""
+        total = 0
+        ids = list(dict.fromkeys(ids))
+        for start in range(0, max(len(ids), 1), REMOVE_BATCH):
+            chunk = ids[start : start + REMOVE_BATCH]
+            more = list(extra) if start == 0 else []
+
+            def step(view: View, chunk: list[int] = chunk, more: list[tuple[Arg, ...]] = more) -> tuple[int, Any]:
+                entries = view.entries(chunk)
+                for entry in entries:
+                    unlink(view, entry)
+                return len(entries), more
+
+            total += self._transaction(doing, step)
+        return total
 
     def forget(self, key: int | str) -> int:
         """Remove the entry with this id (int) or every entry with this URL (str), and the URL's
         decision; returns how many entries went."""
         if isinstance(key, bool) or not isinstance(key, int | str):
             raise TypeError(f"forget() takes an entry id or a URL, not {key!r}")
+        self._server.writable()
         if isinstance(key, int):
-            if not 0 < key < ID_LIMIT:
-                self._server.writable()
-                return 0
-            return self._remove("forget", "id", key)[0]
-        return self._remove("forget", "url", key)[0]
+            return self._remove("forget", [key]) if 0 < key < ID_LIMIT else 0
+        pair = self._k.url(key)
+        raw = self._reading("forget", lambda view: view.get(pair))
+        ids = [e.id for e in self._entries_by_id("forget", unpack_ids(raw or b"")).values() if e.url == key]
+        gone = ("DEL", self._k.decision(key)), ("ZREM", self._k.decided, key)
+        return self._remove("forget", ids, gone)
 
     def purge(self, older_than: float, *, batch: int = 5000) -> int:
-        """Remove entries (and decisions) first seen before ``older_than`` (POSIX seconds), ``batch``
-        entries per script call so crawlers sharing the server are never blocked long."""
+        """Remove entries (and decisions) first seen before ``older_than`` (POSIX seconds): whole hourly
+        time buckets, and the entries of the hour it falls in that are older."""
+        self._server.writable()
+        batch = max(1, int(batch))
+        limit = math.floor(older_than / 3600) if math.isfinite(older_than) else (0 if older_than < 0 else 2**62)
+        hours = [int(h) for h in self._server.retrying(
+            "purge", lambda c: c.zrangebyscore(self._k.hours.decode(), "-inf", limit), write=True)]
         total = 0
-        while True:
-            n, more = self._remove("purge", "older", as_score(older_than), max(1, int(batch)))
-            total += n
-            if not more:
-                return total
+        for hour in hours:
+            key = self._k.hour(hour)
+            raw = self._server.attempts("purge", partial(_get, key=key), write=True)
+            ids = unpack_ids(raw or b"")
+            for start in range(0, len(ids), batch):
+                found = self._entries_by_id("purge", ids[start : start + batch])
+                total += self._remove("purge", [i for i, e in found.items() if e.first_seen < older_than])
+            if (hour + 1) * 3600 <= older_than:
+                self._server.retrying("purge", command("delete", key.decode()), write=True)
+                self._server.retrying("purge", command("zrem", self._k.hours.decode(), hour), write=True)
+            else:  # the hour the limit falls in keeps the ids of its entries that are left
+                self._transaction("purge", partial(self._sorted_out, key=key))
+        decided = self._server.retrying("purge", command(
+            "zrangebyscore", self._k.decided.decode(), "-inf",
+            f"({older_than!r}" if math.isfinite(older_than) else older_than), write=True)
+        for start in range(0, len(decided), batch):
+            urls = decided[start : start + batch]
+            gone = [self._k.decision(u).decode("utf-8", "surrogatepass") for u in urls]
+            self._server.retrying("purge", command("delete", *gone), write=True)
+            self._server.retrying("purge", command("zrem", self._k.decided.decode(), *urls), write=True)
+        return total
 
-    def drop_other_libraries(self) -> int:
-        """Delete the script libraries other versions left on the server (``purge`` does, from the
-        command line): see :meth:`.redis_client.Server.drop_other_libraries`."""
-        return self._server.drop_other_libraries()
+    @staticmethod
+    def _sorted_out(view: View, key: bytes) -> tuple[None, list[Any]]:
+        """Rewrite a time bucket with the ids of its entries that exist."""
+        ids = unpack_ids(view.get_string(key) or b"")
+        present = {e.id for e in view.entries(ids)}
+        view.set_string(key, b"".join(ID.pack(i) for i in ids if i in present))
+        return None, []
 
     def reset(self) -> int:
-        """Remove every entry, band member and decision of this namespace (others are untouched).
+        """Remove every entry, band row and decision of this namespace (others are untouched).
 
         ``SCAN`` + ``UNLINK`` in batches: run it while no crawler writes to this namespace."""
         pattern = glob_escape(self._base) + "*"
@@ -71,11 +120,14 @@ class Maintenance:
             n = int(client.get(self._base + "n") or 0)
             mark = client.get(self._base + "meta")
             unlink_scanned(client, pattern)
-            # emptied on purpose: still ours, and crawlers that opened it go on
-            client.set(self._base + "meta", mark or self.SCHEMA_VERSION)
+            # emptied on purpose: still ours (the same marker), and crawlers that opened it go on
+            if mark is not None:
+                client.set(self._base + "meta", mark)
             return n
 
-        return int(self._server.retrying("reset", run, write=True))
+        gone = int(self._server.retrying("reset", run, write=True))
+        del self._id_pool()[:]  # the id counter starts again
+        return gone
 
     def count(self) -> int:
         """Entries in this namespace."""
@@ -83,15 +135,14 @@ class Maintenance:
 
     def stats(self) -> dict[str, Any]:
         """Location, server, parameters, layouts, and per namespace: entries, oldest/newest first
-        seen, decisions. The keys ``entries``/``oldest``/``newest``/``decisions`` at the top level
-        are this namespace's; ``band_rows`` counts band members over all namespaces."""
+        seen, decisions. ``band_rows`` counts band rows over all namespaces."""
 
         def run(client: Any) -> tuple[set[str], list[str], list[Any], dict[str, Any]]:
             registered = set(client.hkeys(f"{self.prefix}:namespaces"))
             names = sorted(registered | {self.namespace})
             pipe = client.pipeline(transaction=False)
             for name in names:
-                base = self._namespace_base(name)
+                base = namespace_base(self.prefix, name)
                 pipe.get(base + "n")
                 pipe.zcard(base + "decided")
                 pipe.get(base + "nbands")
@@ -101,47 +152,126 @@ class Maintenance:
         per: dict[str, dict[str, Any]] = {}
         band_rows = 0
         for i, name in enumerate(names):
-            n, decisions, bands = replies[3 * i : 3 * i + 3]
-            band_rows += int(bands or 0)
+            n, decisions, rows = replies[3 * i : 3 * i + 3]
+            band_rows += int(rows or 0)
             if name in registered or int(n or 0) or decisions:
-                base = self._namespace_base(name)
-                span = self._server.script("stats", [('{"op": "span"}', json.dumps({"base": base}))], write=False,
-                                           route=base + "seq")[0]
-                oldest, newest = (struct.unpack(">d", t)[0] for t in span) if span else (None, None)
-                per[name] = {"entries": int(n or 0), "oldest": oldest, "newest": newest, "decisions": int(decisions)}
+                times = [e.first_seen for e in self._bucket_entries(name, first=True)]
+                last = [e.first_seen for e in self._bucket_entries(name, first=False)]
+                per[name] = {"entries": int(n or 0), "oldest": min(times, default=None),
+                             "newest": max(last, default=None), "decisions": int(decisions)}
         about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory"),
-                 "layout_generation": self._k.gen}  # re-bandings so far (redis_reband)
+                 "layout_generation": self._k.gen}
         return stats_dict(self, "redis", per, band_rows, {"prefix": self.prefix}, about)
 
-    def _namespace_base(self, name: str) -> str:
-        return f"{self.prefix}:{{{quote(name, safe='')}}}:"
+    def _bucket_entries(self, name: str, first: bool) -> list[Entry]:
+        """The entries of the oldest (``first``) or newest time bucket of namespace ``name`` that has any."""
+        keys = Keys(self.prefix, name, self._k.fp_bytes * 8, self._k.tiers, self._k.gen)
+        hours = self._server.retrying("stats", lambda c: c.zrange(keys.hours.decode(), 0, -1), write=False)
+        for hour in (hours if first else reversed(hours)):
+            entries = self._hour_entries(keys, int(hour))
+            if entries:
+                return entries
+        return []
+
+    def _hour_entries(self, keys: Keys, hour: int) -> list[Entry]:
+        """One hourly time bucket's entries that exist, oldest first (ties: by id)."""
+
+        def read(view: View) -> list[Entry]:
+            (raw,) = view.link.send([("GET", keys.hour(hour))])
+            ids = unpack_ids(raw or b"")
+            other = View(keys, view.link, watch=False)
+            return [e for start in range(0, len(ids), 1000) for e in other.entries(ids[start : start + 1000])]
+
+        entries: list[Entry] = self._reading("export", read)
+        return sorted(entries, key=lambda e: (e.first_seen, e.id))
 
     def entries(self, latest: int | None = None) -> Iterator[Entry]:
-        """Every entry of this namespace (or the ``latest`` most recent), oldest first (ties: by
-        id): the hourly time buckets in order (for ``latest``, the newest ones that hold them),
-        each sorted, read in pages of 1000."""
+        """Every entry of this namespace (or the ``latest`` most recent), oldest first (ties: by id)."""
         if latest is not None and latest <= 0:
             return
-        hours = self._server.retrying("export", lambda c: c.zrange(self._base + "hours", 0, -1), write=False)
-        buckets: Iterable[list[tuple[float, int]]] = map(self._bucket, hours)
-        if latest is not None:
-            newest: list[tuple[float, int]] = []
-            for hour in reversed(hours):
-                if len(newest) >= latest:
-                    break
-                newest[:0] = self._bucket(hour)
-            buckets = [newest[-latest:]]
-        for rows in buckets:
-            for start in range(0, len(rows), 1000):
-                ids = [i for _, i in rows[start : start + 1000]]
-                found = self._records("export", ids)
-                yield from (found[i] for i in ids if i in found)
+        hours = [int(h) for h in self._server.retrying(
+            "export", lambda c: c.zrange(self._k.hours.decode(), 0, -1), write=False)]
+        if latest is None:
+            for hour in hours:
+                yield from self._hour_entries(self._k, hour)
+            return
+        newest: list[Entry] = []
+        for hour in reversed(hours):
+            if len(newest) >= latest:
+                break
+            newest[:0] = self._hour_entries(self._k, hour)
+        yield from newest[-latest:]
 
-    def _bucket(self, hour: Any) -> list[tuple[float, int]]:
-        """``(first seen, id)`` of one hourly time bucket's entries, sorted."""
-        packed = self._script("export", self._args("bucket", hour=hour), write=False)
-        return sorted((struct.unpack_from(">d", packed, i + 4)[0], int.from_bytes(packed[i : i + 4], "big"))
-                      for i in range(0, len(packed), 12))
+    def explain(self, url: str) -> Decision | None:
+        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
+        found = self._decisions([url])
+        return found[0] if found else None
+
+    def decisions(self, limit: int = 1000) -> list[Decision]:
+        """The ``limit`` most recent decisions of this namespace, newest first."""
+        if limit <= 0:
+            return []
+        urls = self._server.retrying(
+            "decisions", lambda c: c.zrevrange(self._k.decided.decode(), 0, limit - 1), write=False)
+        return self._decisions(urls)
+
+    def _decisions(self, urls: list[str]) -> list[Decision]:
+        def fetch(client: Any) -> list[dict[str, str]]:
+            pipe = client.pipeline(transaction=False)
+            for url in urls:
+                pipe.hgetall(self._k.decision(url).decode("utf-8", "surrogatepass"))
+            return pipe.execute()
+
+        decided = self._server.retrying("explain", fetch, write=False) if urls else []
+        try:
+            originals = self._entries_by_id("explain", sorted({int(d["original"]) for d in decided if d}))
+            return [
+                Decision(url=url, status=d["status"], tier=CHAR_TIER[d["tier"]], distance=int(d["distance"]),
+                         original=originals.get(int(d["original"])), decided_at=float(d["decided_at"]),
+                         title=d.get("title"))
+                for url, d in zip(urls, decided, strict=True) if d
+            ]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise IndexError_(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
+
+
+def _get(link: Link, key: bytes) -> Any:
+    return link.send([("GET", key)])[0]
+
+
+def unlink(view: View, entry: Entry) -> None:
+    """Queue the removal of ``entry`` on ``view``: its record, holders, band rows of fingerprints no
+    other entry holds, sentences, URL and pending mark."""
+    k = view.k
+    view.commands.append(("DEL", k.entry(entry.id)))
+    view.records[entry.id] = None
+    for tier, fp in (("title", entry.title_fp), ("body", entry.body_fp)):
+        if fp is None:
+            continue
+        pair = k.holders(tier, fp)  # type: ignore[arg-type]
+        raw = view.get(pair) or b""
+        held = [h for h in HOLDER.iter_unpack(raw) if h[1] != entry.id]
+        view.set(pair, b"".join(HOLDER.pack(*h) for h in held))
+        if not held and raw:
+            view.unfile(tier, [fp])  # type: ignore[arg-type]
+    for h in entry.sentences:
+        pair = k.sentence(h)
+        held_by = view.get(pair)
+        if held_by == FULL:
+            ids = [i for i in unpack_ids(view.get_string(k.full(h)) or b"") if i != entry.id]
+            packed = b"".join(ID.pack(i) for i in ids)
+            if len(ids) < rule.SENTENCE_MAX_HOLDERS:
+                view.set(pair, packed)
+                view.set_string(k.full(h), None)
+            else:
+                view.set_string(k.full(h), packed)
+        elif held_by is not None:
+            view.set(pair, b"".join(ID.pack(i) for i in unpack_ids(held_by) if i != entry.id))
+    if entry.url is not None:
+        pair = k.url(entry.url)
+        view.set(pair, b"".join(ID.pack(i) for i in unpack_ids(view.get(pair) or b"") if i != entry.id))
+    view.commands.append(("HDEL", k.pending, entry.id))
+    view.counts["n"] -= 1
 
 
 def unlink_scanned(client: Any, pattern: str, wanted: Callable[[str], bool] | None = None,
@@ -157,4 +287,3 @@ def unlink_scanned(client: Any, pattern: str, wanted: Callable[[str], bool] | No
         if tick is not None and n % 1000 == 0:
             tick()
     return gone + (client.unlink(*batch) if batch else 0)
-

@@ -1,44 +1,46 @@
-"""Re-banding a Redis index: the band tables of another layout, built from the full fingerprints every entry keeps.
+"""Re-banding a Redis index: the band buckets of another layout, built from the fingerprints the holders keep.
 
-The layout (the bands of each tier, so the thresholds it answers) is the index's, shared by its namespaces.
-:func:`reband` builds the tables of the new layout under new names (its *generation*, one more than the
-present one: ``tb0g1``, …, :func:`.redis_keys.band_table`) while the present ones stay whole, then switches
-the index's record to the new layout (compare-and-set) and deletes the old tables. Killed before the switch,
-the index is as it was (what was built is deleted by the next re-banding, first thing); killed after it, the
-new layout is complete (the old tables are deleted by the next re-banding).
+The layout (the bands of each tier, so the thresholds it answers) is the index's, shared by its
+namespaces. :func:`reband` files every stored fingerprint in the buckets of the new layout under new
+key names (its *generation*, one more than the present one) while the present ones stay whole, then
+switches the index's record to the new layout (compare-and-set) and deletes the old buckets. Killed
+before the switch, the index is as it was (what was built is deleted by the next re-banding, first
+thing); killed after it, the new layout is complete.
 
-While it runs it holds ``<prefix>:reband`` (its token, on a lease it renews; opens are refused meanwhile),
-and every namespace's marker holds the token: a crawler that opened the index before fails at its next
-call, instead of adding entries the new tables would miss, and reopens it once the re-banding is done. One
-that dies lets go when its lease runs out. Like ``reset``: run it while crawlers are stopped.
+While it runs it holds ``<prefix>:reband`` (its token, on a lease it renews; opens are refused
+meanwhile), and every namespace's marker holds the token: a crawler that opened the index before
+fails at its next call instead of adding entries the new buckets would miss, and reopens it once the
+re-banding is done. Like ``reset``: run it while crawlers are stopped.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
+from ..bands import bands_for, records
 from ..base import IndexWriteError
-from ..meta import check_params, layouts, pigeonhole_records
-from .client import SWAP
-from .index import _LIMITS, RedisIndex
-from .keys import BAND_TABLE, Keys, glob_escape, reband_lock
+from ..meta import check_params
+from .client import SWAP, Link, command
+from .index import SCHEMA_VERSION, RedisIndex, reband_lock
 from .maintain import unlink_scanned
-from .record import SCHEMA_VERSION
+from .store import Keys, View, glob_escape, namespace_base
 
 #: Seconds the lock outlives a re-banding that stopped renewing it (died).
 LEASE = 30
-#: Entry ids one script call files: ~10 ms of the server's time (~200 µs an entry at 1M entries, measured), which
-#: other clients of the server wait for.
-BATCH = 50
+#: Fingerprints filed per write (``docs/decisions/0102-redis-transactions.md``).
+BATCH = 200
 #: Renew the lock if it is still ours (``EVAL RENEW 1 lock token seconds``); 1 when it was.
 RENEW = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end return 0"
 #: Let go of the lock if it is still ours.
 RELEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
+_BAND_KEY = re.compile(r"b(\d+)[tb]\d+:")
 
 
 def reband(
@@ -48,8 +50,7 @@ def reband(
     """Give the Redis index ``index`` was opened on (writable) the layout of ``title_bands``/``body_bands``
     bands (None: the recorded number; ``at_least``: never fewer than recorded), the entries of every
     namespace kept; ``index`` is stale afterwards (close it). Returns ``{"entries", "band_rows",
-    "params", "previous", "seconds"}``; ``progress(done, total)`` is called as entry ids are read
-    (total: the ids to read)."""
+    "params", "previous", "seconds"}``; ``progress(done, total)`` is called as holder keys are read."""
     started = time.monotonic()
     previous = index.params
     title = previous.title_bands if title_bands is None else title_bands
@@ -58,90 +59,95 @@ def reband(
         title, body = max(title, previous.title_bands), max(body, previous.body_bands)
     params = replace(previous, title_bands=title, body_bands=body)
     check_params(params)
-    entries, members = _Reband(index, lease).run(params, progress)
-    return {"entries": entries, "band_rows": members, "params": params.as_dict(), "previous": previous.as_dict(),
-            "seconds": time.monotonic() - started}
+    server = index._server
+    server.writable()
+    lock, token, lease = reband_lock(index.prefix), os.urandom(8).hex(), max(1, round(lease))
 
+    def call(fn: Callable[[Any], Any], retry: bool = True) -> Any:
+        return server.retrying("reband", fn, write=True, retry=retry)
 
-class _Reband:
-    def __init__(self, index: RedisIndex, lease: float) -> None:
-        self.index, self.server, self.lease = index, index._server, max(1, round(lease))
-        self.lock, self.token = reband_lock(index.prefix), os.urandom(8).hex()
+    def renew(client: Any) -> None:
+        if not client.eval(RENEW, 1, lock, token, lease):
+            raise IndexWriteError(f"index {index.location}: the re-banding lost its lock (stalled for "
+                                  f"{lease} s?); the index is as it was: run it again")
 
-    def _call(self, fn: Callable[[Any], Any], *, retry: bool = True) -> Any:
-        return self.server.retrying("reband", fn, write=True, retry=retry)
-
-    def _renew(self, client: Any) -> None:
-        if not client.eval(RENEW, 1, self.lock, self.token, self.lease):
-            raise IndexWriteError(f"index {self.index.location}: the re-banding lost its lock (stalled for "
-                                  f"{self.lease} s?); the index is as it was: run it again")
-
-    def run(self, params: Any, progress: Callable[[int, int], None] | None) -> tuple[int, int]:
-        index = self.index
-        if not self._call(lambda c: c.set(self.lock, self.token, nx=True, ex=self.lease), retry=False):
-            raise IndexWriteError(f"index {index.location} is being re-banded by another process")
-        try:
-            return self._run(params, progress)
-        finally:
-            self._call(lambda c: c.eval(RELEASE, 1, self.lock, self.token))
-
-    def _run(self, params: Any, progress: Callable[[int, int], None] | None) -> tuple[int, int]:
-        index, prefix = self.index, self.index.prefix
-        old = index._k
-        new = Keys(index.location, index.namespace, params.bits, layouts(params), old.gen + 1)
-        names = sorted(set(self._call(lambda c: c.hkeys(f"{prefix}:namespaces"))) | {index.namespace})
-        bases = [index._namespace_base(name) for name in names]
-        frozen = f"{SCHEMA_VERSION}:reband:{self.token}"
-
-        def freeze(client: Any) -> list[int]:
-            # crawlers that opened the index fail from now on; what a re-banding killed midway built goes
-            for base in bases:
-                client.set(base + "meta", frozen)
-                drop_bands(client, base, old.tables(), lambda: self._renew(client))
-            return [int(client.get(base + "seq") or 0) for base in bases]
-
-        last_ids = self._call(freeze)
-        total, done, entries, members = sum(last_ids), 0, 0, [0] * len(bases)
-        limits = {**_LIMITS, **new.limits()}
-        for i, (base, last) in enumerate(zip(bases, last_ids, strict=True)):
-            common = json.dumps({"base": base, "limits": limits, "mark": frozen}, ensure_ascii=False, sort_keys=True)
-            for lo in range(1, last + 1, BATCH):
-                hi = min(last, lo + BATCH - 1)
-                call = json.dumps({"op": "reband", "from": lo, "to": hi})
-                read, added = self.server.script("reband", [(call, common)], route=base + "seq")[0]
-                self._call(self._renew)
-                entries, members[i], done = entries + int(read), members[i] + int(added), done + hi - lo + 1
-                if progress is not None:
-                    progress(done, total)
-        tiers = pigeonhole_records(params)
+    if not call(lambda c: c.set(lock, token, nx=True, ex=lease), retry=False):
+        raise IndexWriteError(f"index {index.location} is being re-banded by another process")
+    try:
+        gen = index._k.gen
+        names = sorted(set(call(lambda c: c.hkeys(f"{index.prefix}:namespaces"))) | {index.namespace})
+        frozen = f"{SCHEMA_VERSION}:reband:{token}"
+        counts = [0] * len(names)
+        entries = 0
+        for i, name in enumerate(names):
+            base = namespace_base(index.prefix, name)
+            call(command("set", base + "meta", frozen))
+            call(partial(drop_bands, base=base, keep=gen, renew=renew))  # what a killed run built
+            entries += int(call(command("get", base + "n")) or 0)
+            new = Keys(index.prefix, name, params.bits, bands_for(params), gen + 1)
+            counts[i] = server.attempts("reband", partial(
+                _file_all, keys=new, base=base, progress=progress, tick=partial(call, renew)), write=True)
+        tiers = records(params)
         record = {**index._meta, "schema_version": SCHEMA_VERSION, "params": params.as_dict(),
-                  "title_layout": tiers["title"], "body_layout": tiers["body"], "band_gen": new.gen}
-        mark = f"{SCHEMA_VERSION}:{os.urandom(6).hex()}"
+                  "title_layout": tiers["title"], "body_layout": tiers["body"], "band_gen": gen + 1}
 
         def switch(client: Any) -> None:
-            if not client.eval(SWAP, 1, f"{prefix}:meta", index._record, json.dumps(record, sort_keys=True)):
+            if not client.eval(SWAP, 1, f"{index.prefix}:meta", index._record, json.dumps(record, sort_keys=True)):
                 raise IndexWriteError(f"index {index.location}: its record changed during the re-banding; the "
                                       "index is as it was: run it again")
-            for base, count in zip(bases, members, strict=True):
+            for name, count in zip(names, counts, strict=True):
+                base = namespace_base(index.prefix, name)
                 client.set(base + "nbands", count)
-                client.set(base + "meta", mark)
+                client.set(base + "meta", f"{SCHEMA_VERSION}:{os.urandom(8).hex()}")
 
-        self._call(switch, retry=False)
-        self._call(lambda c: [drop_bands(c, base, new.tables()) for base in bases])  # the new layout serves
-        return entries, sum(members)
+        call(switch, retry=False)
+        for name in names:  # the new layout serves
+            call(partial(drop_bands, base=namespace_base(index.prefix, name), keep=gen + 1))
+    finally:
+        call(lambda c: c.eval(RELEASE, 1, lock, token))
+    return {"entries": entries, "band_rows": sum(counts), "params": params.as_dict(),
+            "previous": previous.as_dict(), "seconds": time.monotonic() - started}
 
 
-def drop_bands(client: Any, base: str, keep: set[str], tick: Callable[[], None] | None = None) -> int:
-    """Delete namespace ``base``'s band tables but ``keep`` (those of another generation of the
-    layout): their buckets, crowded keys' sorted sets and split nodes, and their ``lh`` states;
-    ``tick()`` after each thousand keys scanned."""
+def _file_all(link: Link, keys: Keys, base: str, progress: Callable[[int, int], None] | None,
+              tick: Callable[[], None]) -> int:
+    """File every fingerprint the namespace's holders keep in the buckets of ``keys``; band rows made."""
+    client = link.server.live()
+    holder_keys = list(client.scan_iter(match=glob_escape(base) + "h[tb]:*", count=1000))
+    low = 8 * keys.fp_bytes - 16
+    rows = 0
+    pending: dict[str, list[int]] = {"title": [], "body": []}
+
+    def flush() -> None:
+        nonlocal rows
+        for tier, fps in pending.items():
+            if fps:
+                view = View(keys, link, watch=False)
+                view.file(tier, fps)  # type: ignore[arg-type]
+                view.commit()
+                rows += view.counts["nbands"]
+                fps.clear()
+        tick()
+
+    for done, key in enumerate(holder_keys, 1):
+        tier = "title" if key[len(base) + 1] == "t" else "body"
+        high = int(key.rsplit(":", 1)[1], 16)
+        (flat,) = link.send([("HKEYS", key)])
+        pending[tier] += [(high << low) | int.from_bytes(field, "big") for field in flat]
+        if len(pending["title"]) + len(pending["body"]) >= BATCH or done == len(holder_keys):
+            flush()
+            if progress is not None:
+                progress(done, len(holder_keys))
+    flush()
+    return rows
+
+
+def drop_bands(client: Any, base: str, keep: int, renew: Callable[[Any], None] | None = None) -> int:
+    """Delete namespace ``base``'s band buckets (and their sub-buckets) of every layout generation
+    but ``keep``; ``renew(client)`` after each thousand keys scanned."""
     def other(key: str) -> bool:
-        table = key[len(base):].removeprefix("Z").split(":", 1)[0]
-        return BAND_TABLE.fullmatch(table) is not None and table not in keep
+        found = _BAND_KEY.match(key[len(base):])
+        return found is not None and int(found.group(1)) != keep
 
-    gone = sum(unlink_scanned(client, glob_escape(base) + pattern, other, tick)
-               for pattern in ("[tb]b[0-9]*", "Z[tb]b[0-9]*"))
-    states = [field for field in client.hkeys(base + "lh") if BAND_TABLE.fullmatch(field) and field not in keep]
-    if states:
-        client.hdel(base + "lh", *states)
-    return gone
+    tick = None if renew is None else partial(renew, client)
+    return unlink_scanned(client, glob_escape(base) + "b[0-9]*", other, tick)

@@ -1,56 +1,36 @@
-"""Dense band buckets, split further: what keeps a check short when fingerprints crowd together.
+"""Split band buckets in SQLite: where the rows of a crowded bucket go, and the statements that read them.
 
-Fingerprints crowded around one centre (boilerplate-heavy sites: distinct texts sharing most of
-their bits) share part values, so a bucket of the ``band`` table can hold thousands of them, every
-one a candidate of a check that probes it, and the buckets next to it (one bit away, what the
-probes also read) hold many more. A bucket that reaches its threshold (:func:`split_at`) is *split*:
-it keeps one marker row (``fp`` = an empty BLOB, a value no fingerprint has) and its fingerprints
-move to ``band2``, into the buckets of the multi-index layout of their other bits
-(:attr:`.bands.TierBands.splits`, :meth:`~.bands.TierBands.rest`). A ``band2`` bucket that grows
-dense is split the same way once more, into ``band2`` buckets of the bits left (two levels,
-:data:`MAX_DEPTH`). A split bucket stays split (its rows are maintained below) even if entries go.
+When to split a bucket, which sub-buckets a fingerprint goes to and which ones a query reads are
+the shared layout's (:mod:`..bands`: :func:`~..bands.split_at`, :func:`~..bands.children`,
+:func:`~..bands.plan`); this module stores them. A split ``band`` bucket keeps one marker row
+(``fp`` = an empty BLOB, a value no fingerprint has) and its fingerprints move to ``band2``; a
+``band2`` bucket that grows dense is split the same way, in ``band2``. Each level is read by one
+statement.
 
-A check that meets a marker reads the sub-buckets of its own other bits within the bits it has left:
-a bucket reached through a probe that flipped ``s`` bits holds fingerprints ``s`` bits away in that
-part, so the rest must be within ``k - s`` (:meth:`~.bands.TierBands.probe_within`); every fingerprint
-within ``k`` is still found, and the sub-probes of a neighbour's bucket are few (k=2: 2 exact
-sub-probes instead of 34). Each level is one statement.
-
-``band2`` keys: ``(namespace id, tier, path, hash)`` packed in 63 bits, where the path numbers the
-parts taken from the top (its level and, per level, which part: exact) and the hash is 34 bits of
-the parent bucket's key, mixed, XOR the sub-part's value. Two buckets whose keys meet by chance share
+``band2`` keys: ``(namespace id, tier, path code, hash)`` packed in 63 bits, where the path code
+numbers the parts taken from the top (:attr:`~..bands.Split.codes`) and the hash is 34 bits of the
+parent bucket's key, mixed, XOR the sub-part's value. Two buckets whose keys meet by chance share
 the namespace, tier and path, so their fingerprints are split by the same bits and found by the
 same probes: a check reads the other bucket's rows as extra candidates, verified like every other
 (never a missed one), and a fingerprint's rows stay its namespace's.
-
-Thresholds: a sub-probe in a batched statement costs about half the CPU of a row read (~0.27 µs
-against ~0.5 µs with its decode and distance, on the clustered data of ``benchmarks/index_scaling.py``:
-``benchmarks/README.md``), so a bucket is
-split once reading it costs more than the sub-probes of a visit through a neighbour (one bit spent at
-each level above): title k=2 at 4 fingerprints, body k=3 at 17 in ``band``, 4 in ``band2``.
 """
 
 from __future__ import annotations
 
-import math
 import sqlite3
 from collections.abc import Iterable
-from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from ..bands import TierBands
+from .. import bands
+from ..bands import MIN_SPLIT, Split, plan, split_at
+
+__all__ = ["MARKER", "MIN_SPLIT", "Split", "candidates", "drop", "held", "is_marker", "plan", "split_at",
+           "split_dense", "write"]
 from .schema import insert_rows_sql
 
 #: ``band.fp`` / ``band2.fp`` of a split bucket's marker row.
 MARKER = b""
-#: Levels of ``band2`` buckets below a ``band`` bucket.
-MAX_DEPTH = 2
-#: A bucket of fewer fingerprints is never split (a marker and a row per sub-part each cost more).
-MIN_SPLIT = 4
-#: What one sub-probe costs, in row reads (measured: ~0.27 µs a probe, ~0.5 µs a row).
-PROBE_ROWS = 0.5
-PATH_BITS = 8
+PATH_BITS = bands.PATH_BITS
 HASH_BITS = 34  # 63 - namespace bits (20) - tier (1) - PATH_BITS
 _HASH_MASK = (1 << HASH_BITS) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -63,54 +43,6 @@ _NONE = ((), 0, -1)
 #: part numbers taken so far (the first is the ``band`` part), the rest the bits not yet taken (None:
 #: not computed yet, a ``band`` row's).
 Item = tuple[int, Any, str, tuple[int, ...], "int | None"]
-
-
-@dataclass(frozen=True)
-class Split:
-    """How the buckets of one path split: the layout of their fingerprints' other bits, the path
-    code of each sub-part, and the depth of the sub-buckets (1: ``band2`` below ``band``)."""
-
-    layout: TierBands
-    codes: tuple[int, ...]
-    depth: int
-
-
-def plan(top: TierBands) -> dict[tuple[int, ...], Split]:
-    """Per path of a splittable bucket, its :class:`Split` (a path without one is never split)."""
-    known = _PLANS.get(id(top))  # by identity: hashing the layout costs more than the rest of a lookup
-    if known is None or known[0] is not top:
-        known = _PLANS[id(top)] = (top, _plan(top))
-    return known[1]
-
-
-_PLANS: dict[int, tuple[TierBands, dict[tuple[int, ...], Split]]] = {}
-
-
-@cache
-def _plan(top: TierBands) -> dict[tuple[int, ...], Split]:
-    out: dict[tuple[int, ...], Split] = {}
-    code = 0
-
-    def walk(path: tuple[int, ...], layout: TierBands, depth: int) -> None:
-        nonlocal code
-        sub = layout.splits[path[-1]]
-        if sub is None or depth > MAX_DEPTH or code + len(sub.parts) > 1 << PATH_BITS:
-            return
-        out[path] = Split(sub, tuple(range(code, code + len(sub.parts))), depth)
-        code += len(sub.parts)
-        for j in range(len(sub.parts)):
-            walk((*path, j), sub, depth + 1)
-
-    for n in range(len(top.parts)):
-        walk((n,), top, 1)
-    return out
-
-
-def split_at(top: TierBands, split: Split) -> int:
-    """Fingerprints at which a bucket splits: where reading it costs more than the sub-probes of a
-    visit through a neighbour (one bit spent at each level above)."""
-    remaining = max(top.distance - split.depth, 0)
-    return max(MIN_SPLIT, math.ceil(PROBE_ROWS * split.layout.probes_within(remaining)))
 
 
 def child(parent: int, prefix: int, code: int, value: int) -> int:
@@ -126,24 +58,15 @@ def is_marker(raw: Any) -> bool:
     return type(raw) is bytes and not raw
 
 
-def _rest(top: TierBands, path: tuple[int, ...], fp: int) -> int:
-    """The bits of ``fp`` a bucket of ``path`` splits by."""
-    rest, layout = top.rest(fp, path[0]), top
-    for i in range(1, len(path)):
-        layout = plan(top)[path[:i]].layout
-        rest = layout.rest(rest, path[i])
-    return rest
-
-
 def _below(rows: Any, item: Item, depth: int) -> list[Item]:
     """The items of ``item``'s fingerprint in the sub-buckets of its (split) bucket."""
     key, raw, tier, path, rest = item
-    split = plan(rows.tiers[tier])[path]
+    top = rows.tiers[tier]
     if rest is None:
-        rest = rows.tiers[tier].rest(rows.dec(raw), path[0])
+        rest = top.rest(rows.dec(raw), path[0])
     prefix = rows.prefix(key, depth)
-    return [(child(key, prefix, split.codes[j], value), raw, tier, (*path, j), split.layout.rest(rest, j))
-            for j, value in split.layout.store(rest)]
+    return [(child(key, prefix, code, value), raw, tier, sub, sub_rest)
+            for code, value, sub, sub_rest in bands.children(top, path, rest)]
 
 
 def write(conn: sqlite3.Connection, rows: Any, placed: list[tuple[int, Any, str, int, int]],
@@ -160,8 +83,8 @@ def split_dense(conn: sqlite3.Connection, rows: Any, sizes: Iterable[tuple[int, 
     items: list[Item] = []
     for key, size in sizes:
         tier, part = rows.part_of(key)
-        split = plan(rows.tiers[tier]).get((part,))
-        if split is not None and size >= split_at(rows.tiers[tier], split):
+        split = bands.plan(rows.tiers[tier]).get((part,))
+        if split is not None and size >= bands.split_at(rows.tiers[tier], split):
             items += _split(conn, rows, "band", key, tier, (part,), 0)
     _descend(conn, rows, items, 1)
 
@@ -182,7 +105,7 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
     counted again after the insert."""
     table = "band" if depth == 0 else "band2"
     if known is not None and len(known) == len(items) and all(
-            item[0] in known and known[item[0]][0] + 1 < MIN_SPLIT and not known[item[0]][1] for item in items):
+            item[0] in known and known[item[0]][0] + 1 < bands.MIN_SPLIT and not known[item[0]][1] for item in items):
         # the usual case (distinct keys, every bucket small and none split, so none splits now:
         # what the general path below finds): the rows go in with one statement
         conn.execute(insert_rows_sql(table, "key, fp", len(items)), [x for item in items for x in item[:2]])
@@ -208,7 +131,7 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
     below: list[Item] = []
     plain = []
     for item in items:
-        if item[0] in split and item[3] in plan(rows.tiers[item[2]]):
+        if item[0] in split and item[3] in bands.plan(rows.tiers[item[2]]):
             below += _below(rows, item, depth)
         else:
             plain.append(item)
@@ -217,11 +140,11 @@ def _place(conn: sqlite3.Connection, rows: Any, items: list[Item], depth: int,
     fresh: dict[int, tuple[str, tuple[int, ...], int]] = {}
     thresholds: dict[tuple[str, tuple[int, ...]], int | None] = {}
     for key, _, tier, path, _ in plain:
-        if key in fresh or size.get(key, 0) + placed_under[key] < MIN_SPLIT:
+        if key in fresh or size.get(key, 0) + placed_under[key] < bands.MIN_SPLIT:
             continue
         if (tier, path) not in thresholds:
-            how = plan(rows.tiers[tier]).get(path)
-            thresholds[tier, path] = None if how is None else split_at(rows.tiers[tier], how)
+            how = bands.plan(rows.tiers[tier]).get(path)
+            thresholds[tier, path] = None if how is None else bands.split_at(rows.tiers[tier], how)
         threshold = thresholds[tier, path]
         if threshold is not None and size.get(key, 0) + placed_under[key] >= threshold:
             fresh[key] = (tier, path, threshold)
@@ -238,7 +161,8 @@ def _split(conn: sqlite3.Connection, rows: Any, table: str, key: int, tier: str,
     conn.execute(f"DELETE FROM {table} WHERE key = ?", (key,))
     conn.execute(f"INSERT INTO {table}(key, fp) VALUES (?, ?)", (key, MARKER))
     top, dec = rows.tiers[tier], rows.dec
-    return [item for raw in raws for item in _below(rows, (key, raw, tier, path, _rest(top, path, dec(raw))), depth)]
+    return [item for raw in raws
+            for item in _below(rows, (key, raw, tier, path, bands.rest_at(top, path, dec(raw))), depth)]
 
 
 def _read_below(conn: sqlite3.Connection, keys: list[int]) -> list[tuple[int, Any]]:
@@ -250,12 +174,6 @@ def _read_below(conn: sqlite3.Connection, keys: list[int]) -> list[tuple[int, An
         chunk += chunk[-1:] * (size - len(chunk))  # a repeated key reads its rows once
         out += conn.execute(f"SELECT key, fp FROM band2 WHERE key IN ({','.join('?' * size)})", chunk).fetchall()
     return out
-
-
-@cache
-def _spent(top: TierBands) -> tuple[tuple[int, int], ...]:
-    """Per probe of :meth:`.bands.TierBands.probe` (in its order), its part and the bits it flipped."""
-    return tuple((n, mask.bit_count()) for n, masks in enumerate(top.flips) for mask in masks)
 
 
 def candidates(conn: sqlite3.Connection, rows: Any, tier: str, fp: int,
@@ -276,30 +194,25 @@ def candidates(conn: sqlite3.Connection, rows: Any, tier: str, fp: int,
     keys = rows.probe_keys(tier, fp)
     # bucket key -> (path, rest, bits remaining); a key two probes share (folded values) keeps the most
     frontier: dict[int, tuple[tuple[int, ...], int, int]] = {}
-    for key, (part, spent) in zip(keys, _spent(top), strict=True):
+    for key, (part, spent) in zip(keys, bands.probe_spent(top), strict=True):
         if key in marked and (key not in frontier or frontier[key][2] < top.distance - spent):
             frontier[key] = ((part,), top.rest(fp, part), top.distance - spent)
-    steps = plan(top)
     depth = 0
     while frontier:
         probes: dict[int, tuple[tuple[int, ...], int, int]] = {}
         for key, (path, rest, remaining) in frontier.items():
-            split = steps.get(path)
-            if split is None:  # a marker the layout does not split by: not ours (check_rows refuses most)
-                continue
+            # empty for a marker the layout does not split by: not ours (check_rows refuses most)
             high = rows.prefix(key, depth) << PATH_BITS
             mixed = ((key * _GOLDEN) & _MASK64) >> (64 - HASH_BITS)
-            for j, value, spent in split.layout.probe_within(rest, remaining):
-                sub = ((high | split.codes[j]) << HASH_BITS) | (mixed ^ value) if value <= _HASH_MASK else \
-                    child(key, high >> PATH_BITS, split.codes[j], value)
-                left = remaining - spent
+            for code, value, sub_path, sub_rest, left in bands.sub_probes(top, path, rest, remaining):
+                sub = ((high | code) << HASH_BITS) | (mixed ^ value) if value <= _HASH_MASK else \
+                    child(key, high >> PATH_BITS, code, value)
                 if left > probes.get(sub, _NONE)[2]:
-                    probes[sub] = ((*path, j), rest, left)
+                    probes[sub] = (sub_path, sub_rest, left)
         frontier = {}
         for key, raw in _read_below(conn, list(probes)):
             if is_marker(raw):
-                path, rest, remaining = probes[key]
-                frontier[key] = (path, steps[path[:-1]].layout.rest(rest, path[-1]), remaining)
+                frontier[key] = probes[key]
             else:
                 found.append(dec(raw))
         depth += 1
@@ -313,7 +226,7 @@ def _chain(rows: Any, tier: str, fp: int, part: int, key: int) -> list[tuple[int
     stack: list[Item] = [(key, None, tier, (part,), top.rest(fp, part))]
     while stack:
         item = stack.pop()
-        if item[3] in plan(top):
+        if item[3] in bands.plan(top):
             for sub in _below(rows, item, len(item[3]) - 1):
                 out.append((sub[0], sub[3]))
                 stack.append(sub)
@@ -341,7 +254,7 @@ def held(conn: sqlite3.Connection, rows: Any, tier: str, raw: Any) -> int:
             if conn.execute(f"SELECT 1 FROM {table} WHERE key = ? AND fp = ?", (item[0], raw)).fetchone():
                 present += 1
                 break
-            if item[3] not in plan(top) or not conn.execute(
+            if item[3] not in bands.plan(top) or not conn.execute(
                     f"SELECT 1 FROM {table} WHERE key = ? AND fp = ?", (item[0], MARKER)).fetchone():
                 break
             item, table, depth = _below(rows, item, depth)[0], "band2", depth + 1
