@@ -50,8 +50,8 @@ The stream (per language, built deterministically from ``--seed``)
   smaller set, the measure of ``audit.py``), which a digest holding a story or two versions of one
   report reach at any Jaccard: containment ≥ 0.9 with the same figures is ``natural`` too, and a
   pair not labelled otherwise whose containment is ≥ 0.5 is ambiguous, ``grey`` (left out):
-  neither a repost nor clearly another story (``info["grey_contained"]``). ``--labels 1``: the
-  labels before that (containment pairs found through sentences only).
+  neither a repost nor clearly another story (``info["grey_contained"]``). ``--labels 1``: without
+  that rule (containment pairs found through sentences only).
 
 Scoring: an item is a positive when an earlier item of its story (cluster) is in the stream. A
 drop is correct only when the matched original belongs to the same cluster (a repost dropped
@@ -63,7 +63,7 @@ nearest earlier item of another story.
 Run: ``python benchmarks/accuracy.py`` (report split, 1,000 originals per language, 3 reposts
 each; a few minutes on two cores). ``--split tune`` is the half used for tuning. Engine options go
 through ``--option``: ``--option sentences_shared=2`` turns on the opt-in sentence tier,
-``--option title_numbers=0`` turns off the title tier's number guard (the behaviour before it).
+``--option title_numbers=0`` turns off the title tier's number guard.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ SOURCES = {
 }
 MIN_BODY_CHARS = 150
 SYSTEMS = ("scrapy-simhash", "simhash-pypi", "minhash-lsh", "plain-recipe")
-#: Issue 15 targets (report split, default settings); the hard-negative target is 1 %, not 0.1 %.
+#: Targets (report split, default settings); the hard-negative target is 1 %, not 0.1 %.
 TARGETS = {"precision": 0.995, "recall<=10%": 0.95, "recall@30%": 0.90, "hard_false_drop": 0.01}
 
 
@@ -285,7 +285,7 @@ def jaccard(a: set[Any] | frozenset[Any], b: set[Any] | frozenset[Any]) -> float
     return len(a & b) / len(a | b)
 
 
-#: Issue 15: a shorter article with (nearly) all its sentences inside a longer one is one story.
+#: A shorter article with (nearly) all its sentences inside a longer one is one story.
 CONTAINED_SHARE = 0.9
 _MIN_CHARS = 10  # of a normalized sentence
 _BOILERPLATE_ARTICLES = 5
@@ -790,7 +790,7 @@ class _PlainIndex:
 
 
 def run_plain(stream: Stream) -> RunResult:
-    """The plain recipe (issue 7's bar): lxml text, NFKC, jieba extract_tags top-20, all title words."""
+    """The plain recipe (the bar to beat): lxml text, NFKC, jieba extract_tags top-20, all title words."""
     import jieba
     import jieba.analyse
 
@@ -1086,7 +1086,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=int,
         choices=(1, 2),
         default=2,
-        help="2 (default): pairs with 5-gram containment >= 0.5 are no hard negatives; 1: the labels before that",
+        help="2 (default): pairs with 5-gram containment >= 0.5 are no hard negatives; "
+        "1: containment pairs found through sentences only",
     )
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--json", type=Path, help="also write all metrics to this JSON file")

@@ -1,4 +1,4 @@
-"""What the pipeline costs a real crawl: the same crawl with it on and off (issue 18, deliverable 3).
+"""What the pipeline costs a real crawl: the same crawl with it on and off.
 
 Per language (``zh``: inews BDCI 2019, ``en``: Reuters-21578 bodies that are not empty, picked as
 ``throughput.py`` picks them), ``--limit`` articles become HTML pages (an ``h1`` title, the body's
@@ -25,7 +25,7 @@ default, the cores minus one), each compared with the crawl without it. ``--thre
 crawl process's CPU went: per thread (``/proc/self/task``, sampled every 0.1 s and at the end, by
 thread name), from ``spider_opened`` to the end of the crawl.
 
-Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds 1``
+Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds=1``
 for a smoke run).
 """
 

@@ -35,17 +35,17 @@ Files
 Run::
 
     python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds + files
-    python benchmarks/faults.py --kills 6 --race-rounds 2 --articles 120 --seed 7
-    python benchmarks/faults.py --kills 0 --race-rounds 0 --crafted-chars 65536   # crafted items only
+    python benchmarks/faults.py --kills 6 --race-rounds=2 --articles 120 --seed 7
+    python benchmarks/faults.py --kills 0 --race-rounds=0 --crafted-chars 65536   # crafted items only
     python benchmarks/faults.py --files-only      # only the damaged and tampered files
 
 Crafted
     Items whose title or body is built to make a pattern backtrack (a run of colons before a
     hyphen, runs of spaces left by removed tags, a date followed by thousands of line breaks; the
-    regular expressions of ``normalize.py`` hold the GIL while they run, so one such item once
-    stopped the whole crawl for minutes) go, between real articles, through a real crawl that
-    ticks a reactor timer every 20 ms. Checked: the crawl finishes, every item is counted, the
-    longest gap between two ticks stays under a second; and, in a separate process, the time
+    regular expressions of ``scrapy_simhash/text/normalize.py`` hold the GIL while they run, so one
+    item that made one backtrack would stop the whole crawl for minutes) go, between real articles,
+    through a real crawl that ticks a reactor timer every 20 ms. Checked: the crawl finishes, every
+    item is counted, the longest gap between two ticks stays under a second; and, in a separate process, the time
     ``Fingerprinter().fingerprint`` takes on each crafted item alone (a page whose one tag holds
     tens of thousands of attributes is there for the record: libxml2 is quadratic in them, but
     parses without the GIL).

@@ -5,8 +5,8 @@ page under ``../shared/corpus/html/`` (raw bytes, title from its ``<title>``), t
 ``normalize_title``, ``normalize_body``, ``normalize_text``, ``main_text`` and
 ``Fingerprinter().fingerprint(title, body)`` (pages also with ``main_content=True``), once with
 this checkout's package and once with another checkout's (each in its own process), and counts the
-outputs that differ. Meant for changes that should not change any output (issue 17: the linear-time
-rewrites of the patterns in ``normalize.py``)::
+outputs that differ. Meant for changes that should not change any output (a pattern of
+``scrapy_simhash/text/normalize.py`` rewritten, a faster route)::
 
     git worktree add /tmp/base main
     python benchmarks/normalize_diff.py --base /tmp/base            # every record (~10 min, 1 core)

@@ -1,4 +1,4 @@
-"""The engine next to its peers, end to end on the same articles (issue 18, deliverable 3).
+"""The engine next to its peers, end to end on the same articles.
 
 Every system runs a streaming dedup over the same ``--limit`` articles per language (``zh``: inews
 BDCI 2019, ``en``: Reuters-21578 bodies that are not empty, picked as ``throughput.py`` picks them):
@@ -37,7 +37,7 @@ rensa``), ``simhash`` (``pip install simhash``); a system whose package is missi
 message. The index files go to a temporary directory under ``--dir`` (a real disk: the engine's
 index fsyncs its commits; tmpfs is refused).
 
-Run: ``python benchmarks/peers.py`` (2,200 articles per language, 3 rounds; ``--limit 300 --rounds 1``
+Run: ``python benchmarks/peers.py`` (2,200 articles per language, 3 rounds; ``--limit 300 --rounds=1``
 for a smoke run). ``--base ../main`` also runs another tree's default engine, interleaved, as
 ``base:engine`` (its own script and package: a change measured against its base in one run).
 """

@@ -1,4 +1,4 @@
-"""Where a durable SQLite check-and-add's CPU goes as the index grows (issue 19): pages, not rows.
+"""Where a durable SQLite check-and-add's CPU goes as the index grows: pages, not rows.
 
 For each prebuilt index (``index_scaling.build``, one file per distribution and size, built once
 into ``--dir`` and reused) and each variant (SQLite pragmas, prewarming, a file evicted from the OS

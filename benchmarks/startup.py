@@ -1,4 +1,4 @@
-"""Start-up of the engine in a fresh process: import, open, first fingerprint (issue 18).
+"""Start-up of the engine in a fresh process: import, open, first fingerprint.
 
 Each run is a new interpreter that imports what the pipeline needs (``--engine-only``: only
 ``scrapy_simhash.Deduplicator``, what the command line and a worker process load), opens a fresh
@@ -8,7 +8,7 @@ Medians of ``--runs`` runs. ``PYTHONPATH`` chooses the checkout measured (the ru
 temporary directory, so the current one is not on their path). The modules' bytecode is cached
 as in an installed package (``pip`` compiles it), in a temporary ``PYTHONPYCACHEPREFIX``, even
 where ``PYTHONDONTWRITEBYTECODE`` is set (``--no-bytecode-cache``: as the environment says; every
-module of the checkout is then compiled at every start, ~0.1 s more).
+module of the checkout is then compiled at every start).
 
 Run: ``python benchmarks/startup.py --runs 7``.
 """

@@ -1,4 +1,4 @@
-"""Throughput of scrapy-simhash next to the tokenizer floor, on real articles (issue 8).
+"""Throughput of scrapy-simhash next to the tokenizer floor, on real articles.
 
 All stages run in one invocation, interleaved run by run, so their ratios hold on a noisy, shared
 machine. Per language (``zh``: inews BDCI 2019, ``en``: Reuters-21578 bodies that are not empty),
@@ -21,7 +21,7 @@ on the same ``--limit`` articles:
 The child processes (crawls, command lines) cache the modules' bytecode as an installed package has it
 (``pip`` compiles it), in a temporary ``PYTHONPYCACHEPREFIX``, even where ``PYTHONDONTWRITEBYTECODE``
 is set (``--no-bytecode-cache``: as the environment says; every module of an editable checkout is then
-compiled again at every start, ~0.07 s a process), as ``startup.py`` does.
+compiled again at every start), as ``startup.py`` does.
 
 Per-stage shares (normalize / features (jieba) / simhash / index) come from an instrumented pass of
 (c) that times each step of the same calls. Also measured: startup of the pipeline in a fresh process
@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"--jobs {args.jobs} {eN:.2f} s ({m / eN:,.0f} docs/s, RSS of the largest process "
                   f"{med([x['rss_mb'] for x in r['eN']]):.0f} MB); a 1-article run takes {f1:.2f} s / {fN:.2f} s")
             ratios.append(f"(e {args.jobs} jobs)/(e 1) {e1 / eN:.2f} wall, {(e1 - f1) / (eN - fN):.2f} without the "
-                          "1-article run (goal ≥ 1.8 on 2 cores, issue 18)")
+                          "1-article run (goal ≥ 1.8 on 2 cores)")
         print("ratios: " + "; ".join(ratios))
     print(f"\n(a)–(c') interleaved in chunks of 25 articles; (c)/(c')/split: in this process (peak RSS "
           f"{bench_rss:.0f} MB, corpus included); (d) RSS of the crawl process; (e) RSS = the largest process "

@@ -1,4 +1,4 @@
-"""Would another tokenizer make fingerprinting much faster? (issue 8, item 3)
+"""Would another tokenizer make fingerprinting much faster?
 
 The engine's ``Fingerprinter`` with its word segmenter swapped for another tokenizer's ``cut``,
 against the default (``scrapy_simhash.fingerprint.segment``: jieba's words, exactly), on the same real
