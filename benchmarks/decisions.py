@@ -607,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nice", type=int, default=10, help="niceness of the build (0: none)")
     p.add_argument("--force", action="store_true", help="rebuild even though manifest.json exists")
 
-    p = sub.add_parser("_build", parents=[common], help=argparse.SUPPRESS)
+    p = sub.add_parser("_build", parents=[common])  # internal: no help, so not listed
     for opt in ("--checkout", "--corpus", "--only"):
         p.add_argument(opt, default="")
     for opt in ("--limit", "--reposts", "--seed"):
