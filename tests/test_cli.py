@@ -536,7 +536,9 @@ def test_jobs_read_ahead_holds_a_full_transaction(tmp_path: Path, monkeypatch: p
     workers finish more than a transaction's worth, and the next one takes DECIDE_BATCH_READY."""
     from scrapy_simhash.cli import dedup as cli_dedup
 
-    n = cli_dedup.DECIDE_BATCH_READY + 300
+    # the first transaction takes what is ready when the index is open, at most DECIDE_BATCH_READY:
+    # past it, more than DECIDE_BATCH_READY lines are left for the second
+    n = 2 * cli_dedup.DECIDE_BATCH_READY + 300
     lines = [dumps({"url": f"u{k}", "title": f"Notice {k} about lot {k * 7919}",
                     "body": f"{STORY_EN['body'][:300]} Lot {k * 104729}."}) for k in range(n)]
     sizes = dedup_jobs_2_recording_transactions(tmp_path, monkeypatch, capsys, lines, lambda k: 8 if k == 1 else 0)
