@@ -754,11 +754,11 @@ class FileResult:
 
 
 def _refused_or_counted(name: str, path: Path, fps: Sequence[tuple[int | None, int | None, str]]) -> FileResult:
-    from scrapy_simhash.index import IndexError_, open_index
+    from scrapy_simhash.index import SimhashIndexError, open_index
 
     try:
         open_index(path, create=False).close()
-    except IndexError_ as exc:
+    except SimhashIndexError as exc:
         return FileResult(name, len(fps), len(fps), 0,
                           f"refused at open: {str(exc).replace(str(path), '<index>')[:140]}")
     try:
@@ -771,7 +771,7 @@ def _refused_or_counted(name: str, path: Path, fps: Sequence[tuple[int | None, i
 def file_damage_campaign(workdir: Path, n: int = FILE_ENTRIES, seed: int = 0) -> list[FileResult]:
     """Each damage of :data:`FILE_DAMAGE` applied to a real index of ``n`` committed entries, then
     the triggers, a FIFO at the index path and SIGKILLs mid-write (which must still open)."""
-    from scrapy_simhash.index import IndexError_, Query, open_index
+    from scrapy_simhash.index import Query, SimhashIndexError, open_index
 
     fps = file_fingerprints(n, seed)
     sources = {"pending": workdir / "pending.sqlite3", "clean": workdir / "clean.sqlite3"}
@@ -792,7 +792,7 @@ def file_damage_campaign(workdir: Path, n: int = FILE_ENTRIES, seed: int = 0) ->
             with open_index(path) as ix:
                 for t, b, url in fps:
                     ix.check_and_add(Query(t, b, 2, 3, url=url))
-        except IndexError_ as exc:
+        except SimhashIndexError as exc:
             results.append(FileResult(name, n, n, 0, f"refused: {str(exc).replace(str(path), '<index>')[:150]}"))
             continue
         result = _refused_or_counted(name, path, fps)
@@ -826,7 +826,7 @@ def file_damage_campaign(workdir: Path, n: int = FILE_ENTRIES, seed: int = 0) ->
             with open_index(path, create=False) as ix:
                 present = {e.url for e in ix.entries()}
             survived += len(set(committed) & present)
-        except IndexError_ as exc:
+        except SimhashIndexError as exc:
             problems.append(str(exc)[:120])
     results.append(FileResult("SIGKILL mid-write (5 runs): must open", tried, survived, tried - survived,
                               "; ".join(problems) or "opened with every committed entry"))
@@ -883,7 +883,7 @@ def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileR
     """Redis servers that may forget (allkeys-lru eviction; a restart without persistence under a
     running index), a batch of ``n`` with one poisoned band key: tried / survived / lost (lost: a
     story admitted again, or an item dropped with its neighbours)."""
-    from scrapy_simhash.index import IndexError_, IndexOpenError, Query, open_index
+    from scrapy_simhash.index import IndexOpenError, Query, SimhashIndexError, open_index
 
     rng = random.Random(seed)
     fps = [rng.getrandbits(64) for _ in range(n)]
@@ -917,7 +917,7 @@ def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileR
             server = _RedisServer(workdir / "restart", "--appendonly", "no", port=server.port)  # empty now
             again = 0
             for k, fp in enumerate(fps):
-                with contextlib.suppress(IndexError_):  # "lost its keys": never an answer
+                with contextlib.suppress(SimhashIndexError):  # "lost its keys": never an answer
                     again += ix.check_and_add(q(fp, f"again{k}")).match is None
         results.append(FileResult("redis: restarted without persistence", n, n - again, again,
                                   f"{refused}; with 'warn', every call after the restart failed "

@@ -33,7 +33,7 @@ from sqlitedict import SqliteDict
 
 from scrapy_simhash import Deduplicator
 from scrapy_simhash.engine import required_params
-from scrapy_simhash.index import IndexError_, IndexOpenError, ParameterMismatch, open_index
+from scrapy_simhash.index import IndexOpenError, ParameterMismatch, SimhashIndexError, open_index
 from tests.conftest import REPO, STORY_EN, STORY_ZH, STORY_ZH_2, crawl_settings, repost_with_suffix, run_crawl
 
 SCRAPY = tuple(int(p) for p in scrapy.__version__.split(".")[:2])
@@ -188,7 +188,7 @@ def test_wrongly_typed_stored_values_are_a_clear_index_error(tmp_path: Path, mar
     index = make_index(tmp_path / "i.sqlite3")
     keep = KEEP_STRUCTURE
     poison(index, payload(marker), keep=keep, skip_tables=("simhash_meta",))
-    with open_index(index, readonly=True) as ix, pytest.raises(IndexError_, match=str(index)):
+    with open_index(index, readonly=True) as ix, pytest.raises(SimhashIndexError, match=str(index)):
         list(ix.entries())
     result = cli("export", "--index", str(index))
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr

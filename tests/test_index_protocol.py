@@ -37,11 +37,11 @@ from scrapy_simhash.fingerprint.simhash import hamming_distance
 from scrapy_simhash.index import (
     BandIndex,
     Decision,
-    IndexError_,
     IndexOpenError,
     IndexParams,
     ParameterMismatch,
     Query,
+    SimhashIndexError,
     open_index,
 )
 from scrapy_simhash.index import rule as index_rule
@@ -647,9 +647,9 @@ def test_close_is_idempotent_and_context_manager(backend: Backend) -> None:
         ix.check_and_add(q(5, 6))
     ix.close()
     ix.close()
-    with pytest.raises(IndexError_, match="closed"):
+    with pytest.raises(SimhashIndexError, match="closed"):
         ix.check_and_add(q(7, 8))
-    with pytest.raises(IndexError_, match="closed"):
+    with pytest.raises(SimhashIndexError, match="closed"):
         ix.count()
     assert "closed" in repr(ix)
 

@@ -34,7 +34,7 @@ import pytest_twisted
 
 from scrapy_simhash.engine import Deduplicator
 from scrapy_simhash.fingerprint.simhash import hamming_distance
-from scrapy_simhash.index import IndexError_, IndexOpenError, IndexParams, IndexWriteError, Query, open_index
+from scrapy_simhash.index import IndexOpenError, IndexParams, IndexWriteError, Query, SimhashIndexError, open_index
 from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis.index import FORMAT, SCHEMA_VERSION, redacted
 from scrapy_simhash.index.redis.records import decode_record
@@ -373,7 +373,7 @@ def test_foreign_or_hostile_meta_is_refused_untouched(url: str, tmp_path: Path) 
 
 
 def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
-    """Values someone else wrote under the index's keys: an IndexError_ naming the index (the
+    """Values someone else wrote under the index's keys: an SimhashIndexError naming the index (the
     pipeline counts it and applies SIMHASH_ON_INDEX_ERROR), never a crash or a wrong verdict."""
     server = url.split("?")[0]
     client = raw_redis(server)
@@ -385,18 +385,18 @@ def test_hostile_values_under_our_keys_are_index_errors(url: str) -> None:
         client.hset(f"{base}d:dup", "distance", "far")
         for call in (lambda: ix.check_and_add(q(71, None)), lambda: list(ix.entries()),
                      lambda: ix.explain("dup"), lambda: ix.lookup(71, None, title_k=2, body_k=0)):
-            with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
+            with pytest.raises(SimhashIndexError, match=f"index {re.escape(url)}.*unreadable"):
                 call()
         raw = raw_redis(server, decode=False)
         key, field = ix._k.bucket("title", 0, 0x99)
         raw.hset(key, field, b"abc")  # a foreign band member of another length: an error, never a candidate
-        with pytest.raises(IndexError_, match=f"index {re.escape(url)}.*unreadable"):
+        with pytest.raises(SimhashIndexError, match=f"index {re.escape(url)}.*unreadable"):
             ix.lookup(0x99, None, title_k=2, body_k=0)
         raw.hdel(key, field)
         poison_band(raw, ix, 0x99)  # holders of a length no list of ours has
         with pytest.raises(IndexWriteError, match=re.escape(url)):
             ix.check_and_add(q(0x99, None))
-        with pytest.raises(IndexError_, match=re.escape(url)):
+        with pytest.raises(SimhashIndexError, match=re.escape(url)):
             ix.lookup(0x99, None, title_k=2, body_k=0)
     client.close()
     raw.close()
@@ -596,7 +596,7 @@ def test_server_gone_mid_crawl_is_a_write_error_then_recovers(private_server: Re
             ix.check_and_add(q(43, 44))
         assert time.monotonic() - start < 10  # bounded: 3 attempts, 0.05 + 0.1 s apart
         assert f"127.0.0.1:{private_server.port}" in str(err.value) and "after 3 attempts" in str(err.value)
-        with pytest.raises(IndexError_, match="count failed after 3 attempts"):
+        with pytest.raises(SimhashIndexError, match="count failed after 3 attempts"):
             ix.count()
         with pytest.raises(IndexWriteError, match="bulk add failed after 1 attempt:"):
             ix.add([(45, 46, None, None, 1.0)])  # never sent twice: a lost reply would add it twice
@@ -759,7 +759,7 @@ def test_a_reset_for_wider_thresholds_gives_a_redis_index_their_layout(url: str)
         for stale_call in (lambda: stale.check_and_add(q(5, 6)), lambda: before.index.add([(5, 6, None, None, 1.0)])):
             with pytest.raises(IndexWriteError, match="is being or was re-banded since it was opened"):
                 stale_call()
-        with pytest.raises(IndexError_, match="re-banded since it was opened"):
+        with pytest.raises(SimhashIndexError, match="re-banded since it was opened"):
             stale.lookup(5, None, title_k=2, body_k=0)
     with Deduplicator.open(url) as narrower:  # fewer bands asked for: the index's answer them
         assert narrower.index.params.body_bands == 6 and narrower.index.count() == 1
@@ -791,7 +791,7 @@ def test_every_call_fails_once_the_namespace_marker_is_gone(url: str) -> None:
         raw_redis(url.split("?")[0]).delete(f"{ix._base}meta")
         with pytest.raises(IndexWriteError, match="lost its keys"):
             ix.check_and_add(q(5, 6))
-        with pytest.raises(IndexError_, match="lost its keys"):
+        with pytest.raises(SimhashIndexError, match="lost its keys"):
             ix.lookup(5, None, title_k=2, body_k=0)
     with open_index(url) as ix:  # a new open marks the namespace again: what is left is what it has
         assert ix.check_and_add(q(5, 6)).match is not None

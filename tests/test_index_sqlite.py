@@ -118,7 +118,7 @@ def test_reexported_names() -> None:
     import scrapy_simhash.index as mod
 
     for name in ("BandIndex", "IndexParams", "Query", "Outcome", "Match", "Entry", "Decision",
-                 "IndexOpenError", "ParameterMismatch", "IndexWriteError", "IndexError_", "open_index"):
+                 "IndexOpenError", "ParameterMismatch", "IndexWriteError", "SimhashIndexError", "open_index"):
         assert hasattr(mod, name), name
     assert {Outcome, Match, Entry, Decision} <= {getattr(mod, n) for n in mod.__all__}
 

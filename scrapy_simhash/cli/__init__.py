@@ -76,7 +76,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
          defaults: Mapping[str, Any] | None = None) -> int:
     """Run the command line; returns the exit status (see the module docstring)."""
-    from ..index import IndexError_
+    from ..index import SimhashIndexError
 
     parser = build_parser(prog, defaults)
     args = parser.parse_args(argv)
@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
     except CliError as exc:
         print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
         return exc.status
-    except IndexError_ as exc:  # e.g. a corrupt or tampered index met halfway through a command
+    except SimhashIndexError as exc:  # e.g. a corrupt or tampered index met halfway through a command
         print(f"{prog} {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

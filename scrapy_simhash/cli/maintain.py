@@ -165,7 +165,7 @@ def run_reband(args: argparse.Namespace) -> int:
     """Rebuild an index's band rows for other thresholds: a SQLite file's in one transaction
     (:func:`~scrapy_simhash.index.sqlite.reband.reband`), a Redis index's as a new generation of its
     band tables (:func:`~scrapy_simhash.index.redis.reband.reband`)."""
-    from ..index import IndexError_, sqlite_path
+    from ..index import SimhashIndexError, sqlite_path
 
     location = args.path or args.index
     if not location:
@@ -205,7 +205,7 @@ def run_reband(args: argparse.Namespace) -> int:
                                         redis_unsafe=args.redis_unsafe)
             with open_index_for(opened) as index:  # every namespace is re-banded
                 done = reband_redis(index, **bands)  # type: ignore[arg-type]
-    except (IndexError_, ValueError) as exc:
+    except (SimhashIndexError, ValueError) as exc:
         raise CliError(f"cannot re-band {location}: {exc}") from exc
     finally:
         if show:

@@ -27,7 +27,6 @@ from .base import (
     BandIndex,
     Decision,
     Entry,
-    IndexError_,
     IndexOpenError,
     IndexParams,
     IndexWriteError,
@@ -35,6 +34,7 @@ from .base import (
     Outcome,
     ParameterMismatch,
     Query,
+    SimhashIndexError,
     Tier,
 )
 
@@ -44,7 +44,6 @@ __all__ = [
     "BandIndex",
     "Decision",
     "Entry",
-    "IndexError_",
     "IndexOpenError",
     "IndexParams",
     "IndexWriteError",
@@ -52,6 +51,7 @@ __all__ = [
     "Outcome",
     "ParameterMismatch",
     "Query",
+    "SimhashIndexError",
     "Tier",
     "open_index",
     "reset_layout",

@@ -23,11 +23,11 @@ TIERS: tuple[Tier, ...] = ("title", "body")
 #: main-text extraction, segmentation, features and their weights, the hashes, the signatures' formats.
 FEATURES_VERSION = "5"
 
-class IndexError_(Exception):
-    """Base of the errors an index raises (kept apart from the builtin ``IndexError``)."""
+class SimhashIndexError(Exception):
+    """Base of the errors an index raises (named apart from the builtin ``IndexError``)."""
 
 
-class IndexOpenError(IndexError_):
+class IndexOpenError(SimhashIndexError):
     """The index cannot be opened: not ours, corrupt, unreachable, read-only where writing is needed."""
 
 
@@ -35,7 +35,7 @@ class ParameterMismatch(IndexOpenError):
     """The index was built with parameters that make its fingerprints incomparable with ours."""
 
 
-class IndexWriteError(IndexError_):
+class IndexWriteError(SimhashIndexError):
     """A check-and-add could not be committed (disk full, lock held past the busy timeout…)."""
 
 

@@ -94,7 +94,7 @@ from scrapy.utils.defer import deferred_from_coro
 from .._compiled import describe as describe_engine
 from ..engine import Deduplicator, Verdict
 from ..fingerprint.fingerprinter import Fingerprints, UnreadableField
-from ..index import IndexError_, sqlite_path
+from ..index import SimhashIndexError, sqlite_path
 from ..index.owners import new_owner
 from ..settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
 from ..timefmt import iso
@@ -215,7 +215,7 @@ class SimhashPipeline:
             expired = self.dedup.purge_expired()
             recovered = self.dedup.index.recover()  # entries of crawls that died before delivering them
             initial = self.dedup.index.count()
-        except (IndexError_, sqlite3.Error, ValueError, TypeError, OSError) as exc:
+        except (SimhashIndexError, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
             if self.dedup is not None:
                 self.dedup.close()
@@ -270,7 +270,7 @@ class SimhashPipeline:
             self._delivery.untold()
             try:
                 self._apply_fates()
-            except (IndexError_, sqlite3.Error) as exc:
+            except (SimhashIndexError, sqlite3.Error) as exc:
                 logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
                              "crawl releases their entries and may pass them on again", exc)
             self.stats.set_value("simhash/final", self.dedup.index.count())
@@ -300,7 +300,7 @@ class SimhashPipeline:
             return self._bad_input(item, fields[exc.part][0], url, exc)
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
-        if isinstance(verdict, (IndexError_, sqlite3.Error)):
+        if isinstance(verdict, (SimhashIndexError, sqlite3.Error)):
             return self._index_failed(item, verdict)
         if isinstance(verdict, (TypeError, ValueError, OverflowError)):
             # The fingerprints are ours and valid, so this is the file: values of the wrong type in
@@ -309,7 +309,7 @@ class SimhashPipeline:
         if isinstance(verdict, BaseException):
             raise verdict
         if verdict.status == "error":  # this item alone (a value in the index that is not ours)
-            return self._index_failed(item, IndexError_(verdict.reason))
+            return self._index_failed(item, SimhashIndexError(verdict.reason))
         if verdict.status == "skipped":
             self.stats.inc_value(f"simhash/skipped/{verdict.reason}")
             return item
@@ -431,7 +431,7 @@ class SimhashPipeline:
         record the fates that arrived (an error leaves them queued)."""
         try:
             self._apply_fates(if_released=if_released)
-        except (IndexError_, sqlite3.Error) as exc:
+        except (SimhashIndexError, sqlite3.Error) as exc:
             logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again "
                            "with the next ones", exc)
 

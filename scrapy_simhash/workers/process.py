@@ -17,7 +17,7 @@ from typing import Any
 
 from ..engine import Deduplicator, Verdict
 from ..fingerprint.fingerprinter import Fingerprinter, Fingerprints
-from ..index import IndexError_
+from ..index import SimhashIndexError
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def decide_with_retries(dedup: Deduplicator, items: list[tuple[Fingerprints, str
     for attempt in range(retries + 1):
         try:
             return dedup.decide_many(pairs, request_ids=request_ids)
-        except (IndexError_, sqlite3.Error) as exc:
+        except (SimhashIndexError, sqlite3.Error) as exc:
             if attempt == retries:
                 raise
             retrying(exc, attempt + 1, delay)

@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..base import IndexError_, IndexOpenError, IndexWriteError
+from ..base import IndexOpenError, IndexWriteError, SimhashIndexError
 
 DEFAULT_PREFIX = "simhash"
 #: Compare-and-set of one key (``EVAL SWAP 1 key expected new``): a record rewritten only if nobody
@@ -263,7 +263,7 @@ class Server:
     def live(self) -> Any:
         client = self.client
         if client is None:
-            raise IndexError_(f"index {self.location} is closed")
+            raise SimhashIndexError(f"index {self.location} is closed")
         return client
 
     def writable(self) -> Any:
@@ -278,7 +278,7 @@ class Server:
         for calls that must not run twice (bulk add: a lost reply would add the batch again)."""
         client = self.writable() if write else self.live()
         errors = self.errors
-        error = IndexWriteError if write else IndexError_
+        error = IndexWriteError if write else SimhashIndexError
         attempt, limit = 0, self._retries if retry else 0
         while True:
             try:
@@ -294,7 +294,8 @@ class Server:
             except errors.RedisError as exc:
                 raise error(f"index {self.location}: {doing} failed: {exc}") from exc
             except UnicodeDecodeError as exc:  # someone else's binary value under our keys
-                raise IndexError_(f"index {self.location}: {doing} read a value that is not UTF-8 text: {exc}") from exc
+                raise SimhashIndexError(
+                    f"index {self.location}: {doing} read a value that is not UTF-8 text: {exc}") from exc
 
     def link(self) -> Link:
         """This thread's own binary connection (made with the client's settings: URL, password, TLS,

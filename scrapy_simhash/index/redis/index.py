@@ -25,7 +25,7 @@ open (``unsafe="refuse"``) or logged (``"warn"``).
 Failures: an unreachable server, a wrong password or a missing ``redis`` package is an
 :class:`~..base.IndexOpenError` at open. A connection error or timeout later is retried a bounded
 number of times (``retries``, a doubling delay, reconnecting), then raised as
-:class:`~..base.IndexWriteError` (reads: :class:`~..base.IndexError_`). The password is never shown:
+:class:`~..base.IndexWriteError` (reads: :class:`~..base.SimhashIndexError`). The password is never shown:
 :attr:`RedisIndex.location` replaces it with ``***``.
 """
 
@@ -43,7 +43,7 @@ from typing import Any
 
 from .. import rule
 from ..bands import bands_for
-from ..base import Entry, IndexError_, IndexOpenError, IndexParams, IndexWriteError, Match, Outcome, Query, Tier
+from ..base import Entry, IndexOpenError, IndexParams, IndexWriteError, Match, Outcome, Query, SimhashIndexError, Tier
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
 from .client import Arg, Link, Server, command, redacted
 from .maintain import Maintenance
@@ -195,7 +195,7 @@ class RedisIndex(Maintenance, QueryChecks):
         """Refuse to go on when the namespace's marker is not what it was at open."""
         if mark == self._mark or (self._mark is None and self._readonly):
             return
-        error = IndexWriteError if write else IndexError_
+        error = IndexWriteError if write else SimhashIndexError
         if mark is None:
             raise error(f"index {self.location}: the server lost its keys (restarted without persistence, "
                         "flushed, or evicted): refusing to answer from an emptied index; reopen it to start a new one")
@@ -239,9 +239,9 @@ class RedisIndex(Maintenance, QueryChecks):
         try:
             return self._server.attempts(doing, run, write=False)
         except ITEM_ERRORS as exc:
-            if isinstance(exc, IndexError_):
+            if isinstance(exc, SimhashIndexError):
                 raise
-            raise IndexError_(f"index {self.location}: {doing}: {exc}") from exc
+            raise SimhashIndexError(f"index {self.location}: {doing}: {exc}") from exc
 
     # -- the protocol --------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from .. import rule
-from ..base import Decision, Entry, IndexError_
+from ..base import Decision, Entry, SimhashIndexError
 from ..meta import stats_dict
 from .client import Arg, Link, Server, command
 from .store import CHAR_TIER, FULL, HOLDER, ID, ID_LIMIT, Keys, View, glob_escape, namespace_base, unpack_ids
@@ -232,7 +232,7 @@ class Maintenance:
                 for url, d in zip(urls, decided, strict=True) if d
             ]
         except (KeyError, ValueError, TypeError) as exc:
-            raise IndexError_(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
+            raise SimhashIndexError(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
 
 
 def _get(link: Link, key: bytes) -> Any:

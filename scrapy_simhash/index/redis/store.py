@@ -60,7 +60,7 @@ from urllib.parse import quote
 
 from .. import bands, rule
 from ..bands import TierBands
-from ..base import Entry, IndexError_, Match, Query, Tier
+from ..base import Entry, Match, Query, SimhashIndexError, Tier
 from ..meta import TITLE_CHARS
 from .client import Arg, Link
 from .records import decode_record, encode_record, is_hex
@@ -81,7 +81,7 @@ ID_LIMIT = 2**32
 TIER_CHAR: dict[Tier, bytes] = {"title": b"t", "body": b"b", "sentence": b"s"}
 CHAR_TIER: dict[str, Tier] = {"t": "title", "b": "body", "s": "sentence"}
 #: Errors that concern one item (a value under our keys that is not ours, a hostile signature).
-ITEM_ERRORS = (ValueError, OverflowError, struct.error, UnicodeDecodeError, IndexError_)
+ITEM_ERRORS = (ValueError, OverflowError, struct.error, UnicodeDecodeError, SimhashIndexError)
 
 
 def namespace_base(prefix: str, namespace: str) -> str:
@@ -243,7 +243,7 @@ class View:
         if missing:
             (raws,) = self.link.send([("MGET", *(self.k.entry(i) for i in missing))])
             if isinstance(raws, Exception):
-                raise IndexError_(f"reading entries failed: {raws}")
+                raise SimhashIndexError(f"reading entries failed: {raws}")
             for i, raw in zip(missing, raws, strict=True):
                 self.records[i] = None if raw is None else decode_record(i, self.k.namespace, raw, self.k.fp_bytes)
         return [e for e in (self.records[i] for i in ids) if e is not None]
@@ -365,7 +365,7 @@ class View:
         entry_id = self.ids[self.used]
         self.used += 1
         if entry_id >= ID_LIMIT:
-            raise IndexError_("the index ran out of entry ids")
+            raise SimhashIndexError("the index ran out of entry ids")
         return entry_id
 
     def insert(self, query: Query, seen_at: float) -> int:
@@ -510,7 +510,7 @@ class View:
         failed = [r for r in replies[:-1] if isinstance(r, Exception)] + (
             [r for r in done if isinstance(r, Exception)] if isinstance(done, list) else [done])
         if failed:
-            raise IndexError_(f"a write was refused by the server: {failed[0]}")
+            raise SimhashIndexError(f"a write was refused by the server: {failed[0]}")
         return True
 
 

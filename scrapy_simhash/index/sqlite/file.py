@@ -27,7 +27,7 @@ from typing import Any
 from sqlitedict import SqliteDict
 
 from ..bands import bands_for, records
-from ..base import IndexError_, IndexOpenError, IndexParams, IndexWriteError
+from ..base import IndexOpenError, IndexParams, IndexWriteError, SimhashIndexError
 from ..meta import verify_meta
 from .fd import descriptor
 from .schema import SCHEMA
@@ -285,11 +285,11 @@ def read_meta(conn: sqlite3.Connection, file: Path) -> dict[str, Any]:
         ) from exc
 
 
-def sqlite_error(location: str, exc: BaseException, doing: str) -> IndexError_:
+def sqlite_error(location: str, exc: BaseException, doing: str) -> SimhashIndexError:
     """Map a sqlite3 error to ours, naming the file: corruption apart from write failures."""
     text = str(exc)
     if any(s in text for s in ("malformed", "not a database", "disk image")):
-        return IndexError_(f"index {location} is corrupt ({text}) while {doing}")
+        return SimhashIndexError(f"index {location} is corrupt ({text}) while {doing}")
     return IndexWriteError(f"index {location}: {doing} failed: {text}")
 
 
@@ -343,7 +343,7 @@ def _verify_and_configure(
     def checked_decode(raw: Any) -> int:
         # A file written by someone else may hold anything in a fingerprint column.
         if type(raw) is not stored_type:
-            raise IndexError_(
+            raise SimhashIndexError(
                 f"index {file} is corrupt: a stored fingerprint is {type(raw).__name__}, not {stored_type.__name__}"
             )
         return decode(raw)

@@ -37,13 +37,13 @@ from ..bands import records
 from ..base import (
     Decision,
     Entry,
-    IndexError_,
     IndexOpenError,
     IndexParams,
     IndexWriteError,
     Match,
     Outcome,
     Query,
+    SimhashIndexError,
     Tier,
 )
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict
@@ -58,7 +58,7 @@ from .values import url_key, whole_seconds
 __all__ = ["FORMAT", "META_TABLE", "SCHEMA_VERSION", "SqliteIndex"]
 
 #: What fails one item of a check-and-add batch alone (a value in the file that is not ours).
-_ITEM_ERRORS = (IndexError_, ValueError, TypeError, OverflowError)
+_ITEM_ERRORS = (SimhashIndexError, ValueError, TypeError, OverflowError)
 
 
 def _failed(exc: BaseException) -> Outcome:
@@ -130,7 +130,7 @@ class SqliteIndex(QueryChecks):
     def _live(self) -> sqlite3.Connection:
         conn = self._conn
         if conn is None:
-            raise IndexError_(f"index {self.location} is closed")
+            raise SimhashIndexError(f"index {self.location} is closed")
         return conn
 
     def _writable(self) -> sqlite3.Connection:
