@@ -111,14 +111,10 @@ def run_purge(args: argparse.Namespace) -> int:
         cutoff = time.time() - args.older_than * 86400
         gone = index.purge(cutoff)
         left = index.count()
-        drop = getattr(index, "drop_other_libraries", None)  # a Redis index: other versions' scripts
-        libraries = drop() if drop is not None else 0
     finally:
         index.close()
     print(f"purged {gone:,} entries first seen before {iso(cutoff)} ({args.older_than:g} days ago); "
           f"{left:,} left in namespace {args.namespace!r}")
-    if libraries:
-        print(f"removed {libraries} script librar{'y' if libraries == 1 else 'ies'} of other versions from the server")
     return 0
 
 
