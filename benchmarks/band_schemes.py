@@ -7,7 +7,7 @@ centre with 6 random distinct bits flipped, 10 % of queries too: counted on ``--
 entries, the mean and p99 over ``--queries`` queries, then scaled to 10M and 100M: bucket sizes grow
 linearly with the cluster). Every scheme is exact: the entries within k share a probed key.
 
-Schemes: ``pigeonhole`` (k+1 = 4 bands of 16 bits, probed as stored: the layout before schema 4);
+Schemes: ``pigeonhole`` (k+1 = 4 bands of 16 bits, probed as stored: multi-index hashing with k+1 parts);
 ``mih-2`` (2 parts of 32 bits, each probed with its 32 one-bit neighbours: the layout of
 :mod:`scrapy_simhash.index.bands`); ``mih-3`` (3 parts of 21–22 bits, one-bit neighbours);
 ``manku-6/3`` (6 blocks, a table per choice of 3 blocks kept exact: 20 tables); ``mih-1`` (the

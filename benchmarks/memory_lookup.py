@@ -1,8 +1,8 @@
-"""What the band probes would cost held in memory instead of in SQLite's B-trees (issue 19; a stand-in).
+"""What the band probes would cost held in memory instead of in SQLite's B-trees (a stand-in).
 
-Round 9 (``benchmarks/sqlite_pages.py``, ``bare``) found that everything an add appends to SQLite
-(the entry by id and by time) costs the same at 10M entries as at 10k (1.03×), and that what grows
-is the lookups by fingerprint and URL kept in B-trees keyed by random values. This measures the
+``benchmarks/sqlite_pages.py`` (``bare``) shows that what an add appends to SQLite (the entry by
+id and by time) costs the same at 10M entries as at 10k, and that what grows is the lookups by
+fingerprint and URL kept in B-trees keyed by random values. This measures the
 other half of a layout that keeps those lookups in memory: a Python ``set`` of random 64-bit keys
 (a stand-in for a compact band table: same hashing, same cache misses, more bytes a key), probed as
 a multi-index check probes the body tier (two 32-bit parts, each value and its 32 one-bit
