@@ -68,7 +68,7 @@ def test_sqlite_single_item_batch_with_a_tampered_candidate_fails_alone(tmp_path
     with open_index(path) as ix:
         (out,) = ix.check_and_add_many([_q(victim, "b")])
         assert out.entry_id is None and out.match is None
-        assert out.error is not None and out.error.startswith("IndexError") and "corrupt" in out.error
+        assert out.error is not None and out.error.startswith("SimhashIndexError") and "corrupt" in out.error
         assert ix.count() == 1 and ix.explain("b") is None
         (after,) = ix.check_and_add_many([_q(rng.getrandbits(64), "c")])
         assert after.error is None and after.entry_id is not None and ix.count() == 2
