@@ -914,8 +914,14 @@ def test_jobs_take_ctrl_c_between_transactions_not_inside_the_pools_locks(tmp_pa
 import os, signal, time
 from multiprocessing.process import BaseProcess
 from scrapy_simhash import cli
+from scrapy_simhash.cli.lines import LineWorker
 from scrapy_simhash.workers import pool
 signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored in a process started in a shell's background
+line = LineWorker.__call__
+def slow_line(self, numbered):  # workers slower than the decisions: the run waits on the pool (forked: inherited)
+    time.sleep(0.002)
+    return line(self, numbered)
+LineWorker.__call__ = slow_line
 calls, raised_inside, killed = [0], [], []
 for name in ("terminate", "kill"):
     def recording(self, _original=getattr(BaseProcess, name)):
