@@ -40,8 +40,8 @@ from typing import Any
 from .. import defaults
 from .._compiled import _vocabulary_c
 from .dictionary import load_idf, load_prefix_dict
-from .jieba_loader import finalseg, jieba
-from .segment import _CACHE_MAX, Segmenter, _hmm
+from .jieba_loader import jieba
+from .segment import Segmenter
 from .simhash import simhash
 
 logger = logging.getLogger(__name__)
@@ -250,15 +250,16 @@ class FeatureExtractor:
         """``(number of features, simhash)`` of :meth:`body_features` (``body``) or
         :meth:`title_features`: one compiled pass from the tokens to the fingerprint where the
         extension is built, the same numbers as the Python functions."""
-        segmenter = self.segmenter
-        segmenter._sync()
-        if self._compiled is not None and segmenter._router is not None:
+        compiled = self._compiled
+        route = self.segmenter.compiled_route() if compiled is not None else None
+        if compiled is not None and route is not None:
             self._trim()
-            if segmenter._state is not self._blocks_state:  # another dictionary: cut the blocks again
-                self._compiled.clear_blocks()
-                self._blocks_state = segmenter._state
-            return self._compiled.fingerprint(
-                text, segmenter._router, segmenter._unknown, _hmm(), finalseg.Force_Split_Words, _CACHE_MAX,
+            state, route_args = route
+            if state is not self._blocks_state:  # another dictionary: cut the blocks again
+                compiled.clear_blocks()
+                self._blocks_state = state
+            return compiled.fingerprint(
+                text, *route_args,
                 self.top_k if body else 0, (self.max_share or 0.0) if body else 0.0, self._tf_compiled, bits)
         features = self.body_features(text) if body else self.title_features(text)
         return len(features), simhash(features, bits)

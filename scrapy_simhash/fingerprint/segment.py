@@ -103,6 +103,15 @@ class Segmenter:
         """Load the dictionary (or the compiled route) now rather than at the first cut."""
         self._sync()
 
+    def compiled_route(self) -> tuple[object, tuple[Any, ...]] | None:
+        """For a compiled pass that cuts as :meth:`cut` does: the dictionary's state (another one
+        means blocks cut before are stale) and the route's arguments after the text (the router, the
+        unknown runs' words, the HMM tables, the forced splits, the cache's size); None on the pure route."""
+        self._sync()
+        if self._router is None:
+            return None
+        return self._state, (self._router, self._unknown, _hmm(), finalseg.Force_Split_Words, _CACHE_MAX)
+
     def cut(self, text: str) -> list[str]:
         """The words of ``text``, as jieba's ``Tokenizer.cut(text)`` yields them."""
         self._sync()
