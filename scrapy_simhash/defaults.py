@@ -2,8 +2,8 @@
 
 :mod:`.settings` describes each setting once (its name, how it is read and checked, what it feeds)
 with the default from here; the engine's keyword defaults and the command line's option defaults
-are these too, so they cannot drift. The README's settings table lists the same names and values
-(``tests/test_settings_doc.py``). A tuned value names the decision record that holds its evidence.
+are these too, so they cannot drift. The documentation's settings reference is made from that table,
+so it shows these values. A tuned value names the decision record that holds its evidence.
 """
 
 from __future__ import annotations

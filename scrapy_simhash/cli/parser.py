@@ -266,7 +266,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
             "that the URL was admitted as a new entry. Exit status 1 when the index knows nothing of it.",
             ["https://example.com/news/1.html --index index.sqlite3",
              "https://example.com/news/1.html --index index.sqlite3 --json"])
-    p.add_argument("url", metavar="URL")
+    p.add_argument("url", metavar="URL", help="the URL of an item a crawl or a dedup run checked")
     json_option(p)
     index_options(p)
 
@@ -290,7 +290,8 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     p = add("purge", "remove entries first seen more than DAYS ago",
             "Remove old entries (and let their stories be admitted again).",
             ["--older-than 30 --index index.sqlite3", "--older-than 0.5 --index index.sqlite3"])
-    p.add_argument("--older-than", type=_positive_float, required=True, metavar="DAYS")
+    p.add_argument("--older-than", type=_positive_float, required=True, metavar="DAYS",
+                   help="remove the entries first seen more than DAYS days ago (a fraction is fine)")
     index_options(p)
 
     # reset
@@ -330,7 +331,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
             "Remove the entry with this id (a number, as export shows) or URL, so its story is admitted "
             "again. Exit status 1 when there is no such entry.",
             ["https://example.com/news/1.html --index index.sqlite3", "42 --index index.sqlite3"])
-    p.add_argument("key", metavar="ID_OR_URL")
+    p.add_argument("key", metavar="ID_OR_URL", help="the entry's id (a number, as export shows) or its URL")
     index_options(p)
 
     # report
@@ -341,14 +342,15 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
             "your sites.",
             ["-o report.html --index index.sqlite3",
              "-o report.html --index index.sqlite3 --recent 2000 --decisions decisions.jsonl"])
-    p.add_argument("-o", "--output", required=True, metavar="HTML")
+    p.add_argument("-o", "--output", required=True, metavar="HTML", help="the HTML file to write")
     p.add_argument("--recent", type=_positive_int, default=1000, metavar="N",
                    help="recent entries/decisions examined")
     p.add_argument("--pairs", type=_positive_int, default=8, metavar="N", help="pairs shown per side and tier")
     p.add_argument("--decisions", action="append", default=[], metavar="FILE",
                    help="also read decisions of dedup runs from this file (repeatable)")
     g = p.add_argument_group("thresholds shown (default: the index's or the settings')")
-    distance_options(g, title_help=None, body_help=None)
+    distance_options(g, title_help="the title tier's threshold the page shows",
+                     body_help="the body tier's threshold the page shows")
     index_options(p)
     return parser
 
