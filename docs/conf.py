@@ -16,7 +16,7 @@ from scrapy_simhash.__version__ import __version__  # noqa: E402
 
 project = "scrapy-simhash"
 author = "scrapy-simhash contributors"
-copyright = "scrapy-simhash contributors"  # noqa: A001
+copyright = "scrapy-simhash contributors"
 release = version = __version__
 
 extensions = ["myst_parser", "simhash_reference"]

@@ -278,160 +278,149 @@ class Setting:
 SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_ENABLED", D.ENABLED, _bool, per_spider=True,
             allowed="True or False",
-            doc="`False`: the pipeline is not loaded (`NotConfigured`), or, set for one spider, does nothing "
-            "for it."),
+            doc="`False`: the pipeline is not loaded (`NotConfigured`), or, set for one spider, does nothing for it."),
     Setting("SIMHASH_INDEX_URL", D.INDEX_URL, gather=_index_url, flag="index",
             allowed="None (the project's .scrapy/simhash/index.sqlite3), a path, or a sqlite:///, redis://, "
             "rediss:// or unix:// URL", valid=_is_index_url,
-            doc="Where the index lives: a path, `sqlite:///relative.sqlite3`, `sqlite:////abs/path.sqlite3`, "
-            "or a Redis URL (`redis://`, `rediss://`, `unix://`; `?prefix=NAME` keeps several indexes in "
-            "one database). Unset: the project's `.scrapy/simhash/index.sqlite3`, shared by its spiders, "
-            "or scrapy-redis's `REDIS_URL` when scrapy-redis is in use."),
+            doc="Where the index lives: a SQLite file, or Redis for many machines (`?prefix=NAME` keeps several "
+            "indexes in one database). Unset: the project's `.scrapy/simhash/index.sqlite3`, or scrapy-redis's "
+            "`REDIS_URL` when scrapy-redis is in use."),
     Setting("SIMHASH_NAMESPACE", D.NAMESPACE, engine="namespace", flag="namespace", per_spider=True,
             allowed="a non-empty string", valid=_nonempty_str,
-            doc="Keeps entries apart within one index: items are compared with the entries of their namespace "
-            "only (e.g. one per project or language)."),
+            doc="Keeps entries apart within one index: items are compared with the entries of their namespace only "
+            "(e.g. one per project or language)."),
     Setting("SIMHASH_TITLE_FIELD", D.TITLE_FIELD, _field_names, flag="title_field", per_spider=True,
             allowed="an item field name, a list of them or a comma-separated string", valid=_names,
-            doc="Item field(s) holding the title: a name, a list or a comma-separated string of candidates; "
-            "the first present, non-empty one is used."),
+            doc="Item field(s) holding the title: a name, a list or a comma-separated string of candidates; the first "
+            "present, non-empty one is used."),
     Setting("SIMHASH_BODY_FIELD", D.BODY_FIELD, _field_names, flag="body_field", per_spider=True,
             allowed="an item field name, a list of them or a comma-separated string", valid=_names,
             doc="Item field(s) holding the body: HTML or text, as `str`, `bytes` or a list of paragraphs."),
     Setting("SIMHASH_URL_FIELD", D.URL_FIELD, _field_names, flag="url_field", per_spider=True,
             allowed="an item field name, a list of them or a comma-separated string", valid=_names,
-            doc="Item field(s) holding the URL, shown as the original of later duplicates and used by "
-            "`explain` and `forget`."),
+            doc="Item field(s) holding the URL, shown as the original of later duplicates and used by `explain` and "
+            "`forget`."),
     Setting("SIMHASH_TITLE_MAX_DISTANCE", D.TITLE_MAX_DISTANCE, _int, engine="title_max_distance",
             flag="title_max_distance",
             allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_int_from(0),
-            doc="Title tier: two titles within this many bits are one story (when their bodies do not "
-            "contradict it). Above what the index was built for, the index must be re-banded "
-            "(`scrapy-simhash reband`)."),
+            doc="Title tier: two titles within this many bits are one story (when their bodies do not contradict it). "
+            "Above what the index was built for, the index must be re-banded (`scrapy-simhash reband`)."),
     Setting("SIMHASH_BODY_MAX_DISTANCE", D.BODY_MAX_DISTANCE, _int, engine="body_max_distance",
             flag="body_max_distance",
             allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_int_from(0),
-            doc="Body tier: two bodies within this many bits are one story. Above what the index was built "
-            "for, the index must be re-banded."),
+            doc="Body tier: two bodies within this many bits are one story. Above what the index was built for, the "
+            "index must be re-banded."),
     Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits",
             allowed="32, 64 or 128", valid=_one_of(BITS_CHOICES),
             doc="Fingerprint size. Recorded in the index, which refuses another value: use a new index."),
     Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k",
             allowed="a positive integer", valid=_int_from(1),
-            doc="Body features kept per fingerprint (the heaviest TF-IDF words, ties kept). Recorded in the "
-            "index, which refuses another value."),
+            doc="Body features kept per fingerprint (the heaviest TF-IDF words, ties kept). Recorded in the index, "
+            "which refuses another value."),
     Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _float_or_none, engine="max_share", flag="max_share",
             allowed="None or 0 (no cap), or a share greater than 0 and at most 1", valid=_max_share,
             doc="Cap of any one body word's share of the body's weight, so that no repeated word decides a "
-            "fingerprint alone and different stories on one topic stay apart. Recorded in the index, "
-            "which refuses another value."),
+            "fingerprint alone and different stories on one topic stay apart. Recorded in the index, which "
+            "refuses another value."),
     Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True,
             allowed='"drop" or "flag"', valid=_one_of(ACTIONS),
             doc='What a title-tier match does: `"drop"` it, or `"flag"`: pass it on with the verdict in '
             "`SIMHASH_FLAG_FIELD`."),
     Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True,
             allowed='"drop" or "flag"', valid=_one_of(ACTIONS),
-            doc='What a body-tier or sentence-tier match does: `"drop"` it, or `"flag"` it for review (the '
-            "verdict in `SIMHASH_FLAG_FIELD`)."),
+            doc='What a body-tier or sentence-tier match does: `"drop"` it, or `"flag"` it for review (the verdict in '
+            "`SIMHASH_FLAG_FIELD`)."),
     Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD,
             allowed="a non-empty string (an item field name)", valid=_nonempty_str,
-            doc='Field that receives the verdict of a flagged (or, with `SIMHASH_ON_INDEX_ERROR = "pass"`, '
-            "unchecked) item: status, tier, distance and the original's id, URL, title and first-seen "
-            "time."),
+            doc='Field that receives the verdict of a flagged (or, with `SIMHASH_ON_INDEX_ERROR = "pass"`, unchecked) '
+            "item: status, tier, distance and the original's id, URL, title and first-seen time."),
     Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _float_or_none, engine="ttl_days", flag="ttl_days", per_spider=True,
             allowed="None or 0 (never expire), or a positive number of days", valid=_ttl,
             doc="Entries older than this many days stop matching and are purged when the spider opens "
             "(`simhash/expired`); unset: entries never expire."),
     Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True,
             allowed="True or False",
-            doc="Empty this namespace of the index when the spider opens (`-s SIMHASH_RESET=1`); an index "
-            "that cannot answer the thresholds is re-banded for them first, its other namespaces kept."),
+            doc="Empty this namespace of the index when the spider opens (`-s SIMHASH_RESET=1`); an index that cannot "
+            "answer the thresholds is re-banded for them first, its other namespaces kept."),
     Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL, _upper,
             allowed="DEBUG, INFO, WARNING, ERROR or CRITICAL", valid=_one_of(LOG_LEVELS),
-            doc='Level of the one-line `Dropped: near-duplicate …` and `Flagged: …` messages (`"DEBUG"` hides '
-            "them at Scrapy's default level)."),
+            doc='Level of the one-line `Dropped: near-duplicate …` and `Flagged: …` messages (`"DEBUG"` hides them at '
+            "Scrapy's default level)."),
     Setting("SIMHASH_USER_DICT", D.USER_DICT, engine="user_dict", flag="user_dict",
             allowed="None or the path of an existing file", valid=_optional_file,
-            doc="Path of a jieba user dictionary (`word [freq] [tag]` per line), for words jieba does not "
-            "know."),
+            doc="Path of a jieba user dictionary (`word [freq] [tag]` per line), for words jieba does not know."),
     Setting("SIMHASH_STOP_WORDS", D.STOP_WORDS, engine="stop_words", flag="stop_words",
             allowed="None, the path of an existing file, or a list of words", valid=_stop_words,
             doc="Extra stop words, left out of the features: a path (one word per line) or a list."),
     Setting("SIMHASH_DYNAMIC_THRESHOLD", D.DYNAMIC_THRESHOLD, _bool, engine="dynamic_threshold",
             flag="dynamic_threshold",
             allowed="True or False",
-            doc="Body threshold by length: 2 bits more under 100 characters, 1 less over 2,000 (the index "
-            "must be built or re-banded with it)."),
+            doc="Body threshold by length: 2 bits more under 100 characters, 1 less over 2,000 (the index must be "
+            "built or re-banded with it)."),
     Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern",
             allowed="a list of regular expressions", valid=_regexes, repeated=True,
-            doc='Extra regular expressions removed from titles before fingerprinting, e.g. `[r"\\s*-\\s*My '
-            'Portal$"]` (site suffixes the built-in list does not know).'),
+            doc='Extra regular expressions removed from titles before fingerprinting, e.g. `[r"\\s*-\\s*My Portal$"]` '
+            "(site suffixes the built-in list does not know)."),
     Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _auto_bool, engine="main_content", flag="main_content",
             allowed='None or "auto" (whole pages only), True (every HTML body) or False (none)',
             valid=_one_of((None, True, False)),
-            doc="Reduce bodies to their main text (text and link density), dropping navigation, link lists "
-            "and footers: unset, only bodies that look like a whole page (`<html>`, `<body>`, `<nav>`, 20 "
-            "links or more; `simhash/main_text`), and in other HTML bodies blocks that are mostly links; "
-            "`True` every HTML body; `False` none."),
+            doc="Reduce bodies to their main text, without navigation, link lists and footers: unset, bodies that "
+            "look like a whole page (`<html>`, `<nav>`, 20 links or more) and link-heavy blocks of others; `True` "
+            "every HTML body; `False` none."),
     Setting("SIMHASH_SKIP_FIELD", D.SKIP_FIELD,
             allowed='an item field name, or None/"" for no per-item opt-out',
             valid=lambda v: v is None or isinstance(v, str),
             doc="An item with this field true is passed on unchecked (`simhash/skipped/opt_out`)."),
     Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR, _lower,
             allowed='"drop", "pass" or "close"', valid=_one_of(ON_INDEX_ERROR_CHOICES),
-            doc="A check-and-add that cannot commit once retried (disk full, a lock held past "
-            '`SIMHASH_BUSY_TIMEOUT`, a file made read-only, Redis unreachable): `"drop"` the item '
-            '(nothing unchecked reaches storage; a story may be lost for this run), `"pass"` it on '
-            "unchecked, marked in `SIMHASH_FLAG_FIELD` (nothing lost; reposts may get through), or "
-            '`"close"`: drop it and close the spider (finish reason `simhash_index_error`). Counted in '
-            "`simhash/index_error`."),
+            doc="What a check-and-add that cannot commit once retried (disk full, a lock held too long, Redis gone) "
+            'does: `"drop"` the item (nothing unchecked is stored; a story may be lost), `"pass"` it on '
+            'unchecked, marked in `SIMHASH_FLAG_FIELD` (reposts may get through), or `"close"` the spider '
+            "(`simhash_index_error`)."),
     Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int,
             allowed="an integer >= 0", valid=_int_from(0),
-            doc="Retries of a failed check-and-add before `SIMHASH_ON_INDEX_ERROR` applies (on a worker or "
-            "the index thread, never the reactor)."),
+            doc="Retries of a failed check-and-add before `SIMHASH_ON_INDEX_ERROR` applies (on a worker or the index "
+            "thread, never the reactor)."),
     Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, _float,
             allowed="a number of seconds >= 0", valid=_number_from(0),
             doc="Seconds before the first retry, doubled for each further one."),
     Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, _float, index_option="busy_timeout",
             allowed="a number of seconds >= 0", valid=_number_from(0),
-            doc="Seconds a check-and-add waits for another process's write lock on a SQLite index; worst case "
-            "per item: (retries + 1) × this + the delays."),
+            doc="Seconds a check-and-add waits for another process's write lock on a SQLite index; worst case per "
+            "item: (retries + 1) × this + the delays."),
     Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, _int, engine="title_numbers", flag="title_numbers",
             allowed="a percentage from 0 (off) to 100", valid=_int_from(0, 100),
-            doc="A title match counts only when the two bodies' numbers overlap by this percent (or neither "
-            "has numbers), so templated headlines over different figures stay apart; `0` turns the guard "
-            "off."),
+            doc="A title match counts only when the two bodies' numbers overlap by this percent (or neither has "
+            "numbers), so templated headlines over different figures stay apart; `0` turns the guard off."),
     Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, _int, engine="sentences_shared",
             flag="sentences_shared",
             allowed="a percentage from 0 (off) to 99", valid=_int_from(0, 99),
-            doc="Sentence tier, a percentage (`0`: off): each entry keeps a sample of 12 of its sentences; an "
-            "earlier item more than this percent of whose sample (at least 2 sentences) is in this item's "
-            "text, or one of them with bodies within 8 bits, is a duplicate, numbers agreeing. Catches "
-            "edited reposts."),
+            doc="Sentence tier (`0`: off): an earlier item more than this percent of whose 12 sampled sentences (at "
+            "least 2) are in this item, or one of them with bodies within 8 bits, is a duplicate, numbers "
+            "agreeing. Catches edited reposts."),
     Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _dict, index_option="redis_params",
             gather=lambda settings: redis_params_from_settings(settings),
             allowed="a dict (JSON object on the command line) of Redis client arguments",
             valid=lambda v: isinstance(v, dict),
-            doc="Extra Redis client arguments for a `redis://` index (like scrapy-redis's `REDIS_PARAMS`), "
-            'e.g. `{"socket_timeout": 10}`.'),
+            doc="Extra Redis client arguments for a `redis://` index (like scrapy-redis's `REDIS_PARAMS`), e.g. "
+            '`{"socket_timeout": 10}`.'),
     Setting("SIMHASH_WORKERS", D.WORKERS, _workers,
             allowed="None (the cores there are, minus one), 0 (no worker processes) or a number of them",
             valid=_int_from(0),
-            doc="Processes that fingerprint and check the items, so the crawl keeps its core: unset, the "
-            "cores there are minus one (at least 1); `0`, none (a thread of the crawl process). Spawned "
-            "and warmed when the spider opens."),
+            doc="Processes that fingerprint and check the items, so the crawl keeps its core: unset, the cores there "
+            "are minus one (at least 1); `0`, none (a thread of the crawl process). Spawned and warmed when the "
+            "spider opens."),
     Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False",
-            doc="The add-on prints what the plugin did when the crawl ends (kept, dropped per tier, flagged, "
-            "the index): `scrapy_simhash.DedupSummary`."),
+            doc="The add-on prints what the plugin did when the crawl ends (kept, dropped per tier, flagged, the "
+            "index): `scrapy_simhash.DedupSummary`."),
     Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
             allowed="a positive number of bytes", valid=_int_from(1),
-            doc="`scrapy-simhash dedup` and `import`: an input line (or JSON array element) longer than this "
-            "is skipped and counted, never loaded whole."),
+            doc="`scrapy-simhash dedup` and `import`: an input line (or JSON array element) longer than this is "
+            "skipped and counted, never loaded whole."),
     Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe",
             allowed="'refuse' or 'warn'", valid=_one_of(REDIS_UNSAFE_CHOICES),
-            doc="A Redis server that may evict keys (`maxmemory-policy allkeys-*`) or does not persist (no "
-            'AOF, no RDB snapshots) forgets entries and re-admits their stories: `"refuse"` to open the '
-            'index there (the spider closes with `simhash_index_error`), or `"warn"` and use it.'),
+            doc="A Redis server that may evict keys (`allkeys-*`) or persists nothing forgets entries and re-admits "
+            'their stories: `"refuse"` it (the spider closes with `simhash_index_error`), or `"warn"` and use it.'),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -343,15 +343,15 @@ def test_directory_this_user_cannot_write_is_named(sources: dict[str, Path], tmp
 
 
 def _readme_reader() -> Callable[[Path], dict[str, object]]:
-    """The metadata reader recipe of the README, run as written."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    found = re.search(r"```python\n(# Read an index's self-description.*?)```", readme, re.S)
-    assert found, "README has no metadata reader recipe"
+    """The metadata reader recipe of the documentation (docs/operations.md), run as written."""
+    page = (REPO / "docs" / "operations.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(# Read an index's self-description.*?)```", page, re.S)
+    assert found, "docs/operations.md has no metadata reader recipe"
     assert "SqliteDict(" not in found.group(1)
 
     def read(path: Path) -> dict[str, object]:
         scope: dict[str, object] = {"path": str(path)}
-        exec(found.group(1), scope)  # the project's own README, run as a reader would
+        exec(found.group(1), scope)  # the project's own documentation, run as a reader would
         return scope["meta"]  # type: ignore[return-value]
 
     return read

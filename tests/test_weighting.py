@@ -21,7 +21,7 @@ from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 
 from .conftest import read_jsonl
 
-#: The weighting recommended in issue 15 (benchmarks/README.md, "One heavy word").
+#: The weighting the default settings use (docs/decisions/0503-max-share.md).
 RECOMMENDED = {"max_share": 0.1}
 
 VACCINE = ("媒体:山东问题疫苗案", "中科院院士:不能因不法分子行为怀疑国产疫苗", "疾控中心:疫苗事件是犯罪")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import reference_text
 from docutils import nodes
 from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util import logging
 from sphinx.util.docutils import SphinxDirective
 from sphinx.util.nodes import nested_parse_with_titles
-
-import reference_text
 
 logger = logging.getLogger(__name__)
 
