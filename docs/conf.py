@@ -26,6 +26,7 @@ exclude_patterns = ["_build"]
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
 default_role = "literal"
+smartquotes = False  # "--index" stays two hyphens, quotes stay as typed
 suppress_warnings: list[str] = []
 
 html_theme = "furo"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from typing import Any
 
 from scrapy_simhash.cli.common import PROG
@@ -21,6 +22,13 @@ from scrapy_simhash.settings import SETTINGS
 def python_literal(value: Any) -> str:
     """A default as a project writes it in ``settings.py``: strings in double quotes."""
     return repr(value).replace("'", '"')
+
+
+def plain(text: str) -> str:
+    """Text from the parser (help, descriptions) as reStructuredText that shows it as written."""
+    for char in "\\*`|":
+        text = text.replace(char, "\\" + char)
+    return re.sub(r"(\w)_(?=\W|$)", r"\1\\_", text)  # NAME_ would be a reference
 
 
 def _lines(text: str, indent: str = "") -> list[str]:
@@ -95,14 +103,14 @@ def _arguments(parser: argparse.ArgumentParser, where: str, problems: list[str])
         if not actions:
             continue
         title = group.title or "arguments"
-        out += [f".. rubric:: {title}", ""]
+        out += [f".. rubric:: {plain(title)}", ""]
         for action in actions:
             text = _help(action, parser)
             if not text.strip():
                 problems.append(f"{where}: {_invocation(action)} has no help (scrapy_simhash/cli/parser.py)")
                 text = "(no help)"
             out += [f".. option:: {_invocation(action)}", ""]
-            out += _lines(text, "   ")
+            out += _lines(plain(text), "   ")
             default = action.default
             if (action.option_strings and action.nargs != 0 and default not in (None, [], "")
                     and "default:" not in text and not isinstance(action, argparse.BooleanOptionalAction)):
@@ -119,15 +127,15 @@ def cli_rst(prog: str = PROG) -> tuple[str, list[str]]:
     os.environ["COLUMNS"] = "100"  # the usage lines' width, whatever the terminal building the docs
     parser = build_parser(prog)
     out = [f".. program:: {prog}", "", "::", "", *_lines(parser.format_usage().strip(), "   "), ""]
-    out += [*_lines(parser.description or ""), ""]
+    out += [*_lines(plain(parser.description or "")), ""]
     out += _arguments(parser, prog, problems)
     for name, (sub, one_line) in subcommands(parser).items():
         if not one_line.strip():
             problems.append(f"{prog} {name} has no help")
         title = f"{prog} {name}"
-        out += [f".. _cli-{name}:", "", title, "-" * len(title), "", f"*{one_line}*", ""]
+        out += [f".. _cli-{name}:", "", title, "-" * len(title), "", f"*{plain(one_line)}*", ""]
         out += [f".. program:: {prog} {name}", "", "::", "", *_lines(sub.format_usage().strip(), "   "), ""]
-        out += [*_lines(sub.description or ""), ""]
+        out += [*_lines(plain(sub.description or "")), ""]
         out += _arguments(sub, f"{prog} {name}", problems)
         if sub.epilog:
             out += ["::", "", *_lines(sub.epilog, "   "), ""]
