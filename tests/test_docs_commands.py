@@ -1,10 +1,12 @@
 """The commands the README and the documentation show exist: every ``scrapy-simhash`` and ``scrapy simhash``
-command line in them names a real subcommand and only options that subcommand has, and every
-``SIMHASH_*`` name they mention is a real setting. Fast: the parser is read, nothing is run."""
+command line in them names a real subcommand and only options that subcommand has, and every ``SIMHASH_*``
+name they mention is a real setting (the parser is read, nothing is run). And the transcripts of the
+command-line page have the shape of a real run: ``dedup``, ``stats`` and ``reband`` rerun on three items."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 from pathlib import Path
@@ -107,3 +109,46 @@ def test_the_check_finds_what_it_is_for() -> None:
     assert not check("scrapy crawl news -s SIMHASH_ENABLED=False -O articles.jsonl")
     assert command_lines("text `scrapy-simhash reband PATH --body-max-distance 5` more") == [
         "scrapy-simhash reband PATH --body-max-distance 5"]
+
+
+def transcript(command: str) -> list[str]:
+    """The output the command-line page shows after ``$ COMMAND`` (up to the next command)."""
+    lines = (REPO / "docs" / "cli.rst").read_text("utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"$ {command}")
+    shown = []
+    for line in lines[start + 1:]:
+        if not line.startswith("   ") or line.strip().startswith("$ "):
+            break
+        shown.append(line[3:])
+    return shown
+
+
+def labels(lines: list[str]) -> list[str]:
+    """What each line of a command's output is (its first word), not its values; '…' lines are trims."""
+    return [line.split()[0] if not line.startswith(" ") else "  " + line.split()[0]
+            for line in lines if line.strip() and line.strip() != "…"]
+
+
+def test_transcripts_have_the_shape_of_a_real_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The dedup summary, stats and reband lines the command-line page shows are what a run prints today:
+    the same lines in the same order (the values differ from run to run)."""
+    from scrapy_simhash import cli
+    from tests.conftest import STORY_EN, STORY_ZH, repost_with_suffix
+
+    items = tmp_path / "articles.jsonl"
+    rows = [{**STORY_ZH, "url": "http://a.example/1"}, {**repost_with_suffix(STORY_ZH), "url": "http://b.example/1"},
+            {**STORY_EN, "url": "http://a.example/2"}]
+    items.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    index = str(tmp_path / "demo.sqlite3")
+    assert cli.main(["dedup", str(items), "--index", index, "-o", str(tmp_path / "kept.jsonl")]) == 0
+    dedup = capsys.readouterr().err.splitlines()
+    assert labels(dedup) == labels(transcript(
+        "scrapy-simhash dedup articles.jsonl --index demo.sqlite3 -o kept.jsonl --decisions decisions.jsonl"))
+    assert cli.main(["stats", "--index", index]) == 0
+    stats = capsys.readouterr().out.splitlines()
+    assert labels(stats) == labels(transcript("scrapy-simhash stats --index demo.sqlite3"))
+    assert cli.main(["reband", index, "--body-max-distance", "5"]) == 0
+    out = capsys.readouterr()
+    shown = transcript("scrapy-simhash reband warm.sqlite3 --body-max-distance 5")
+    assert len(shown) == 1 and re.sub(r"[\d.]+", "N", shown[0].replace("warm.sqlite3", "PATH")) == re.sub(
+        r"[\d.]+", "N", (out.out + out.err).strip().replace(index, "PATH"))
