@@ -22,14 +22,15 @@ ADDONS = {
 # Start with an empty index for this run (`scrapy crawl news -s SIMHASH_RESET=1`).
 # SIMHASH_RESET = False
 
-# The two tiers. A title within this many bits (of 64) of an earlier title is a repost ("title tier");
-# raise it to catch more rewritten headlines, at the price of merging short, similar headlines.
+# The first two tiers (the third, on shared sentences: SIMHASH_SENTENCES_SHARED). A title within this many
+# bits (of 64) of an earlier title is a repost ("title tier"); raise it to catch more rewritten headlines, at
+# the price of merging short, similar headlines.
 # SIMHASH_TITLE_MAX_DISTANCE = 2
 # Otherwise a body within this many bits of an earlier body is a repost ("body tier").
 # SIMHASH_BODY_MAX_DISTANCE = 3
 
-# What to do with a body-tier match: "drop" it, or "flag" it: pass it on with the verdict in the
-# item's `simhash` field (see items.py), for a human to review.
+# What to do with a body-tier or sentence-tier match: "drop" it, or "flag" it: pass it on with the verdict in
+# the item's `simhash` field (see items.py), for a human to review.
 # SIMHASH_BODY_ACTION = "drop"
 
 # Forget stories older than this many days (None: keep them forever).
