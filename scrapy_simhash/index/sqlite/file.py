@@ -119,10 +119,17 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
                 os.unlink(f"{tmp}{suffix}")
 
 
+def real_path(file: Path) -> Path:
+    """The file SQLite opens for ``file``: symbolic links followed, as SQLite's unix VFS does, so its
+    ``-wal`` and ``-shm`` sit beside the target, not beside the link."""
+    return Path(os.path.realpath(file))
+
+
 def check_file_types(file: Path) -> None:
     """Refuse a directory, FIFO, socket or device at the index path or its ``-wal``/``-shm``/
     ``-journal`` (opening a FIFO would wait forever for a writer)."""
-    for path in (file, *(Path(f"{file}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+    real = real_path(file)
+    for path in (file, *(Path(f"{real}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
@@ -162,7 +169,7 @@ def check_header(file: Path) -> None:
     change_counter = int.from_bytes(header[24:28], "big")
     valid_for = int.from_bytes(header[92:96], "big")
     pages = pages if change_counter == valid_for else 0  # the header's page count is stale otherwise
-    wal = Path(f"{file}-wal")
+    wal = Path(f"{real_path(file)}-wal")
     wal_pending = wal.exists() and wal.stat().st_size > 0
     if pages and not wal_pending and size < pages * page_size:
         raise IndexOpenError(
@@ -349,7 +356,12 @@ def _verify_and_configure(
         return decode(raw)
 
     try:
-        check_rows(conn, str(file), layouts, vbits, stored.bits)
+        conn.execute("BEGIN")  # one snapshot: a writer removing entries meanwhile is no damage
+        try:
+            check_rows(conn, str(file), layouts, vbits, stored.bits)
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
