@@ -13,11 +13,13 @@ another schema version), in every error. The schema it holds is described in :mo
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import os
 import sqlite3
 import stat
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -141,6 +143,39 @@ def check_file_types(file: Path) -> None:
                     stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device"}.get(
                         stat.S_IFMT(mode), "not a regular file")
             raise IndexOpenError(f"index {file}: {path} is {kind}, not a file")
+
+
+#: ``FS_IOC_GETFLAGS`` (Linux) and its immutable and append-only attribute bits (``chattr +i`` / ``+a``).
+_FS_IOC_GETFLAGS, _ATTRIBUTES = 0x80086601, ((0x10, "immutable (chattr +i)"), (0x20, "append-only (chattr +a)"))
+
+
+def _attributes(path: Path) -> list[str]:
+    """The attributes that stop even root from writing ``path`` (empty where they cannot be read)."""
+    try:
+        with descriptor(path) as fd:
+            (flags,) = struct.unpack_from("=i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8)))
+    except OSError:
+        return []
+    return [name for bit, name in _ATTRIBUTES if flags & bit]
+
+
+def check_writable(file: Path) -> None:
+    """Refuse, before SQLite opens it for writing, an index whose ``-shm`` or ``-wal`` this process
+    cannot write (an immutable or append-only attribute, permissions, a read-only mount). SQLite
+    shares the file between processes through the ``-shm``, which it maps into memory and writes at
+    every transaction: unwritable at open, it would fall back to reading only, and a mapping of one
+    that turns unwritable later ends the process with SIGBUS at its next write."""
+    real = real_path(file)
+    for suffix in ("-shm", "-wal"):
+        path = Path(f"{real}{suffix}")
+        if not path.exists() or os.access(path, os.W_OK):
+            continue
+        why = " and ".join(_attributes(path)) or "not writable by this user"
+        raise IndexOpenError(
+            f"index {file} cannot be written: {path} is {why}, and SQLite must write its {suffix} file at every "
+            f"transaction (nothing was changed). Make {path} writable again (chattr -i, chmod, or remount), or "
+            "open the index read-only"
+        )
 
 
 def check_header(file: Path) -> None:
@@ -316,12 +351,14 @@ class OpenFile:
 def open_file(
     file: Path, namespace: str, requested: IndexParams | None, readonly: bool, busy_timeout: float
 ) -> OpenFile:
-    """Open an existing index file: its header and WAL checked (:func:`check_header`), its record
-    verified against ``requested`` (any, when None), its schema objects and a sample of its rows
-    against what the record implies, then WAL mode, full syncs and a write probe (unless
-    ``readonly``) and the namespace's id (created when writable). The connection is closed again
-    when any of it fails."""
+    """Open an existing index file: its header and WAL checked (:func:`check_header`), its ``-shm``
+    and ``-wal`` writable (unless ``readonly``: :func:`check_writable`), its record verified against
+    ``requested`` (any, when None), its schema objects and a sample of its rows against what the
+    record implies, then WAL mode, full syncs and a write probe (unless ``readonly``) and the
+    namespace's id (created when writable). The connection is closed again when any of it fails."""
     check_header(file)
+    if not readonly:
+        check_writable(file)
     conn = connect(file, readonly, busy_timeout)
     try:
         return _verify_and_configure(conn, file, namespace, requested, readonly)
