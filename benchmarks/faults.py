@@ -761,7 +761,7 @@ FILE_DAMAGE: dict[str, tuple[str, Any]] = {
     "namespace id changed in every row": ("clean", lambda p: _sql(
         p, "UPDATE namespace SET id = 7 WHERE id = 1; UPDATE entry SET ns = 7 WHERE ns = 1;")),
     "DELETE FROM entry, band rows left": ("clean", lambda p: _sql(p, "DELETE FROM entry;")),
-    "3 entries of 4 deleted, band rows left": ("clean", lambda p: _sql(p, "DELETE FROM entry WHERE id % 4 <> 0;")),
+    "7 entries of 8 deleted, band rows left": ("clean", lambda p: _sql(p, "DELETE FROM entry WHERE id % 8 <> 0;")),
     "entry id counter set to 0": ("clean", lambda p: _sql(p, "UPDATE sqlite_sequence SET seq = 0;")),
     "entry id counter deleted": ("clean", lambda p: _sql(p, "DELETE FROM sqlite_sequence;")),
     "wal damaged, opened through a symlink": ("pending", _wal_damaged_behind_symlink),

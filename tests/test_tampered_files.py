@@ -420,7 +420,7 @@ def test_a_wal_that_vanishes_while_it_is_checked_is_no_damage(tmp_path: Path, mo
 @pytest.mark.parametrize(("script", "pattern"), [
     ("DELETE FROM entry;", "holds a (title|body) band row \\(band key \\d+\\) of a fingerprint that no entry of "
      "namespace id 1 holds: entries were deleted under their band rows"),
-    ("DELETE FROM entry WHERE id % 4 <> 0;", "of a fingerprint that no entry of namespace id 1 holds"),
+    ("DELETE FROM entry WHERE id % 8 <> 0;", "of a fingerprint that no entry of namespace id 1 holds"),
 ])
 def test_entries_deleted_under_their_band_rows_are_refused(sources: dict[str, Path], tmp_path: Path, script: str,
                                                            pattern: str) -> None:

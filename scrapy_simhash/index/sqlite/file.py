@@ -13,6 +13,7 @@ another schema version), in every error. The schema it holds is described in :mo
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import functools
 import json
@@ -168,8 +169,14 @@ def check_writable(file: Path) -> None:
     real = real_path(file)
     for suffix in ("-shm", "-wal"):
         path = Path(f"{real}{suffix}")
-        if not path.exists() or os.access(path, os.W_OK):
-            continue
+        try:
+            with descriptor(path, os.O_RDWR):  # not open(): closing it could drop this process's SQLite locks
+                continue
+        except FileNotFoundError:
+            continue  # SQLite creates it
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EACCES, errno.EROFS):
+                raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
         why = " and ".join(_attributes(path)) or "not writable by this user"
         raise IndexOpenError(
             f"index {file} cannot be written: {path} is {why}, and SQLite must write its {suffix} file at every "
@@ -278,7 +285,7 @@ def open_error(file: Path, exc: sqlite3.Error, doing: str) -> IndexOpenError:
             "write permission on the file and its directory"
         )
     if "unable to open" in text:
-        directory = file.parent
+        directory = real_path(file).parent
         if not os.access(directory, os.W_OK):
             return IndexOpenError(
                 f"index {file} cannot be opened ({text}): its directory {directory} is not writable, and "
