@@ -420,6 +420,7 @@ def test_a_wal_that_vanishes_while_it_is_checked_is_no_damage(tmp_path: Path, mo
 @pytest.mark.parametrize(("script", "pattern"), [
     ("DELETE FROM entry;", "holds a (title|body) band row \\(band key \\d+\\) of a fingerprint that no entry of "
      "namespace id 1 holds: entries were deleted under their band rows"),
+    # 8 band rows sampled an open: all on rows of the eighth entries kept with probability 8**-8
     ("DELETE FROM entry WHERE id % 8 <> 0;", "of a fingerprint that no entry of namespace id 1 holds"),
 ])
 def test_entries_deleted_under_their_band_rows_are_refused(sources: dict[str, Path], tmp_path: Path, script: str,
@@ -500,6 +501,20 @@ def test_a_wal_emptied_or_deleted_under_an_intact_shm_is_refused(sources: dict[s
         os.unlink(f"{path}-wal")
     assert_refused(path, f"damaged: its WAL is {how} but its last writer recorded \\d+ committed frames in it, "
                    "\\d+ of them not yet copied into the file")
+
+
+def test_a_shm_left_behind_by_a_deleted_index_does_not_stop_a_new_one(sources: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """The file and its WAL deleted, its -shm forgotten: the index made anew at that path opens (the
+    -shm is the old file's, and SQLite resets it); the same -shm beside the old file is refused
+    (test_a_wal_emptied_or_deleted_under_an_intact_shm_is_refused)."""
+    path = copy_of(sources, "pending", tmp_path)
+    os.unlink(path)
+    os.unlink(f"{path}-wal")
+    with open_index(path) as ix:
+        ix.check_and_add(Query(*FPS[0][:2], 2, 3, url=FPS[0][2]))
+    with open_index(path) as ix:
+        assert ix.count() == 1
 
 
 def test_an_emptied_wal_whose_frames_were_all_checkpointed_is_no_damage(sources: dict[str, Path],

@@ -2,7 +2,8 @@
 
 Everything here is about the file, not the rule: building a new file under a temporary name and
 linking it into place; before SQLite reads an existing one, checking that it (and its ``-wal``/``-shm``)
-are regular files, its header and its pending WAL (:mod:`.wal`); connecting with
+are regular files, its header and its pending WAL (:mod:`.wal`), and, to write, that its ``-shm``
+and ``-wal`` can be written; connecting with
 ``trusted_schema=OFF`` and refusing any schema object the project did not create (a planted trigger
 could delete every new entry or copy every URL elsewhere); reading its self-description (JSON only,
 never pickle) and checking it, and the rows, against the parameters it records (:func:`open_file`);
@@ -56,13 +57,14 @@ def _json_encode(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def create_file(file: Path, meta: dict[str, Any]) -> None:
+def create_file(file: Path, meta: dict[str, Any]) -> bool:
     """Build a complete index file recording ``meta`` under a temporary name, then link it into
-    place atomically.
+    place atomically; True when this call put it there.
 
     ``os.link`` fails if the name exists, so when two processes create the same file at once
     one wins and the other simply opens the winner's file; nobody ever sees half a file.
     """
+    created = False
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -101,6 +103,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
             os.close(fd)
         try:
             os.link(tmp, file)
+            created = True
         except FileExistsError:
             pass  # someone else created it first: open theirs
         except OSError:
@@ -108,6 +111,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
             # in the meantime, so only do it if the name is still free.
             if not file.exists():
                 os.replace(tmp, file)
+                created = True
         with contextlib.suppress(OSError):
             dfd = os.open(file.parent, os.O_RDONLY)
             try:
@@ -120,6 +124,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{tmp}{suffix}")
+    return created
 
 
 def real_path(file: Path) -> Path:
@@ -185,8 +190,9 @@ def check_writable(file: Path) -> None:
         )
 
 
-def check_header(file: Path) -> None:
-    """Reject what SQLite would reject later (or worse, half-read, or lose) before touching the file."""
+def check_header(file: Path, *, created: bool = False) -> None:
+    """Reject what SQLite would reject later (or worse, half-read, or lose) before touching the file
+    (``created``: this process has just made it, see :func:`.wal.check_wal`)."""
     check_file_types(file)
     try:
         size = file.stat().st_size
@@ -217,7 +223,7 @@ def check_header(file: Path) -> None:
         raise IndexOpenError(
             f"index {file} is truncated: {size} bytes but its header says {pages} pages of {page_size}"
         )
-    check_wal(file, page_size, pages)
+    check_wal(file, page_size, pages, created=created)
 
 
 def connect(file: Path, readonly: bool, timeout: float) -> sqlite3.Connection:
@@ -356,14 +362,16 @@ class OpenFile:
 
 
 def open_file(
-    file: Path, namespace: str, requested: IndexParams | None, readonly: bool, busy_timeout: float
+    file: Path, namespace: str, requested: IndexParams | None, readonly: bool, busy_timeout: float,
+    *, created: bool = False,
 ) -> OpenFile:
     """Open an existing index file: its header and WAL checked (:func:`check_header`), its ``-shm``
     and ``-wal`` writable (unless ``readonly``: :func:`check_writable`), its record verified against
     ``requested`` (any, when None), its schema objects and a sample of its rows against what the
     record implies, then WAL mode, full syncs and a write probe (unless ``readonly``) and the
-    namespace's id (created when writable). The connection is closed again when any of it fails."""
-    check_header(file)
+    namespace's id (created when writable). The connection is closed again when any of it fails.
+    ``created``: :func:`create_file` has just put the file there."""
+    check_header(file, created=created)
     if not readonly:
         check_writable(file)
     conn = connect(file, readonly, busy_timeout)

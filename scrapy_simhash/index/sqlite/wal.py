@@ -4,7 +4,8 @@ SQLite trusts its WAL file: when it reopens a file whose last writer died, it re
 the start of the WAL up to the last commit frame whose checksum chain holds, and silently ignores the
 rest. That is right after a crash (the tail is an unfinished transaction), but after damage it drops
 committed entries without a word, and the next write overwrites them for good: items seen before are
-admitted again. So when a non-empty ``-wal`` file is there and no other connection is using the file,
+admitted again. So when a ``-wal`` or ``-shm`` file is there (beside the file a symbolic link leads to,
+where SQLite looks) and no other connection is using the file,
 :func:`check_wal` reads it (the format: https://www.sqlite.org/walformat.html) before SQLite does, and
 refuses, leaving every file untouched, when
 
@@ -16,7 +17,9 @@ refuses, leaving every file untouched, when
   transactions lie beyond damage in the middle. (A crash only leaves an unfinished transaction after
   the last commit, whose commit frame, if written at all, is the one that is broken.)
 * the ``-shm`` file left by the last writer is intact and, for this WAL (the same salts), records more
-  committed frames than the WAL holds (truncated, e.g. to its header);
+  committed frames than the WAL holds (truncated, e.g. to its header); or the WAL is empty or gone
+  while that ``-shm`` records committed frames not yet copied into the main file (SQLite would open
+  the file as it was before them);
 * the database, as of the last valid commit, has pages that are in neither the main file nor the WAL
   (the main file was truncated), or the main file is not a whole number of pages.
 
@@ -192,11 +195,13 @@ def emptied_problem(wal_size: int | None, shm: tuple[bytes, int, int] | None) ->
             "(the WAL was emptied or deleted)")
 
 
-def check_wal(file: Path, page_size: int, header_pages: int) -> None:
+def check_wal(file: Path, page_size: int, header_pages: int, *, created: bool = False) -> None:
     """Refuse (:class:`~.base.IndexOpenError`, nothing touched) a pending WAL that SQLite would
     replay losing committed transactions, an emptied or deleted one whose ``-shm`` says it held
     some, or a main file that no longer matches it. The ``-wal`` and ``-shm`` read are those beside
-    the file symbolic links lead to: the ones SQLite uses."""
+    the file symbolic links lead to: the ones SQLite uses. ``created``: this process has just made
+    the file, so a ``-shm`` without a WAL is a leftover of an earlier file of that name (deleted
+    without it), which SQLite resets."""
     real = Path(os.path.realpath(file))
     wal, shm = Path(f"{real}-wal"), Path(f"{real}-shm")
     try:
@@ -215,7 +220,7 @@ def check_wal(file: Path, page_size: int, header_pages: int) -> None:
             except FileNotFoundError:
                 wal_size = None
             if not wal_size:
-                problem = emptied_problem(wal_size, _shm_record(shm))
+                problem = None if created else emptied_problem(wal_size, _shm_record(shm))
             else:
                 problem = _pending_problem(wal, main_size, page_size, header_pages, shm)
         except FileNotFoundError as exc:
