@@ -29,7 +29,9 @@ Files
     damaged or tampered with as an attacker or a failing disk would: the WAL replaced by random
     bytes, 64 random bytes in its middle, truncated to its header, the main file truncated with a
     WAL pending, the meta record's band key, bands and layouts changed, namespace ids changed,
-    planted triggers, a FIFO at the index path; and SIGKILLs mid-write, which must still open.
+    entries deleted under their band rows, the entry id counter lowered or deleted, a damaged WAL
+    behind a symbolic link, the WAL emptied or deleted with its -shm intact, planted triggers, a FIFO
+    at the index path, an immutable -shm under a real crawl; and SIGKILLs mid-write, which must still open.
     Per scenario: tried (committed entries at stake), survived, lost (admitted again or missing).
 
 Run::
@@ -722,6 +724,23 @@ def _rng_bytes(n: int, seed: int = 5) -> bytes:
     return random.Random(seed).randbytes(n)
 
 
+def behind_symlink(path: Path) -> Path:
+    """Move the index at ``path`` (and its -wal, -shm) into a directory beside it and leave a symbolic
+    link at ``path``; returns the real file (SQLite opens it, and the -wal and -shm beside it)."""
+    real = path.parent / f"{path.name}.target" / path.name
+    real.parent.mkdir()
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{path}{suffix}").exists():
+            os.replace(f"{path}{suffix}", f"{real}{suffix}")
+    path.symlink_to(real)
+    return real
+
+
+def _wal_damaged_behind_symlink(path: Path) -> None:
+    wal = Path(f"{behind_symlink(path)}-wal")
+    _overwrite(wal, wal.stat().st_size // 2, _rng_bytes(64))
+
+
 #: name -> (what the index is before the damage: "pending" WAL or "clean" file, the damage).
 FILE_DAMAGE: dict[str, tuple[str, Any]] = {
     "wal replaced by random bytes": ("pending", lambda p: Path(f"{p}-wal").write_bytes(
@@ -741,6 +760,13 @@ FILE_DAMAGE: dict[str, tuple[str, Any]] = {
     "namespace id changed": ("clean", lambda p: _sql(p, "UPDATE namespace SET id = 7 WHERE id = 1;")),
     "namespace id changed in every row": ("clean", lambda p: _sql(
         p, "UPDATE namespace SET id = 7 WHERE id = 1; UPDATE entry SET ns = 7 WHERE ns = 1;")),
+    "DELETE FROM entry, band rows left": ("clean", lambda p: _sql(p, "DELETE FROM entry;")),
+    "7 entries of 8 deleted, band rows left": ("clean", lambda p: _sql(p, "DELETE FROM entry WHERE id % 8 <> 0;")),
+    "entry id counter set to 0": ("clean", lambda p: _sql(p, "UPDATE sqlite_sequence SET seq = 0;")),
+    "entry id counter deleted": ("clean", lambda p: _sql(p, "DELETE FROM sqlite_sequence;")),
+    "wal damaged, opened through a symlink": ("pending", _wal_damaged_behind_symlink),
+    "wal emptied, -shm intact": ("pending", lambda p: os.truncate(f"{p}-wal", 0)),
+    "wal deleted, -shm intact": ("pending", lambda p: os.unlink(f"{p}-wal")),
 }
 
 
@@ -815,6 +841,7 @@ def file_damage_campaign(workdir: Path, n: int = FILE_ENTRIES, seed: int = 0) ->
         probe.kill()
         probe.wait()
         results.append(FileResult("FIFO at the index path", 1, 0, 1, "open hung for 30 s (killed)"))
+    results.append(_immutable_shm(workdir / "immutable", fps, sources["pending"]))
     rng = random.Random(seed)
     tried = survived = 0
     problems = []
@@ -831,6 +858,32 @@ def file_damage_campaign(workdir: Path, n: int = FILE_ENTRIES, seed: int = 0) ->
     results.append(FileResult("SIGKILL mid-write (5 runs): must open", tried, survived, tried - survived,
                               "; ".join(problems) or "opened with every committed entry"))
     return results
+
+
+def _immutable_shm(workdir: Path, fps: Sequence[tuple[int, int | None, str]], source: Path) -> FileResult:
+    """A pending index whose -shm is immutable (``chattr +i``), opened by a real crawl: it must end
+    with the index error, not be killed by SIGBUS."""
+    name = "-shm immutable (chattr +i), a real crawl"
+    workdir.mkdir()
+    path = workdir / "i.sqlite3"
+    _copy_index(source, path)
+    shm = Path(f"{path}-shm")
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(shm)], capture_output=True).returncode:
+        return FileResult(name, 0, 0, 0, "skipped: chattr +i is not available here")
+    items, kept = workdir / "items.jsonl", workdir / "kept.jsonl"
+    write_jsonl(items, [{"title": f"title {k}", "body": f"body {k}", "url": url} for k, (_, _, url) in enumerate(fps)])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    try:
+        proc = subprocess.run([*crawl_command(items, path, kept, workdir), "-s", "LOG_LEVEL=INFO"],
+                              capture_output=True, text=True, cwd=workdir, env=env, timeout=300)
+    finally:
+        subprocess.run(["chattr", "-i", str(shm)], check=True)
+    reason = next((line.split("Closing spider ", 1)[1][:150] for line in proc.stderr.splitlines()
+                   if "Closing spider (" in line), "no finish reason logged")
+    passed = len(read_urls(kept)) if kept.exists() else 0
+    ok = proc.returncode >= 0 and "simhash_index_error" in reason and not passed
+    return FileResult(name, len(fps), len(fps) if ok else 0, 0 if ok else len(fps),
+                      f"exit {proc.returncode}, {passed} passed on: {reason.replace(str(path), '<index>')}")
 
 
 def print_file_results(results: Sequence[FileResult]) -> None:

@@ -412,3 +412,150 @@ def test_a_wal_that_vanishes_while_it_is_checked_is_no_damage(tmp_path: Path, mo
     monkeypatch.undo()
     with open_index(file) as ix:
         assert ix.count() == 1
+
+
+# -- state that cannot be right: entries gone under their band rows, the id counter, the real WAL ------
+
+
+@pytest.mark.parametrize(("script", "pattern"), [
+    ("DELETE FROM entry;", "holds a (title|body) band row \\(band key \\d+\\) of a fingerprint that no entry of "
+     "namespace id 1 holds: entries were deleted under their band rows"),
+    # 8 band rows sampled an open: all on rows of the eighth entries kept with probability 8**-8
+    ("DELETE FROM entry WHERE id % 8 <> 0;", "of a fingerprint that no entry of namespace id 1 holds"),
+])
+def test_entries_deleted_under_their_band_rows_are_refused(sources: dict[str, Path], tmp_path: Path, script: str,
+                                                           pattern: str) -> None:
+    """Band rows found, then no entry holding their fingerprint: every story would be new again
+    (a ``DELETE FROM entry`` re-admitted all of them)."""
+    path = copy_of(sources, "clean", tmp_path)
+    faults._sql(path, script)
+    assert_refused(path, pattern)
+
+
+def test_entries_removed_through_the_index_leave_no_band_row_behind(sources: dict[str, Path], tmp_path: Path) -> None:
+    """What forget and purge leave is consistent: it opens, each time (the sample is random)."""
+    path = copy_of(sources, "clean", tmp_path)
+    with open_index(path) as ix:
+        assert sum(ix.forget(url) for _, _, url in FPS[::2]) == len(FPS[::2])
+        ix.check_and_add(Query(*FPS[0][:2], 2, 3, url=FPS[0][2]))
+    for _ in range(20):
+        with open_index(path, readonly=True) as ix:
+            assert ix.count() == len(FPS) - len(FPS[::2]) + 1
+
+
+@pytest.mark.parametrize(("script", "pattern"), [
+    ("UPDATE sqlite_sequence SET seq = 0;", f"entry id counter \\(sqlite_sequence\\) at 0, below its highest entry "
+     f"id {len(FPS)}: the next entries would take the ids of forgotten ones"),
+    ("DELETE FROM sqlite_sequence;", f"has 0 entry id counters \\(sqlite_sequence rows named 'entry'\\) where it "
+     f"holds entries up to id {len(FPS)}"),
+    ("INSERT INTO sqlite_sequence VALUES ('entry', 100000);", "has 2 entry id counters"),
+])
+def test_an_entry_id_counter_below_the_highest_id_is_refused(sources: dict[str, Path], tmp_path: Path, script: str,
+                                                            pattern: str) -> None:
+    """A lowered counter reuses the ids of forgotten entries: a decision or request pointing at a
+    forgotten entry would point at a newer one."""
+    path = copy_of(sources, "clean", tmp_path)
+    faults._sql(path, script)
+    assert_refused(path, pattern)
+
+
+def test_a_counter_above_the_highest_id_is_what_forgetting_leaves(sources: dict[str, Path], tmp_path: Path) -> None:
+    path = copy_of(sources, "clean", tmp_path)
+    with open_index(path) as ix:
+        newest = max(e.id for e in ix.entries())
+        assert ix.forget(newest) == 1
+    with open_index(path) as ix:
+        assert ix.check_and_add(Query(1, 2, 2, 3, url="https://f.example/new")).entry_id == newest + 1
+
+
+def test_a_damaged_wal_is_found_through_a_symbolic_link(sources: dict[str, Path], tmp_path: Path) -> None:
+    """SQLite follows the link and replays ``<target>-wal``: the check reads that one (it read
+    ``<link>-wal``, found none, and the open dropped the transactions after the damage)."""
+    for name in ("intact", "damaged"):
+        (tmp_path / name).mkdir()
+    path = faults.behind_symlink(copy_of(sources, "pending", tmp_path / "intact"))
+    with open_index(tmp_path / "intact" / path.name) as ix:  # an intact pending WAL behind the link: every entry
+        assert {e.url for e in ix.entries()} == {url for _, _, url in FPS}
+    path = copy_of(sources, "pending", tmp_path / "damaged")
+    real = faults.behind_symlink(path)
+    faults._overwrite(Path(f"{real}-wal"), Path(f"{real}-wal").stat().st_size // 2, faults._rng_bytes(64))
+    before = states(real)
+    for readonly in (False, True):
+        with pytest.raises(IndexOpenError) as excinfo:
+            open_index(path, readonly=readonly).close()
+        message = str(excinfo.value)
+        assert str(path) in message and f"move {real}-wal and {real}-shm aside" in message, message
+        assert re.search("damaged: its WAL is damaged at frame \\d+: commit frame \\d+", message), message
+        assert states(real) == before
+
+
+@pytest.mark.parametrize("how", ["empty", "missing"])
+def test_a_wal_emptied_or_deleted_under_an_intact_shm_is_refused(sources: dict[str, Path], tmp_path: Path,
+                                                                how: str) -> None:
+    """The -shm of the last writer records the committed frames its WAL held: with them gone,
+    SQLite would open the file as it was before them (every entry of this file lost)."""
+    path = copy_of(sources, "pending", tmp_path)
+    if how == "empty":
+        os.truncate(f"{path}-wal", 0)
+    else:
+        os.unlink(f"{path}-wal")
+    assert_refused(path, f"damaged: its WAL is {how} but its last writer recorded \\d+ committed frames in it, "
+                   "\\d+ of them not yet copied into the file")
+
+
+def test_a_shm_left_behind_by_a_deleted_index_does_not_stop_a_new_one(sources: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """The file and its WAL deleted, its -shm forgotten: the index made anew at that path opens (the
+    -shm is the old file's, and SQLite resets it); the same -shm beside the old file is refused
+    (test_a_wal_emptied_or_deleted_under_an_intact_shm_is_refused)."""
+    path = copy_of(sources, "pending", tmp_path)
+    os.unlink(path)
+    os.unlink(f"{path}-wal")
+    with open_index(path) as ix:
+        ix.check_and_add(Query(*FPS[0][:2], 2, 3, url=FPS[0][2]))
+    with open_index(path) as ix:
+        assert ix.count() == 1
+
+
+def test_an_emptied_wal_whose_frames_were_all_checkpointed_is_no_damage(sources: dict[str, Path],
+                                                                        tmp_path: Path) -> None:
+    """A -shm saying every frame was copied into the file: an empty WAL loses nothing."""
+    path = copy_of(sources, "pending", tmp_path)
+    code = ("import os, signal, sqlite3, sys\nc = sqlite3.connect(sys.argv[1])\n"
+            "busy, log, done = c.execute('PRAGMA wal_checkpoint(PASSIVE)').fetchone()\nprint(log, done, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True).stdout.split()
+    assert len(out) == 2 and out[0] == out[1] and int(out[0]) > 0, out  # all frames copied, the -shm left
+    os.truncate(f"{path}-wal", 0)
+    with open_index(path) as ix:
+        assert {e.url for e in ix.entries()} == {url for _, _, url in FPS}
+
+
+def test_an_unwritable_shm_is_refused_at_open_and_a_crawl_ends_with_the_error(sources: dict[str, Path],
+                                                                             tmp_path: Path) -> None:
+    """SQLite maps the -shm and writes it at every transaction: an immutable one is named at a
+    writable open (a real ``scrapy runspider`` ends with the index error, not SIGBUS); reading
+    tools still open the file read-only."""
+    path = copy_of(sources, "pending", tmp_path)
+    shm = Path(f"{path}-shm")
+    items, kept = tmp_path / "items.jsonl", tmp_path / "kept.jsonl"
+    faults.write_jsonl(items, [{"title": f"title {k}", "body": f"body {k}", "url": url}
+                               for k, (_, _, url) in enumerate(FPS[:5])])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    with immutable(shm):
+        before = states(path)
+        with pytest.raises(IndexOpenError) as excinfo:
+            open_index(path).close()
+        assert (f"index {path} cannot be written: {shm} is immutable (chattr +i), and SQLite must write its -shm "
+                "file at every transaction") in str(excinfo.value)
+        assert states(path) == before
+        with open_index(path, readonly=True) as ix:
+            assert ix.count() == len(FPS)
+        crawl = subprocess.run([*faults.crawl_command(items, path, kept, tmp_path), "-s", "LOG_LEVEL=INFO"],
+                               capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+    assert crawl.returncode == 0, (crawl.returncode, crawl.stderr[-2000:])  # not -7: SIGBUS
+    assert f"Closing spider (simhash_index_error: index {path} cannot be written: {shm} is immutable" in crawl.stderr
+    assert "'finish_reason': 'simhash_index_error" in crawl.stderr and "Traceback" not in crawl.stderr
+    assert not kept.exists() or not kept.read_text()
+    with open_index(path) as ix:
+        assert ix.count() == len(FPS)

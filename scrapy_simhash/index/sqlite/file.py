@@ -2,7 +2,8 @@
 
 Everything here is about the file, not the rule: building a new file under a temporary name and
 linking it into place; before SQLite reads an existing one, checking that it (and its ``-wal``/``-shm``)
-are regular files, its header and its pending WAL (:mod:`.wal`); connecting with
+are regular files, its header and its pending WAL (:mod:`.wal`), and, to write, that its ``-shm``
+and ``-wal`` can be written; connecting with
 ``trusted_schema=OFF`` and refusing any schema object the project did not create (a planted trigger
 could delete every new entry or copy every URL elsewhere); reading its self-description (JSON only,
 never pickle) and checking it, and the rows, against the parameters it records (:func:`open_file`);
@@ -13,11 +14,14 @@ another schema version), in every error. The schema it holds is described in :mo
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import functools
 import json
 import os
 import sqlite3
 import stat
+import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -53,13 +57,14 @@ def _json_encode(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
 
-def create_file(file: Path, meta: dict[str, Any]) -> None:
+def create_file(file: Path, meta: dict[str, Any]) -> bool:
     """Build a complete index file recording ``meta`` under a temporary name, then link it into
-    place atomically.
+    place atomically; True when this call put it there.
 
     ``os.link`` fails if the name exists, so when two processes create the same file at once
     one wins and the other simply opens the winner's file; nobody ever sees half a file.
     """
+    created = False
     try:
         file.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -98,6 +103,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
             os.close(fd)
         try:
             os.link(tmp, file)
+            created = True
         except FileExistsError:
             pass  # someone else created it first: open theirs
         except OSError:
@@ -105,6 +111,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
             # in the meantime, so only do it if the name is still free.
             if not file.exists():
                 os.replace(tmp, file)
+                created = True
         with contextlib.suppress(OSError):
             dfd = os.open(file.parent, os.O_RDONLY)
             try:
@@ -117,12 +124,20 @@ def create_file(file: Path, meta: dict[str, Any]) -> None:
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{tmp}{suffix}")
+    return created
+
+
+def real_path(file: Path) -> Path:
+    """The file SQLite opens for ``file``: symbolic links followed, as SQLite's unix VFS does, so its
+    ``-wal`` and ``-shm`` sit beside the target, not beside the link."""
+    return Path(os.path.realpath(file))
 
 
 def check_file_types(file: Path) -> None:
     """Refuse a directory, FIFO, socket or device at the index path or its ``-wal``/``-shm``/
     ``-journal`` (opening a FIFO would wait forever for a writer)."""
-    for path in (file, *(Path(f"{file}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
+    real = real_path(file)
+    for path in (file, *(Path(f"{real}{suffix}") for suffix in ("-wal", "-shm", "-journal"))):
         try:
             mode = os.stat(path).st_mode
         except FileNotFoundError:
@@ -136,8 +151,48 @@ def check_file_types(file: Path) -> None:
             raise IndexOpenError(f"index {file}: {path} is {kind}, not a file")
 
 
-def check_header(file: Path) -> None:
-    """Reject what SQLite would reject later (or worse, half-read, or lose) before touching the file."""
+#: ``FS_IOC_GETFLAGS`` (Linux) and its immutable and append-only attribute bits (``chattr +i`` / ``+a``).
+_FS_IOC_GETFLAGS, _ATTRIBUTES = 0x80086601, ((0x10, "immutable (chattr +i)"), (0x20, "append-only (chattr +a)"))
+
+
+def _attributes(path: Path) -> list[str]:
+    """The attributes that stop even root from writing ``path`` (empty where they cannot be read)."""
+    try:
+        with descriptor(path) as fd:
+            (flags,) = struct.unpack_from("=i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, bytes(8)))
+    except OSError:
+        return []
+    return [name for bit, name in _ATTRIBUTES if flags & bit]
+
+
+def check_writable(file: Path) -> None:
+    """Refuse, before SQLite opens it for writing, an index whose ``-shm`` or ``-wal`` this process
+    cannot write (an immutable or append-only attribute, permissions, a read-only mount). SQLite
+    shares the file between processes through the ``-shm``, which it maps into memory and writes at
+    every transaction: unwritable at open, it would fall back to reading only, and a mapping of one
+    that turns unwritable later ends the process with SIGBUS at its next write."""
+    real = real_path(file)
+    for suffix in ("-shm", "-wal"):
+        path = Path(f"{real}{suffix}")
+        try:
+            with descriptor(path, os.O_RDWR):  # not open(): closing it could drop this process's SQLite locks
+                continue
+        except FileNotFoundError:
+            continue  # SQLite creates it
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.EACCES, errno.EROFS):
+                raise IndexOpenError(f"cannot open index {file}: {exc}") from exc
+        why = " and ".join(_attributes(path)) or "not writable by this user"
+        raise IndexOpenError(
+            f"index {file} cannot be written: {path} is {why}, and SQLite must write its {suffix} file at every "
+            f"transaction (nothing was changed). Make {path} writable again (chattr -i, chmod, or remount), or "
+            "open the index read-only"
+        )
+
+
+def check_header(file: Path, *, created: bool = False) -> None:
+    """Reject what SQLite would reject later (or worse, half-read, or lose) before touching the file
+    (``created``: this process has just made it, see :func:`.wal.check_wal`)."""
     check_file_types(file)
     try:
         size = file.stat().st_size
@@ -162,13 +217,13 @@ def check_header(file: Path) -> None:
     change_counter = int.from_bytes(header[24:28], "big")
     valid_for = int.from_bytes(header[92:96], "big")
     pages = pages if change_counter == valid_for else 0  # the header's page count is stale otherwise
-    wal = Path(f"{file}-wal")
+    wal = Path(f"{real_path(file)}-wal")
     wal_pending = wal.exists() and wal.stat().st_size > 0
     if pages and not wal_pending and size < pages * page_size:
         raise IndexOpenError(
             f"index {file} is truncated: {size} bytes but its header says {pages} pages of {page_size}"
         )
-    check_wal(file, page_size, pages)
+    check_wal(file, page_size, pages, created=created)
 
 
 def connect(file: Path, readonly: bool, timeout: float) -> sqlite3.Connection:
@@ -236,7 +291,7 @@ def open_error(file: Path, exc: sqlite3.Error, doing: str) -> IndexOpenError:
             "write permission on the file and its directory"
         )
     if "unable to open" in text:
-        directory = file.parent
+        directory = real_path(file).parent
         if not os.access(directory, os.W_OK):
             return IndexOpenError(
                 f"index {file} cannot be opened ({text}): its directory {directory} is not writable, and "
@@ -307,14 +362,18 @@ class OpenFile:
 
 
 def open_file(
-    file: Path, namespace: str, requested: IndexParams | None, readonly: bool, busy_timeout: float
+    file: Path, namespace: str, requested: IndexParams | None, readonly: bool, busy_timeout: float,
+    *, created: bool = False,
 ) -> OpenFile:
-    """Open an existing index file: its header and WAL checked (:func:`check_header`), its record
-    verified against ``requested`` (any, when None), its schema objects and a sample of its rows
-    against what the record implies, then WAL mode, full syncs and a write probe (unless
-    ``readonly``) and the namespace's id (created when writable). The connection is closed again
-    when any of it fails."""
-    check_header(file)
+    """Open an existing index file: its header and WAL checked (:func:`check_header`), its ``-shm``
+    and ``-wal`` writable (unless ``readonly``: :func:`check_writable`), its record verified against
+    ``requested`` (any, when None), its schema objects and a sample of its rows against what the
+    record implies, then WAL mode, full syncs and a write probe (unless ``readonly``) and the
+    namespace's id (created when writable). The connection is closed again when any of it fails.
+    ``created``: :func:`create_file` has just put the file there."""
+    check_header(file, created=created)
+    if not readonly:
+        check_writable(file)
     conn = connect(file, readonly, busy_timeout)
     try:
         return _verify_and_configure(conn, file, namespace, requested, readonly)
@@ -349,7 +408,12 @@ def _verify_and_configure(
         return decode(raw)
 
     try:
-        check_rows(conn, str(file), layouts, vbits, stored.bits)
+        conn.execute("BEGIN")  # one snapshot: a writer removing entries meanwhile is no damage
+        try:
+            check_rows(conn, str(file), layouts, vbits, stored.bits)
+        finally:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
         if not readonly:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")

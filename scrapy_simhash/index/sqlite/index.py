@@ -114,13 +114,15 @@ class SqliteIndex(QueryChecks):
         self.namespace = namespace
         self._readonly = readonly
         self._busy_timeout = busy_timeout
+        created = False
         if not file.exists():
             if readonly or not create:
                 why = "opened read-only" if readonly else "create=False"
                 raise IndexOpenError(f"index {file} does not exist ({why})")
             params = params or IndexParams()
-            create_file(file, new_meta(params, SCHEMA_VERSION, layout_records=records, **storage_meta(params)))
-        opened = open_file(file, namespace, params, readonly, busy_timeout)
+            created = create_file(file, new_meta(params, SCHEMA_VERSION, layout_records=records,
+                                                 **storage_meta(params)))
+        opened = open_file(file, namespace, params, readonly, busy_timeout, created=created)
         self._conn, self._meta, self.params = opened.conn, opened.meta, opened.params
         self._rows, self._ns_id, self._bits = opened.rows, opened.ns_id, opened.params.bits
         return self

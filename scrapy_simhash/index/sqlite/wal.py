@@ -4,7 +4,8 @@ SQLite trusts its WAL file: when it reopens a file whose last writer died, it re
 the start of the WAL up to the last commit frame whose checksum chain holds, and silently ignores the
 rest. That is right after a crash (the tail is an unfinished transaction), but after damage it drops
 committed entries without a word, and the next write overwrites them for good: items seen before are
-admitted again. So when a non-empty ``-wal`` file is there and no other connection is using the file,
+admitted again. So when a ``-wal`` or ``-shm`` file is there (beside the file a symbolic link leads to,
+where SQLite looks) and no other connection is using the file,
 :func:`check_wal` reads it (the format: https://www.sqlite.org/walformat.html) before SQLite does, and
 refuses, leaving every file untouched, when
 
@@ -16,7 +17,9 @@ refuses, leaving every file untouched, when
   transactions lie beyond damage in the middle. (A crash only leaves an unfinished transaction after
   the last commit, whose commit frame, if written at all, is the one that is broken.)
 * the ``-shm`` file left by the last writer is intact and, for this WAL (the same salts), records more
-  committed frames than the WAL holds (truncated, e.g. to its header);
+  committed frames than the WAL holds (truncated, e.g. to its header); or the WAL is empty or gone
+  while that ``-shm`` records committed frames not yet copied into the main file (SQLite would open
+  the file as it was before them);
 * the database, as of the last valid commit, has pages that are in neither the main file nor the WAL
   (the main file was truncated), or the main file is not a whole number of pages.
 
@@ -44,6 +47,7 @@ import fcntl
 import mmap
 import os
 import struct
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,6 +59,7 @@ _VERSION = 3007000
 _HEADER = 32
 _FRAME_HEADER = 24
 _SHM_HEADER = 48  # one copy of the wal-index header; the -shm file starts with two
+_SHM_BACKFILL = 96  # after the two header copies: frames the last checkpoint copied into the main file
 _DMS_BYTE = 128  # the -shm lock byte every open connection holds shared (unix VFS)
 _MASK = 0xFFFFFFFF
 
@@ -104,24 +109,27 @@ def _alone(shm: Path) -> Iterator[bool]:
             fcntl.fcntl(fd, setlk, unlock)
 
 
-def _shm_record(shm: Path) -> tuple[bytes, int] | None:
-    """(salts, committed frames) from an intact wal-index header left in ``-shm``, else None."""
+def _shm_record(shm: Path) -> tuple[bytes, int, int] | None:
+    """(salts, committed frames, frames copied into the main file) from an intact wal-index header
+    left in ``-shm`` (two equal copies, initialised, its checksum right), else None."""
     try:
         with descriptor(shm) as fd:
-            head = os.pread(fd, 2 * _SHM_HEADER, 0)
+            head = os.pread(fd, _SHM_BACKFILL + 4, 0)
     except OSError:
         return None
-    if len(head) < 2 * _SHM_HEADER or head[:_SHM_HEADER] != head[_SHM_HEADER:]:
+    if len(head) < _SHM_BACKFILL + 4 or head[:_SHM_HEADER] != head[_SHM_HEADER:2 * _SHM_HEADER]:
         return None
     version, _, _, is_init = struct.unpack_from("=IIIB", head, 0)
-    if version != _VERSION or is_init != 1:
+    if (version != _VERSION or is_init != 1
+            or _checksum(head, 0, 40, 0, 0, sys.byteorder == "big") != struct.unpack_from("=II", head, 40)):
         return None
     (max_frame,) = struct.unpack_from("=I", head, 16)
-    return head[32:40], max_frame
+    (backfilled,) = struct.unpack_from("=I", head, _SHM_BACKFILL)
+    return head[32:40], max_frame, backfilled
 
 
 def wal_problem(wal: bytes | mmap.mmap, main_size: int, page_size: int, header_pages: int,
-                shm: tuple[bytes, int] | None) -> str | None:
+                shm: tuple[bytes, int, int] | None) -> str | None:
     """What is wrong with this pending WAL for a main file of ``main_size`` bytes whose header says
     ``page_size`` and ``header_pages``; None when SQLite would lose nothing committed."""
     size = len(wal)
@@ -177,27 +185,44 @@ def wal_problem(wal: bytes | mmap.mmap, main_size: int, page_size: int, header_p
     return None
 
 
-def check_wal(file: Path, page_size: int, header_pages: int) -> None:
+def emptied_problem(wal_size: int | None, shm: tuple[bytes, int, int] | None) -> str | None:
+    """What is wrong with an empty (``wal_size`` 0) or missing (None) WAL beside an intact ``-shm``
+    record: committed frames the last checkpoint had not yet copied into the main file are gone."""
+    if shm is None or shm[1] <= shm[2]:
+        return None
+    return (f"its WAL is {'missing' if wal_size is None else 'empty'} but its last writer recorded "
+            f"{shm[1]} committed frames in it, {shm[1] - shm[2]} of them not yet copied into the file "
+            "(the WAL was emptied or deleted)")
+
+
+def check_wal(file: Path, page_size: int, header_pages: int, *, created: bool = False) -> None:
     """Refuse (:class:`~.base.IndexOpenError`, nothing touched) a pending WAL that SQLite would
-    replay losing committed transactions, or a main file that no longer matches it."""
-    wal, shm = Path(f"{file}-wal"), Path(f"{file}-shm")
+    replay losing committed transactions, an emptied or deleted one whose ``-shm`` says it held
+    some, or a main file that no longer matches it. The ``-wal`` and ``-shm`` read are those beside
+    the file symbolic links lead to: the ones SQLite uses. ``created``: this process has just made
+    the file, so a ``-shm`` without a WAL is a leftover of an earlier file of that name (deleted
+    without it), which SQLite resets."""
+    real = Path(os.path.realpath(file))
+    wal, shm = Path(f"{real}-wal"), Path(f"{real}-shm")
     try:
-        if wal.stat().st_size == 0:
-            return
+        pending = wal.stat().st_size > 0
     except FileNotFoundError:
+        pending = False
+    if not pending and not shm.exists():
         return
     with _alone(shm) as alone:
         if not alone:
             return
         try:
             main_size = file.stat().st_size
-            with open(wal, "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                if size < _HEADER:
-                    problem = wal_problem(fh.read(), main_size, page_size, header_pages, None)
-                else:
-                    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                        problem = wal_problem(data, main_size, page_size, header_pages, _shm_record(shm))
+            try:
+                wal_size: int | None = wal.stat().st_size
+            except FileNotFoundError:
+                wal_size = None
+            if not wal_size:
+                problem = None if created else emptied_problem(wal_size, _shm_record(shm))
+            else:
+                problem = _pending_problem(wal, main_size, page_size, header_pages, shm)
         except FileNotFoundError as exc:
             if exc.filename != str(wal):
                 raise IndexOpenError(f"cannot read index {file}: {exc}") from exc
@@ -205,7 +230,17 @@ def check_wal(file: Path, page_size: int, header_pages: int) -> None:
         except OSError as exc:
             raise IndexOpenError(f"cannot read the WAL of index {file}: {exc}") from exc
     if problem:
+        wal_name, shm_name = (wal.name, shm.name) if real == file else (str(wal), str(shm))
         raise IndexOpenError(
             f"index {file} is damaged: {problem}. Nothing was changed. Restore it from a backup; or, "
-            f"accepting the loss of what {wal.name} holds, move {wal.name} and {shm.name} aside and open again"
+            f"accepting the loss of what {wal_name} holds, move {wal_name} and {shm_name} aside and open again"
         )
+
+
+def _pending_problem(wal: Path, main_size: int, page_size: int, header_pages: int, shm: Path) -> str | None:
+    """:func:`wal_problem` of the WAL file ``wal`` (its ``-shm`` record read only when it has a header)."""
+    with open(wal, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size < _HEADER:
+            return wal_problem(fh.read(), main_size, page_size, header_pages, None)
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return wal_problem(data, main_size, page_size, header_pages, _shm_record(shm))
