@@ -206,6 +206,28 @@ def hex_fp(fp: int | None) -> str | None:
     return None if fp is None else f"{fp:x}"
 
 
+class Damage:
+    """The rows of the index a command skipped as damaged (values scrapy-simhash never writes,
+    :mod:`scrapy_simhash.index.damage`): passed as the ``damaged`` callback of ``entries()`` and
+    ``decisions()``, it counts them and keeps the first one's description for :meth:`warn`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: str | None = None
+
+    def __call__(self, problem: str) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = problem
+
+    def warn(self, command: str, location: str) -> None:
+        """One line on stderr when rows were skipped: how many, and the first."""
+        if self.count:
+            rows = "row" if self.count == 1 else "rows"
+            print(f"{PROG} {command}: skipped {self.count:,} damaged {rows} of index {shown(location)} (values "
+                  f"scrapy-simhash never writes); the first: {self.first}", file=sys.stderr)
+
+
 def entry_dict(entry: Entry) -> dict[str, Any]:
     """An index entry as JSON-ready data (``export``, ``check --json``, ``explain --json``)."""
     return {"id": entry.id, "namespace": entry.namespace, "url": entry.url, "title": entry.title,
