@@ -263,7 +263,8 @@ def test_a_gzip_file_of_empty_objects_is_counted_as_skipped(capsys: pytest.Captu
 
 def test_a_flood_of_bad_lines_writes_a_bounded_number_of_error_decisions(capsys: pytest.CaptureFixture[str],
                                                                          tmp_path: Path) -> None:
-    from scrapy_simhash.cli.dedup import MAX_ERROR_DECISIONS, MAX_REPORTED_BAD_LINES
+    from scrapy_simhash.cli.common import MAX_ERROR_DECISIONS
+    from scrapy_simhash.cli.dedup import MAX_REPORTED_BAD_LINES
 
     data = b"x\n" * 50_000 + jsonl(ITEMS[:1])
     run, decisions = _dedup_gz(capsys, tmp_path, data)

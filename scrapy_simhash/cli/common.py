@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 PROG = "scrapy-simhash"
 GZIP_MAGIC = b"\x1f\x8b"
+#: Bad lines ``dedup`` gives an error decision line in --decisions before the rest are only counted:
+#: a flood of tiny bad lines (``x``, repeated in a gzip file) would write a hundred times its size
+#: (docs/decisions/0600-cli-bounded-output.md).
+MAX_ERROR_DECISIONS = 1000
 
 
 class CliError(Exception):

@@ -29,6 +29,7 @@ from ..index.damage import entry_damage
 from ..index.owners import new_owner
 from ..workers.pool import FINISH_TIMEOUT, WORKER_NICE, InOrder, WorkerDied, WorkerPool, ctrl_c_deferred
 from .common import (
+    MAX_ERROR_DECISIONS,
     CliError,
     closing_output,
     describe,
@@ -48,9 +49,6 @@ if TYPE_CHECKING:
 
 #: Lines of bad input reported on stderr before the rest are only counted.
 MAX_REPORTED_BAD_LINES = 20
-#: Bad lines given an error decision line in --decisions before the rest are only counted: a flood
-#: of tiny bad lines (``x``, repeated in a gzip file) would otherwise write a hundred times its size.
-MAX_ERROR_DECISIONS = 1000
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
 #: With ``--jobs``: the lines the workers finished meanwhile join the transaction, up to this many.
