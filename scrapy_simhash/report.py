@@ -32,6 +32,7 @@ import gzip
 import html
 import json
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -90,23 +91,38 @@ class ReportData:
 # ------------------------------------------------------------------------------------------------
 
 
+class DecisionFileError(ValueError):
+    """A ``--decisions`` file that cannot be read (missing, not gzip where it says so, cut short)."""
+
+
 def read_decision_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Duplicate/flagged records of ``dedup --decisions`` files (plain or gzip), in file order."""
+    """Duplicate/flagged records of ``dedup --decisions`` files (plain or gzip), in file order; lines
+    that are not such records (not UTF-8, not JSON, another status) are passed over. A file that
+    cannot be read raises :class:`DecisionFileError`, naming it."""
     out = []
     for path in paths:
-        p = Path(path)
-        with open(p, "rb") as f:
-            magic = f.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(p, "rt", encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if (isinstance(record, dict) and record.get("status") in ("duplicate", "flagged")
-                        and record.get("tier") in DECISION_TIERS and isinstance(record.get("distance"), int)):
-                    out.append(record)
+        try:
+            out += _decision_records(Path(path))
+        except (OSError, EOFError, zlib.error) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise DecisionFileError(f"cannot read {path}: {why}") from exc
+    return out
+
+
+def _decision_records(p: Path) -> list[dict[str, Any]]:
+    out = []
+    with open(p, "rb") as f:
+        magic = f.read(2)
+    opener: Any = gzip.open if magic == b"\x1f\x8b" else open
+    with opener(p, "rb") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):  # not JSON, or not UTF-8
+                continue
+            if (isinstance(record, dict) and record.get("status") in ("duplicate", "flagged")
+                    and record.get("tier") in DECISION_TIERS and isinstance(record.get("distance"), int)):
+                out.append(record)
     return out
 
 

@@ -322,3 +322,28 @@ def test_only_a_band_mismatch_is_sent_to_reband(capsys: pytest.CaptureFixture[st
     assert Run(capsys, "reband", index, "--title-max-distance", "2").status == 0
     assert Run(capsys, "dedup", sound[0], "--index", index, "-q").status == 0
 
+
+
+# -- other files the commands read ------------------------------------------------------------------
+
+def test_unreadable_side_files_stop_with_one_line_naming_them(capsys: pytest.CaptureFixture[str],
+                                                              sound: tuple[Path, Path], tmp_path: Path) -> None:
+    """A ``--decisions`` file for ``report`` cut short or missing, an ``--item-file`` for ``check``
+    that is broken gzip or nested past the parser: one line naming the file, status 2. Lines of a
+    decisions file that are not UTF-8 are passed over like lines that are not JSON."""
+    index = sound[1]
+    cut = tmp_path / "d.jsonl.gz"
+    cut.write_bytes(gzip.compress(b'{"line": 1, "status": "duplicate"}\n' * 100)[:40])
+    for name in (cut, tmp_path / "missing.jsonl"):
+        run = Run(capsys, "report", "--index", index, "-o", tmp_path / "r.html", "--decisions", name)
+        assert run.status == 2 and run.err.count("\n") == 1 and f"cannot read {name}" in run.err, run
+    not_utf8 = tmp_path / "latin1.jsonl"
+    not_utf8.write_bytes(b'\xff\xfe{"status": "duplicate"}\n')
+    assert Run(capsys, "report", "--index", index, "-o", tmp_path / "r.html", "--decisions", not_utf8).status == 0
+    broken = tmp_path / "item.json.gz"
+    broken.write_bytes(b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03garbage")
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000, "utf-8")
+    for name, why in ((broken, f"cannot read {broken}"), (deep, "nested too deeply")):
+        run = Run(capsys, "check", "--index", index, "--item-file", name)
+        assert run.status == 2 and run.err.count("\n") == 1 and why in run.err, run

@@ -9,6 +9,7 @@ import gzip
 import json
 import sys
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,12 +52,14 @@ def _check_item(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
             else:
                 raw = Path(args.item_file).read_bytes()
                 text = (gzip.decompress(raw) if raw[:2] == GZIP_MAGIC else raw).decode("utf-8")
-        except (OSError, UnicodeDecodeError, EOFError) as exc:
+        except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
             raise CliError(f"cannot read {args.item_file}: {describe(exc)}") from exc
     try:
         item = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"{where} is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise CliError(f"{where} is not JSON: nested too deeply") from exc
     if not isinstance(item, dict):
         raise CliError(f"{where} must be a JSON object, not {json_type(item)}")
     _, title = pick(item, args.title_field)
@@ -226,7 +229,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     """Gather, render and write the page; the one-line summary goes to stderr."""
-    from ..report import write_report
+    from ..report import DecisionFileError, write_report
 
     index = open_index_for(args, readonly=True)
     damage = Damage()
@@ -235,6 +238,8 @@ def run_report(args: argparse.Namespace) -> int:
             index, args.output, recent=args.recent, pairs=args.pairs, decision_files=args.decisions,
             title_max_distance=args.title_max_distance, body_max_distance=args.body_max_distance, damaged=damage,
         )
+    except DecisionFileError as exc:
+        raise CliError(str(exc)) from exc
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {describe(exc)}") from exc
     finally:

@@ -217,7 +217,11 @@ class Maintenance:
 
         def read(view: View) -> tuple[list[Entry], list[str]]:
             (raw,) = view.link.send([("GET", keys.hour(hour))])
-            return self._records(view.link, keys, unpack_ids(raw or b""))
+            try:
+                ids = unpack_ids(raw or b"")
+            except ValueError as exc:
+                return [], [f"time bucket {keys.hour(hour).decode()!r}: {exc}"]
+            return self._records(view.link, keys, ids)
 
         entries, problems = self._reading("export", read)
         for problem in problems:

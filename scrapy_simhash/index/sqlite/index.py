@@ -334,10 +334,10 @@ class SqliteIndex(QueryChecks):
                 f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
                 (self._ns_id, *args, limit),
             ).fetchall()
-            found, problems = maintain.sound_entries(tables.conn, self._rows,
-                                                     [r[6:] for r in rows if r[6] is not None], bits)
+            found, _ = maintain.sound_entries(tables.conn, self._rows,  # (a damaged original: its decision's)
+                                              [r[6:] for r in rows if r[6] is not None], bits)
             originals = {e.id: e for e in found}
-            decisions = []
+            decisions, problems = [], []
             for url, status, tier, distance, decided_at, title, *erow in rows:
                 decision = Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at,
                                     title=title, original=originals.get(erow[0]))
@@ -348,7 +348,7 @@ class SqliteIndex(QueryChecks):
                     decisions.append(decision)
                 else:
                     problems.append(problem)
-            return decisions, [p for p in problems if p.startswith("decision")]
+            return decisions, problems
 
         decisions, problems = self._read("explain", read, ([], []))
         for problem in problems:
