@@ -114,7 +114,7 @@ def test_stats_leaves_a_damaged_time_out_of_oldest_and_newest(capsys: pytest.Cap
     data = json.loads(Run(capsys, "stats", "--index", index, "--json").out)
     if "first_seen" in named:
         assert named in run.err, run
-        assert data["damaged"] if "damaged" in data else data["namespaces"]["default"]["damaged"] == 1
+        assert data["namespaces"]["default"]["damaged"] == 1
         assert isinstance(data["oldest"], float) and data["oldest"] < 1e11
     else:  # stats reads no other column
         assert "damaged" not in run.err
