@@ -16,9 +16,9 @@ middle of a run; 2 when the run cannot start (bad usage, unreadable input, an in
 opened). Errors are one line on stderr, never a traceback (an error no case foresaw too, with
 status 1); a closed stdout (``… | head``) ends the command quietly with status 1. Rows of the
 index that hold values scrapy-simhash never writes (:mod:`scrapy_simhash.index.damage`) are
-skipped, counted and the first named on stderr (``export`` then exits 1: its output is not the
-whole index); a damaged counter of a Redis index, or a damaged decision ``explain`` is asked
-about, stops the command with one line and status 2.
+skipped, counted and the first named on stderr (``export`` then exits 2, a damaged index's status:
+its output is not the whole index); a damaged counter of a Redis index, or a damaged decision
+``explain`` is asked about, stops the command with one line and status 2.
 
 The standard library only (argparse, gzip, multiprocessing): the command line must start fast and
 add no dependency to a Scrapy project.

@@ -107,7 +107,8 @@ def _human_bytes(n: float) -> str:
 
 def run_export(args: argparse.Namespace) -> int:
     """Every entry as a JSON line. Damaged entries are skipped, counted and the first named on
-    stderr, and the status is then 1: the export is not the whole index."""
+    stderr, and the status is then 2, a damaged index's (as when one is met halfway through any
+    command): the export is not the whole index."""
     index = open_index_for(args, readonly=True)
     n = 0
     damage = Damage()
@@ -123,7 +124,7 @@ def run_export(args: argparse.Namespace) -> int:
         index.close()
     print(f"exported {n:,} entries of namespace {args.namespace!r}", file=sys.stderr)
     damage.warn("export", args.index)
-    return 1 if damage.count else 0
+    return 2 if damage.count else 0
 
 
 def run_purge(args: argparse.Namespace) -> int:
