@@ -111,7 +111,7 @@ class RunStats:
     skipped: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     last_line: int = 0  # the number of the last line decided or counted
-    damaged: int = 0  # index entries met as originals whose values are not what the index writes
+    damaged: int = 0  # decisions whose original entry holds values the index never writes
     first_damage: str | None = None
     released: int = 0  # pending entries of an earlier run that died before writing their lines out
     started: float = field(default_factory=time.monotonic)
@@ -367,8 +367,8 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
         + (f"{entries:,} entries" if entries is not None else "entry count unavailable"),
     ]
     if stats.damaged:
-        lines.append(f"  damaged    {stats.damaged:>9,}  (originals in the index with values it never writes, named by "
-                     f"id; the first: {stats.first_damage})")
+        lines.append(f"  damaged    {stats.damaged:>9,}  (decisions whose original entry holds values scrapy-simhash "
+                     f"never writes: named by id when its URL is one; the first: {stats.first_damage})")
     if stats.released:
         lines.append(f"  released   {stats.released:>9,}  (entries of an earlier run that died before writing "
                      "its items out: decided again)")
