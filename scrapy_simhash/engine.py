@@ -33,6 +33,7 @@ from .index import (
     open_index,
     reset_layout,
 )
+from .index.meta import other_features
 from .settings import check_keywords
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
@@ -52,11 +53,6 @@ WIDER_THRESHOLD = (
     "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
     "which needs 2 more body bands) needs other band rows: re-band the index in place (`scrapy-simhash reband "
     "PATH_OR_URL`, or SIMHASH_RESET / --reset, which empties the namespace and re-bands the index)"
-)
-#: What to do when an index holds fingerprints of other features (a version, or other weighting settings).
-OTHER_FEATURES = (
-    "open it with the settings it records (SIMHASH_TOP_K, SIMHASH_MAX_SHARE, the Fingerprinter's tf), or use a new "
-    "index: fingerprints weighted otherwise cannot be compared"
 )
 #: Opt-in dynamic body threshold: short bodies vary more per edit, long ones less
 #: (docs/decisions/0015-dynamic-threshold.md).
@@ -144,7 +140,7 @@ class Deduplicator:
         if params.features_version != features:
             raise ParameterMismatch(
                 f"index {index.location} holds fingerprints of features version {params.features_version!r}, "
-                f"this fingerprinter makes {features!r}: {OTHER_FEATURES}"
+                f"this fingerprinter makes {features!r}: {other_features(params.features_version, features, '')}"
             )
         if params.title_bands < needed.title_bands or params.body_bands < needed.body_bands:
             raise ValueError(
@@ -211,7 +207,9 @@ class Deduplicator:
         try:
             index = open_index(index_url, namespace=namespace, params=params, **(index_options or {}))
         except ParameterMismatch as exc:
-            if "_bands:" not in str(exc):
+            # bands only: re-banding answers it; with fingerprints of another kind as well, it would not
+            if "_bands:" not in str(exc) or any(f"{name}:" in str(exc) for name in ("bits", "tokenizer",
+                                                                                     "features_version")):
                 raise
             if not reset:
                 raise ParameterMismatch(f"{exc}. {WIDER_THRESHOLD}") from exc

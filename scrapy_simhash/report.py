@@ -32,13 +32,15 @@ import gzip
 import html
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from .index import BandIndex, Entry, Tier
+from .index.damage import report as report_damage
 
 #: The tiers with a fingerprint and a threshold: histograms and near misses.
 FINGERPRINT_TIERS: tuple[Tier, ...] = ("title", "body")
@@ -89,23 +91,38 @@ class ReportData:
 # ------------------------------------------------------------------------------------------------
 
 
+class DecisionFileError(ValueError):
+    """A ``--decisions`` file that cannot be read (missing, not gzip where it says so, cut short)."""
+
+
 def read_decision_files(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Duplicate/flagged records of ``dedup --decisions`` files (plain or gzip), in file order."""
+    """Duplicate/flagged records of ``dedup --decisions`` files (plain or gzip), in file order; lines
+    that are not such records (not UTF-8, not JSON, another status) are passed over. A file that
+    cannot be read raises :class:`DecisionFileError`, naming it."""
     out = []
     for path in paths:
-        p = Path(path)
-        with open(p, "rb") as f:
-            magic = f.read(2)
-        opener = gzip.open if magic == b"\x1f\x8b" else open
-        with opener(p, "rt", encoding="utf-8") as f:
-            for line in f:
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if (isinstance(record, dict) and record.get("status") in ("duplicate", "flagged")
-                        and record.get("tier") in DECISION_TIERS and isinstance(record.get("distance"), int)):
-                    out.append(record)
+        try:
+            out += _decision_records(Path(path))
+        except (OSError, EOFError, zlib.error) as exc:
+            why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise DecisionFileError(f"cannot read {path}: {why}") from exc
+    return out
+
+
+def _decision_records(p: Path) -> list[dict[str, Any]]:
+    out = []
+    with open(p, "rb") as f:
+        magic = f.read(2)
+    opener: Any = gzip.open if magic == b"\x1f\x8b" else open
+    with opener(p, "rb") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):  # not JSON, or not UTF-8
+                continue
+            if (isinstance(record, dict) and record.get("status") in ("duplicate", "flagged")
+                    and record.get("tier") in DECISION_TIERS and isinstance(record.get("distance"), int)):
+                out.append(record)
     return out
 
 
@@ -118,8 +135,20 @@ def gather(
     body_max_distance: int | None = None,
     max_comparisons: int = DEFAULT_MAX_COMPARISONS,
     window: int = DEFAULT_WINDOW,
+    damaged: Callable[[str], None] | None = None,
 ) -> ReportData:
-    """Collect decisions and near misses (see the module docstring)."""
+    """Collect decisions and near misses (see the module docstring). Entries and decisions holding
+    values the index never writes are described to ``damaged`` and left out (noted on the page);
+    without ``damaged``, the first raises :class:`~.index.SimhashIndexError`."""
+    skipped: list[str] = []
+
+    def skip(problem: str) -> None:
+        skipped.append(problem)
+        if damaged is not None:
+            damaged(problem)
+        else:
+            report_damage(None, index.location, problem)
+
     params = index.params
     thresholds = {
         "title": params.max_title_distance if title_max_distance is None else title_max_distance,
@@ -127,14 +156,14 @@ def gather(
     }
     data = ReportData(index.location, index.namespace, params.as_dict(), index.count(), thresholds)
 
-    entries = list(index.entries(latest=window))
+    entries = list(index.entries(latest=window, damaged=skip))
     by_id = {e.id: e for e in entries}
     by_url = {e.url: e for e in entries if e.url}
     if len(entries) < data.entries:
         data.notes.append(f"near misses use the {len(entries):,} most recent of {data.entries:,} entries")
 
     # Decisions stored in the index.
-    decisions = index.decisions(recent)
+    decisions = index.decisions(recent, damaged=skip)
     data.sources.append(f"{len(decisions):,} decisions from the index")
     seen_urls = set()
     for d in decisions:
@@ -192,6 +221,9 @@ def gather(
         f"nearest earlier entry of the {data.examined:,} most recent entries, compared with up to "
         f"{max(n - 1, 0):,} earlier ones"
     )
+    if skipped:
+        data.notes.append(f"{len(skipped):,} damaged entries or decisions (values scrapy-simhash never writes) "
+                          f"were left out; the first: {skipped[0]}")
     return data
 
 
@@ -367,10 +399,11 @@ def write_report(
     decision_files: Sequence[str | Path] = (),
     title_max_distance: int | None = None,
     body_max_distance: int | None = None,
+    damaged: Callable[[str], None] | None = None,
 ) -> str:
-    """Gather, render and write the page; returns a one-line summary."""
+    """Gather, render and write the page; returns a one-line summary. ``damaged``: see :func:`gather`."""
     data = gather(index, recent=recent, decision_files=decision_files, title_max_distance=title_max_distance,
-                  body_max_distance=body_max_distance)
+                  body_max_distance=body_max_distance, damaged=damaged)
     page = render(data, pairs=pairs)
     Path(output).write_text(page, encoding="utf-8")
     return (f"report: {output} ({len(page):,} bytes): {len(data.decisions):,} decisions "

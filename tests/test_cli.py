@@ -79,12 +79,13 @@ GOOD = [
     {"url": "http://b.example/zh1-copy", **repost_with_suffix(STORY_ZH)},
     {"url": "http://c.example/tea", **repost_with_new_title(STORY_ZH_2, "无人机飞进南山茶园 春茶开采用上新技术")},
 ]
-#: (raw line, expected status, what the error message must mention)
+#: (raw line, expected status, what the error message must mention); a line with neither a title nor
+#: a body is no item: it is counted as skipped in the summary, without a decision line (NO_RECORD)
 BAD = [
     (b"this is not json {", "error", "not JSON"),
     (b"[1, 2, 3]", "error", "not a JSON object"),
     (dumps({"url": "http://x.example/1", "title": 12345, "body": "x"}).encode(), "error", "'title'"),
-    (dumps({"url": "http://x.example/2", "headline": "no usable field"}).encode(), "error", "no title or body"),
+    (dumps({"url": "http://x.example/2", "headline": "no usable field"}).encode(), "no record", "no title or body"),
     (dumps({"url": "http://x.example/3", "title": "短", "body": ""}).encode(), "skipped", "too little text"),
     (b'{"url": "http://x.example/4", "title": "\xff\xfe broken"}', "error", "not UTF-8"),
     (dumps({"url": 7, "title": STORY_EN["title"]}).encode(), "error", "'url'"),
@@ -103,12 +104,13 @@ def tiny_lines() -> list[bytes]:
 
 
 def expected_tiny() -> list[tuple[str, str | None, str | None, str | None]]:
-    """(status, tier, original, error fragment) per line of :func:`tiny_lines`."""
+    """(status, tier, original, error fragment) per line of :func:`tiny_lines`; status "no record"
+    for a line that gets no decision line (a blank one, one without a title or body)."""
     exp: list[tuple[str, str | None, str | None, str | None]] = [("new", None, None, None)] * 3
     exp += [(s, None, None, m) for _, s, m in BAD[:4]]
     exp += [("duplicate", "title", GOOD[0]["url"], None), ("duplicate", "body", GOOD[1]["url"], None)]
     exp += [(s, None, None, m) for _, s, m in BAD[4:]]
-    exp.insert(5, ("skipped", None, None, "blank line"))
+    exp.insert(5, ("no record", None, None, "blank line"))
     return exp
 
 
@@ -125,14 +127,16 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def test_dedup_decides_every_line_and_reports_bad_ones(tiny: dict[str, Any]) -> None:
     records, expected = tiny["decisions"], expected_tiny()
-    assert [r["line"] for r in records] == list(range(1, len(expected) + 1))
+    recorded = [n for n, (status, *_) in enumerate(expected, 1) if status != "no record"]
+    assert [r["line"] for r in records] == recorded  # every item, in order; no line for what is no item
     urls = {}
-    for raw_line, r in zip(tiny_lines(), records, strict=True):
+    for n, raw_line in enumerate(tiny_lines(), 1):
         try:
-            urls[r["line"]] = json.loads(raw_line).get("url")
+            urls[n] = json.loads(raw_line).get("url")
         except (ValueError, AttributeError):
-            urls[r["line"]] = None
-    for r, (status, tier, original, error) in zip(records, expected, strict=True):
+            urls[n] = None
+    for r, (status, tier, original, error) in zip(records, [e for e in expected if e[0] != "no record"],
+                                                  strict=True):
         assert r["status"] == status, r
         assert r["tier"] == tier, r
         assert r["original"] == original, r
@@ -157,7 +161,9 @@ def test_dedup_decides_every_line_and_reports_bad_ones(tiny: dict[str, Any]) -> 
     assert re.search(r"kept\s+3\s+\(new 3, flagged 0", stderr), stderr
     assert re.search(r"duplicate\s+2\s+\(title 1, body 1, sentence 0\)", stderr), stderr
     assert re.search(rf"errors\s+{len(bad_lines)}\b", stderr), stderr
-    assert re.search(r"skipped\s+2\b", stderr), stderr
+    # skipped: the too-short item (a decision line), the blank line and the one without a title or body
+    assert re.search(r"skipped\s+3\s+\(.*blank line: 1", stderr), stderr
+    assert "too little text to fingerprint: 1" in stderr and "no title or body (looked for title" in stderr
     assert "items/s" in stderr
 
 
@@ -645,7 +651,7 @@ def test_scrapy_simhash_inside_a_project_uses_its_index(tiny: dict[str, Any], tm
     proc = ok(run("simhash", "dedup", tiny["src"], "--decisions", "d.jsonl", cwd=root, cmd=SCRAPY))
     decided = read_decisions(root / "d.jsonl")
     # the project's SIMHASH_BODY_FIELD is the default of --body-field: its names are the ones looked for
-    assert "(looked for title, content, body)" in decided[7]["error"]
+    assert "no title or body (looked for title, content, body): 1" in proc.stderr  # counted in the summary
     assert [{**r, "error": None} for r in decided] == [{**r, "error": None} for r in tiny["decisions"]]
     assert "ScrapyDeprecationWarning" not in proc.stderr
     stats = json.loads(ok(run("simhash", "stats", "--json", cwd=root, cmd=SCRAPY)).stdout)

@@ -11,6 +11,7 @@ entity flood) are measured once in a separate process for time and peak memory.
 from __future__ import annotations
 
 import json
+import re
 import string
 import subprocess
 import sys
@@ -157,8 +158,32 @@ def test_hypothesis_lines_through_the_console_script(batch: list[bytes]) -> None
         result, records = run_dedup(batch, tmp)
         assert result.returncode == 0, result.stderr
         assert "Traceback" not in result.stderr
-    assert [r["line"] for r in records] == list(range(1, len(batch) + 1))  # every line decided, in order
+    # every line accounted for, in order: a decision line each, except the lines that are no item
+    # (blank, or no title and no body), which the summary counts
+    recorded = [r["line"] for r in records]
+    assert recorded == sorted(set(recorded)) and set(recorded) <= set(range(1, len(batch) + 1)), recorded
     assert all(r["status"] in ("new", "duplicate", "flagged", "skipped", "error") for r in records)
+    unrecorded = [n for n in range(1, len(batch) + 1) if n not in set(recorded)]
+    assert all(_no_item(batch[n - 1]) for n in unrecorded), [batch[n - 1] for n in unrecorded]
+    assert f"dedup: {len(batch):,} line" in result.stderr, result.stderr
+    counted = sum(int(n.replace(",", "")) for n in re.findall(r"(?:blank line|no title or body \(.*?\)): ([\d,]+)",
+                                                            result.stderr))
+    assert counted == len(unrecorded), result.stderr
+
+
+def _no_item(raw: bytes) -> bool:
+    """Is this input line no item to decide: blank, or a JSON object with a URL that is text (or
+    none) and neither a non-empty title nor a non-empty body in the fields dedup looks at?"""
+    try:
+        text = raw.decode("utf-8")
+        if not text.strip():
+            return True
+        item = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(item, dict) or not isinstance(item.get("url"), str | None):
+        return False
+    return all(item.get(name) in (None, "", [], {}) for name in ("title", "body", "content", "text"))
 
 
 def test_console_script_keeps_items_with_lone_surrogates(tmp_path: Path) -> None:

@@ -74,7 +74,7 @@ def _json_array(text: str) -> list[Any]:
     from scrapy_simhash.cli.input import Reader
 
     source = type("Source", (), {"stream": io.BufferedReader(io.BytesIO(text.encode("utf-8")))})()
-    return list(Reader(source, None, 1 << 30))  # type: ignore[arg-type]
+    return list(Reader(source, 1 << 30))  # type: ignore[arg-type]
 
 
 def _fingerprint_title(text: str) -> Any:

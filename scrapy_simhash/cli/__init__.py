@@ -13,8 +13,12 @@ self-contained HTML page about the thresholds).
 Exit status: 0 on success (bad input lines are reported, counted and skipped, they do not fail a
 run); 1 when ``explain``/``forget`` find nothing, or when the input or the index broke off in the
 middle of a run; 2 when the run cannot start (bad usage, unreadable input, an index that cannot be
-opened). Errors are one line on stderr, never a traceback; a closed stdout (``… | head``) ends
-the command quietly with status 1.
+opened). Errors are one line on stderr, never a traceback (an error no case foresaw too, with
+status 1); a closed stdout (``… | head``) ends the command quietly with status 1. Rows of the
+index that hold values scrapy-simhash never writes (:mod:`scrapy_simhash.index.damage`) are
+skipped, counted and the first named on stderr (``export`` then exits 2, a damaged index's status:
+its output is not the whole index); a damaged counter of a Redis index, or a damaged decision
+``explain`` is asked about, stops the command with one line and status 2.
 
 The standard library only (argparse, gzip, multiprocessing): the command line must start fast and
 add no dependency to a Scrapy project.
@@ -32,7 +36,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .common import PROG, CliError, silence_stdout
+from .common import PROG, CliError, describe, silence_stdout
 from .dedup import run_dedup
 from .inspect import run_check, run_explain, run_report
 from .maintain import index_stats, run_export, run_forget, run_purge, run_reband, run_reset, run_stats
@@ -95,5 +99,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = PROG,
         return 130
     except BrokenPipeError:  # `… | head` stopped reading: end quietly, like other Unix tools
         silence_stdout()
+        return 1
+    except Exception as exc:
+        print(f"{prog} {args.command}: error: {type(exc).__name__}: {describe(exc)} (unexpected: please report it)",
+              file=sys.stderr)
         return 1
 

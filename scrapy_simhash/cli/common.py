@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 
 PROG = "scrapy-simhash"
 GZIP_MAGIC = b"\x1f\x8b"
+#: Bad lines ``dedup`` gives an error decision line in --decisions before the rest are only counted:
+#: a flood of tiny bad lines (``x``, repeated in a gzip file) would write a hundred times its size
+#: (docs/decisions/0600-cli-bounded-output.md).
+MAX_ERROR_DECISIONS = 1000
 
 
 class CliError(Exception):
@@ -204,6 +208,28 @@ def print_json(data: Any) -> None:
 def hex_fp(fp: int | None) -> str | None:
     """A fingerprint as hex (JSON numbers lose precision beyond 53 bits)."""
     return None if fp is None else f"{fp:x}"
+
+
+class Damage:
+    """The rows of the index a command skipped as damaged (values scrapy-simhash never writes,
+    :mod:`scrapy_simhash.index.damage`): passed as the ``damaged`` callback of ``entries()`` and
+    ``decisions()``, it counts them and keeps the first one's description for :meth:`warn`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: str | None = None
+
+    def __call__(self, problem: str) -> None:
+        self.count += 1
+        if self.first is None:
+            self.first = problem
+
+    def warn(self, command: str, location: str) -> None:
+        """One line on stderr when rows were skipped: how many, and the first."""
+        if self.count:
+            rows = "row" if self.count == 1 else "rows"
+            print(f"{PROG} {command}: skipped {self.count:,} damaged {rows} of index {shown(location)} (values "
+                  f"scrapy-simhash never writes); the first: {self.first}", file=sys.stderr)
 
 
 def entry_dict(entry: Entry) -> dict[str, Any]:

@@ -5,6 +5,11 @@ when asked), then decided in input order, :data:`DECIDE_BATCH` lines per index t
 ``--jobs``, more when the workers are ahead: :data:`DECIDE_BATCH_READY`); the kept lines and the
 decisions of a batch are written only once it is committed. Bad lines are reported with their
 number, counted and skipped.
+
+What is written stays proportional to the items, however the input is made (a small gzip file can
+hold millions of empty lines): every item gets a decision line; a line that is no item (blank, or
+with neither a title nor a body) is counted in the summary by its reason, without a decision line;
+bad lines get an error decision line up to :data:`MAX_ERROR_DECISIONS`, and are counted after that.
 """
 
 from __future__ import annotations
@@ -15,14 +20,16 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..index.damage import entry_damage
 from ..index.owners import new_owner
 from ..workers.pool import FINISH_TIMEOUT, WORKER_NICE, InOrder, WorkerDied, WorkerPool, ctrl_c_deferred
 from .common import (
+    MAX_ERROR_DECISIONS,
     CliError,
     closing_output,
     describe,
@@ -34,13 +41,13 @@ from .common import (
     sync_output,
 )
 from .input import Input, Reader
-from .lines import LineResult, LineWorker, json_line
+from .lines import BLANK, LineResult, LineWorker, json_line
 
 if TYPE_CHECKING:
-
     from ..engine import Deduplicator, Verdict
+    from ..index import Entry
 
-#: Lines of bad input reported on stderr before the rest are only counted (all are in --decisions).
+#: Lines of bad input reported on stderr before the rest are only counted.
 MAX_REPORTED_BAD_LINES = 20
 #: Lines decided in one index transaction (one fsync); their output is written after it commits.
 DECIDE_BATCH = 32
@@ -74,7 +81,7 @@ def _lines_of(chunk: list[tuple[int, bytes | str]]) -> list[LineResult]:
     return [_line_worker(numbered) for numbered in chunk]
 
 
-def _chunks(reader: Reader, size: int) -> Iterator[list[tuple[int, bytes | str]]]:
+def _chunks(reader: Iterable[tuple[int, bytes | str]], size: int) -> Iterator[list[tuple[int, bytes | str]]]:
     """The reader's lines in lists of ``size``."""
     lines = iter(reader)
     while chunk := list(itertools.islice(lines, size)):
@@ -103,6 +110,9 @@ class RunStats:
     duplicate: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     errors: int = 0
+    last_line: int = 0  # the number of the last line decided or counted
+    damaged: int = 0  # decisions whose original entry holds values the index never writes
+    first_damage: str | None = None
     released: int = 0  # pending entries of an earlier run that died before writing their lines out
     started: float = field(default_factory=time.monotonic)
 
@@ -156,8 +166,8 @@ def decision_record(result: LineResult, verdict: Verdict | None) -> dict[str, An
     """The decision line for one input line (see ``dedup --help``)."""
     record: dict[str, Any] = {"line": result.line, "url": result.url, "status": None, "tier": None,
                               "distance": None, "original": None, "error": None}
-    if result.blank:
-        record.update(status="skipped", error="blank line")
+    if result.skipped is not None:
+        record.update(status="skipped", error=result.skipped)
     elif result.error is not None or verdict is None:
         record.update(status="error", error=result.error)
     elif verdict.status == "error":
@@ -170,8 +180,10 @@ def decision_record(result: LineResult, verdict: Verdict | None) -> dict[str, An
         record["status"] = verdict.status
         if verdict.status in ("duplicate", "flagged"):
             original = verdict.original
-            record.update(tier=verdict.tier, distance=verdict.distance,
-                          original=(original.url or f"entry #{original.id}") if original is not None else None)
+            named = None
+            if original is not None:  # by URL; by id when it has none (or one the index never writes)
+                named = original.url if original.url and isinstance(original.url, str) else f"entry #{original.id}"
+            record.update(tier=verdict.tier, distance=verdict.distance, original=named)
     return record
 
 
@@ -192,7 +204,7 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         except (OSError, ValueError) as exc:
             raise CliError(describe(exc)) from exc
         keep = output_name is not None
-        reader = Reader(source, window=None, max_bytes=args.max_line_bytes)
+        reader = Reader(source, max_bytes=args.max_line_bytes)
         if args.jobs > 1:
             # The pool starts before the index is opened: workers never inherit its connection. They
             # read and fingerprint the first lines while this process opens the index.
@@ -223,8 +235,6 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         interrupted = False
         try:
             for batch in batches:
-                for _ in batch:
-                    reader.consumed()
                 usable = [r for r in batch if r.fps is not None]
                 try:  # one transaction (one fsync) for the batch; nothing is written out before it
                     items = [(r.fps, r.url) for r in usable if r.fps is not None]
@@ -235,16 +245,21 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
                     break
                 added = []
                 for result in batch:
+                    _count_blank(stats, result.line - stats.last_line - 1)  # the lines the reader passed over
+                    stats.last_line = result.line
                     verdict = next(decided) if result.fps is not None else None
                     if verdict is not None and verdict.entry_id is not None:
                         added.append(verdict.entry_id)
+                    if verdict is not None and verdict.original is not None:
+                        _check_original(stats, verdict.original)
                     record = decision_record(result, verdict)
                     _count(stats, record)
                     if record["status"] == "error" and not args.quiet:
                         _report_bad_line(stats.errors, record)
                     if out is not None and record["status"] in ("new", "flagged") and result.kept is not None:
                         out.write(result.kept + "\n")
-                    if dec is not None:
+                    if dec is not None and result.skipped is None and (
+                            record["status"] != "error" or stats.errors <= MAX_ERROR_DECISIONS):
                         dec.write(json_line(record) + "\n")
                 if owner is not None and added:  # the lines are on disk before their entries count
                     for stream in (out, dec):
@@ -262,6 +277,8 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
             raise CliError("output closed (broken pipe)", 1) from None
         finally:
             progress.close()
+        if not interrupted and not run_error:
+            _count_blank(stats, reader.lines - stats.last_line)  # blank lines at the end
         entries = _safe(dedup.index.count)
         _print_summary(args, stats, dedup, entries, source, reader)
     if interrupted:
@@ -271,6 +288,21 @@ def run_dedup(args: argparse.Namespace, *, outputs: bool = True) -> int:
         print(f"error: {run_error or reader.error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _count_blank(stats: RunStats, n: int) -> None:
+    if n > 0:
+        stats.lines += n
+        stats.skipped[BLANK] += n
+        stats.last_line += n
+
+
+def _check_original(stats: RunStats, original: Entry) -> None:
+    """Count an original whose values are not what the index writes (it is named by id)."""
+    problem = entry_damage(original)
+    if problem is not None:
+        stats.damaged += 1
+        stats.first_damage = stats.first_damage or problem
 
 
 def _count(stats: RunStats, record: Mapping[str, Any]) -> None:
@@ -327,10 +359,16 @@ def _print_summary(args: argparse.Namespace, stats: RunStats, dedup: Deduplicato
         f"  skipped    {skipped:>9,}" + (
             "  (" + ", ".join(f"{reason}: {n:,}" for reason, n in stats.skipped.most_common()) + ")"
             if skipped else ""),
-        f"  errors     {stats.errors:>9,}" + ("  (bad lines, see above or --decisions)" if stats.errors else ""),
+        f"  errors     {stats.errors:>9,}" + (
+            "  (bad lines, see above or --decisions" + (
+                f": the first {MAX_ERROR_DECISIONS:,} of them" if stats.errors > MAX_ERROR_DECISIONS else "") + ")"
+            if stats.errors else ""),
         f"  index      {dedup.index.location} (namespace {dedup.index.namespace!r}): "
         + (f"{entries:,} entries" if entries is not None else "entry count unavailable"),
     ]
+    if stats.damaged:
+        lines.append(f"  damaged    {stats.damaged:>9,}  (decisions whose original entry holds values scrapy-simhash "
+                     f"never writes: named by id when its URL is one; the first: {stats.first_damage})")
     if stats.released:
         lines.append(f"  released   {stats.released:>9,}  (entries of an earlier run that died before writing "
                      "its items out: decided again)")

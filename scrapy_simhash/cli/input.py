@@ -13,7 +13,6 @@ import io
 import json
 import re
 import sys
-import threading
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,11 +85,15 @@ class Input:
 
 
 class Reader:
-    """Numbered raw items of the input, read ahead by at most ``window`` items of what was consumed.
+    """Numbered raw items of the input.
 
     The input is JSON lines (what ``scrapy crawl -o items.jl`` writes) or, when its first character
     is ``[``, one JSON array (``-o items.json``), whose elements are streamed: neither is read into
     memory whole. ``format`` says which. A UTF-8 BOM at the start is ignored.
+
+    Blank lines (ASCII whitespace only) are not items: they are passed over here and counted
+    (``blank``), so that a flood of them costs a read, not a decision each; the numbers of the lines
+    yielded stay their line numbers. ``lines`` is the number of the last line read.
 
     A line longer than ``max_bytes`` is never held whole: it is read past in 1 MiB pieces and
     yields a message (a ``str``) instead of its bytes, so it is counted and skipped with its number.
@@ -101,13 +104,13 @@ class Reader:
     are kept in ``error``: they must not surface in a pool's feeder thread.
     """
 
-    def __init__(self, source: Input, window: int | None, max_bytes: int) -> None:
+    def __init__(self, source: Input, max_bytes: int) -> None:
         self.source = source
         self.max_bytes = max_bytes
         self.error: str | None = None
-        self.read = 0
+        self.lines = 0
+        self.blank = 0
         self.format = "JSON lines"
-        self._slots = threading.Semaphore(window) if window else None
 
     def __iter__(self) -> Iterator[tuple[int, bytes | str]]:
         stream = self.source.stream
@@ -119,25 +122,23 @@ class Reader:
         first, _, rest = head.partition(b"\n")
         shape = _json_shape(first) if head[:1] == b"[" else "lines"
         array = shape == "part" or (shape == "whole" and not rest.strip())
-        items = self._array(stream) if array else self._lines(stream)
-        for n, raw in enumerate(items, 1):
-            if self._slots is not None:
-                self._slots.acquire()
-            self.read = n
-            yield n, raw
+        yield from self._array(stream) if array else self._lines(stream)
 
-    def _lines(self, stream: IO[bytes]) -> Iterator[bytes | str]:
+    def _lines(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | str]]:
         n = 0
+        readline = stream.readline
+        limit = self.max_bytes + 1
         while True:
             try:
-                raw = stream.readline(self.max_bytes + 1)
+                raw = readline(limit)
                 if len(raw) > self.max_bytes and not raw.endswith(b"\n"):
                     size = len(raw)
                     while raw and not raw.endswith(b"\n"):
-                        raw = stream.readline(1 << 20)
+                        raw = readline(1 << 20)
                         size += len(raw)
                     n += 1
-                    yield f"{size:,} bytes, longer than --max-line-bytes ({self.max_bytes:,})"
+                    self.lines = n
+                    yield n, f"{size:,} bytes, longer than --max-line-bytes ({self.max_bytes:,})"
                     continue
             except (OSError, EOFError, zlib.error) as exc:
                 self.error = f"input broke off after line {n}: {describe(exc)}"
@@ -145,9 +146,22 @@ class Reader:
             if not raw:
                 return
             n += 1
-            yield raw.removeprefix(BOM) if n == 1 else raw
+            if n == 1:
+                raw = raw.removeprefix(BOM)
+            if raw.isspace():
+                try:
+                    more = _skip_blank(stream)
+                except (OSError, EOFError, zlib.error) as exc:
+                    self.error = f"input broke off after line {n}: {describe(exc)}"
+                    return
+                n += more
+                self.blank += 1 + more
+                self.lines = n
+                continue
+            self.lines = n
+            yield n, raw
 
-    def _array(self, stream: IO[bytes]) -> Iterator[bytes]:
+    def _array(self, stream: IO[bytes]) -> Iterator[tuple[int, bytes | str]]:
         """The elements of a JSON array, each as its JSON text, found with ``raw_decode`` over a
         buffer that grows only as much as the current element needs."""
         self.format = "a JSON array"
@@ -195,7 +209,8 @@ class Reader:
                         return
                     more(max(CHUNK, len(buf) - pos))  # doubling: each element is parsed O(1) times
                 n += 1
-                yield buf[pos:end].encode("utf-8", "surrogatepass")
+                self.lines = n
+                yield n, buf[pos:end].encode("utf-8", "surrogatepass")
                 pos = end
             pos += 1  # the "]"
             if skip_space():
@@ -207,9 +222,23 @@ class Reader:
         except (OSError, EOFError, zlib.error) as exc:
             self.error = f"input broke off after item {n}: {describe(exc)}"
 
-    def consumed(self) -> None:
-        if self._slots is not None:
-            self._slots.release()
+
+def _skip_blank(stream: IO[bytes]) -> int:
+    """Pass over the whole blank lines at ``stream``'s position a buffer at a time (not a line at a
+    time: a small gzip file can hold millions of them); returns how many."""
+    peek = getattr(stream, "peek", None)
+    skipped = 0
+    while peek is not None:
+        buf = peek(CHUNK)
+        rest = buf.lstrip(b" \t\r\n\x0b\x0c")
+        end = buf.rfind(b"\n", 0, len(buf) - len(rest)) + 1  # the blank lines end at the run's last newline
+        if not end:
+            break
+        stream.read(end)
+        skipped += buf.count(b"\n", 0, end)
+        if rest:
+            break
+    return skipped
 
 
 def _json_shape(line: bytes) -> str:

@@ -9,13 +9,16 @@ import gzip
 import json
 import sys
 import time
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..index.damage import entry_damage
 from .common import (
     GZIP_MAGIC,
     CliError,
+    Damage,
     describe,
     entry_dict,
     fingerprinter_options,
@@ -27,6 +30,7 @@ from .common import (
     open_index_for,
     pick,
     print_json,
+    shown,
 )
 
 if TYPE_CHECKING:
@@ -48,12 +52,14 @@ def _check_item(args: argparse.Namespace) -> tuple[Any, Any, str | None]:
             else:
                 raw = Path(args.item_file).read_bytes()
                 text = (gzip.decompress(raw) if raw[:2] == GZIP_MAGIC else raw).decode("utf-8")
-        except (OSError, UnicodeDecodeError, EOFError) as exc:
+        except (OSError, UnicodeDecodeError, EOFError, zlib.error) as exc:
             raise CliError(f"cannot read {args.item_file}: {describe(exc)}") from exc
     try:
         item = json.loads(text)
     except json.JSONDecodeError as exc:
         raise CliError(f"{where} is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise CliError(f"{where} is not JSON: nested too deeply") from exc
     if not isinstance(item, dict):
         raise CliError(f"{where} must be a JSON object, not {json_type(item)}")
     _, title = pick(item, args.title_field)
@@ -73,6 +79,7 @@ def run_check(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         raise CliError(describe(exc)) from exc
     dedup = open_dedup(args, fingerprinter, readonly=True)
+    damage = Damage()
     try:
         try:
             fps = dedup.fingerprint(title, body)
@@ -89,6 +96,16 @@ def run_check(args: argparse.Namespace) -> int:
             near = index.lookup(fps.title, fps.body, title_k=params.max_title_distance,
                                 body_k=params.max_body_distance, not_before=not_before,
                                 limit=args.limit)
+        original = verdict.original
+        problem = None if original is None else entry_damage(original, params.bits)
+        if problem is not None:
+            raise CliError(f"index {shown(args.index)}: the entry that decides this item is damaged (a value "
+                           f"scrapy-simhash never writes): {problem}")
+        for match in near:
+            problem = entry_damage(match.entry, params.bits)
+            if problem is not None:
+                damage(problem)
+        near = [m for m in near if entry_damage(m.entry, params.bits) is None]
         features = fingerprinter.features
         title_features = features.title_features(fps.title_text) if fps.title_text else {}
         body_text = fingerprinter.clean_body(body) if fps.body is not None else ""
@@ -122,8 +139,9 @@ def run_check(args: argparse.Namespace) -> int:
         dedup.close()
     if args.json:
         print_json(report)
-        return 0
-    _print_check(report, verdict)
+    else:
+        _print_check(report, verdict)
+    damage.warn("check", args.index)
     return 0
 
 
@@ -169,13 +187,15 @@ def _rounded(features: Mapping[str, float]) -> dict[str, float]:
 
 def run_explain(args: argparse.Namespace) -> int:
     index = open_index_for(args, readonly=True)
+    damage = Damage()
     try:
         decision = index.explain(args.url)
         entry = None
         if decision is None:
-            entry = next((e for e in index.entries() if e.url == args.url), None)
+            entry = next((e for e in index.entries(damaged=damage) if e.url == args.url), None)
     finally:
         index.close()
+    damage.warn("explain", args.index)
     if decision is not None:
         data: dict[str, Any] = {
             "url": decision.url, "status": decision.status, "tier": decision.tier,
@@ -209,17 +229,21 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     """Gather, render and write the page; the one-line summary goes to stderr."""
-    from ..report import write_report
+    from ..report import DecisionFileError, write_report
 
     index = open_index_for(args, readonly=True)
+    damage = Damage()
     try:
         summary = write_report(
             index, args.output, recent=args.recent, pairs=args.pairs, decision_files=args.decisions,
-            title_max_distance=args.title_max_distance, body_max_distance=args.body_max_distance,
+            title_max_distance=args.title_max_distance, body_max_distance=args.body_max_distance, damaged=damage,
         )
+    except DecisionFileError as exc:
+        raise CliError(str(exc)) from exc
     except OSError as exc:
         raise CliError(f"cannot write {args.output}: {describe(exc)}") from exc
     finally:
         index.close()
     print(summary, file=sys.stderr)
+    damage.warn("report", args.index)
     return 0

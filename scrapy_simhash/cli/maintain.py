@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from .._compiled import describe
 from .common import (
+    PROG,
     CliError,
+    Damage,
     closing_output,
     entry_dict,
     iso,
@@ -45,6 +47,7 @@ def run_stats(args: argparse.Namespace) -> int:
         index.close()
     if args.json:
         print_json(data)
+        _warn_damaged(data, args.index)
         return 0
     p = data.get("params") or {}
     size = data.get("file_size")
@@ -60,6 +63,7 @@ def run_stats(args: argparse.Namespace) -> int:
               f"{p.get('features_version')}")
     namespaces = data.get("namespaces") or {data["namespace"]: {k: data.get(k) for k in
                                                                 ("entries", "oldest", "newest", "decisions")}}
+    _warn_damaged(data, args.index)
     print("namespaces:")
     for name, ns in namespaces.items():
         mark = "*" if name == data["namespace"] else " "
@@ -74,9 +78,22 @@ def run_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _warn_damaged(data: dict[str, Any], location: str) -> None:
+    """One line on stderr per namespace whose first-seen times include some the index never writes
+    (left out of its oldest/newest)."""
+    for name, ns in (data.get("namespaces") or {}).items():
+        if ns.get("damaged"):
+            print(f"{PROG} stats: namespace {name!r} of index {shown(location)} has {ns['damaged']:,} damaged "
+                  f"row{'' if ns['damaged'] == 1 else 's'} (values scrapy-simhash never writes; left out of "
+                  f"oldest/newest); the first: {ns.get('first_damaged')}", file=sys.stderr)
+
+
 def _iso_any(value: Any) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return iso(float(value)) or "-"
+        try:
+            return iso(float(value)) or "-"
+        except (OverflowError, OSError, ValueError):
+            return repr(value)
     return "-" if value is None else str(value)
 
 
@@ -89,11 +106,15 @@ def _human_bytes(n: float) -> str:
 
 
 def run_export(args: argparse.Namespace) -> int:
+    """Every entry as a JSON line. Damaged entries are skipped, counted and the first named on
+    stderr, and the status is then 2, a damaged index's (as when one is met halfway through any
+    command): the export is not the whole index."""
     index = open_index_for(args, readonly=True)
     n = 0
+    damage = Damage()
     try:
         with closing_output(open_output(args.output)) as out:
-            for entry in index.entries():
+            for entry in index.entries(damaged=damage):
                 out.write(json.dumps(entry_dict(entry), ensure_ascii=False) + "\n")
                 n += 1
     except BrokenPipeError:
@@ -102,7 +123,8 @@ def run_export(args: argparse.Namespace) -> int:
     finally:
         index.close()
     print(f"exported {n:,} entries of namespace {args.namespace!r}", file=sys.stderr)
-    return 0
+    damage.warn("export", args.index)
+    return 2 if damage.count else 0
 
 
 def run_purge(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 from ..__version__ import __version__
 from .._compiled import describe
 from ..settings import BUILTIN_CLI_DEFAULTS, BY_NAME, Setting, SettingError, check_options
-from .common import PROG
+from .common import MAX_ERROR_DECISIONS, PROG
 
 #: Option dest → built-in default (from :mod:`scrapy_simhash.settings`). ``scrapy simhash``
 #: replaces these with the project's settings.
@@ -211,8 +211,10 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     p = add("dedup", "dedup a JSON-lines file against the index (adding new items)",
             "Read items (JSON lines or a JSON array, gzip or not; '-' for stdin), check each item in input "
             "order against the index (title tier, else body tier, else the sentence tier) and add the "
-            "new ones. Kept items (new and flagged) go to -o, one decision per input line to --decisions. Bad "
-            "lines are reported with their line number, counted and skipped.\n\ndecision record: "
+            "new ones. Kept items (new and flagged) go to -o, one decision per item to --decisions. Bad "
+            f"lines are reported with their line number, counted and skipped (the first {MAX_ERROR_DECISIONS:,} get "
+            "an error decision); blank lines and lines with neither a title nor a body are counted in the summary, "
+            "without a decision.\n\ndecision record: "
             "{\"line\": 1-based (the item's number in a JSON array), \"url\", "
             "\"status\": new|duplicate|flagged|skipped|error, "
             "\"tier\": title|body|sentence|null, \"distance\": int|null, "
@@ -223,7 +225,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
              "items.jsonl --index index.sqlite3 --body-action flag --decisions - | grep flagged"])
     p.add_argument("input", metavar="INPUT", help=INPUT_HELP)
     p.add_argument("-o", "--output", metavar="KEPT", help="write kept items here (.gz compresses, '-' stdout)")
-    p.add_argument("--decisions", metavar="FILE", help="write one decision per input line here (.gz, '-')")
+    p.add_argument("--decisions", metavar="FILE", help="write one decision per item here (.gz, '-')")
     _run_options(p, d)
     index_options(p)
     field_options(p)

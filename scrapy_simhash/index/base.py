@@ -9,7 +9,7 @@ the same story can never both be admitted.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -226,10 +226,12 @@ class BandIndex(Protocol):
         """Bulk-add ``(title_fp, body_fp, url, title, first_seen)`` without checking (warm-up, benchmarks)."""
 
     def explain(self, url: str) -> Decision | None:
-        """The latest stored decision about ``url``, or None."""
+        """The latest stored decision about ``url``, or None (a damaged one: :class:`SimhashIndexError`)."""
 
-    def decisions(self, limit: int = 1000) -> list[Decision]:
-        """The most recent stored decisions of this namespace, newest first."""
+    def decisions(self, limit: int = 1000, *, damaged: Callable[[str], None] | None = None) -> list[Decision]:
+        """The most recent stored decisions of this namespace, newest first. One holding a value the
+        index never writes (:mod:`.damage`) is described to ``damaged`` and left out; without
+        ``damaged``, it raises :class:`SimhashIndexError`."""
 
     def forget(self, key: int | str) -> int:
         """Remove the entry with this id or URL; returns how many entries went."""
@@ -246,9 +248,12 @@ class BandIndex(Protocol):
     def stats(self) -> dict[str, Any]:
         """Location, size, parameters, entries per namespace, oldest/newest first-seen."""
 
-    def entries(self, latest: int | None = None) -> Iterator[Entry]:
+    def entries(self, latest: int | None = None, *, damaged: Callable[[str], None] | None = None
+                ) -> Iterator[Entry]:
         """Every entry of this namespace, oldest first (for ``export``); with ``latest``, only the
-        ``latest`` most recent ones, still oldest first (the report's window: not the whole index)."""
+        ``latest`` most recent ones, still oldest first (the report's window: not the whole index).
+        An entry holding a value the index never writes (:mod:`.damage`) is described to ``damaged``
+        and skipped; without ``damaged``, it raises :class:`SimhashIndexError`."""
 
     def close(self) -> None:
         """Release the connection; idempotent."""

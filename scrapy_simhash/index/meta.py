@@ -86,15 +86,39 @@ def verify_meta(
     if problems:
         hint = f"open it with compatible parameters, or use a new index {remedy}"
         if requested is not None and stored.features_version != requested.features_version:
-            hint = (f"its fingerprints were made by another scrapy-simhash version, or with other weighting settings "
-                    f"(the top_k, tf, max_share after ';'), and can never be compared with ours: open it with the "
-                    f"settings it records, or delete it or use a new index {remedy} (SIMHASH_RESET / --reset does "
-                    "not help: an index keeps the parameters it was created with)")
+            hint = other_features(stored.features_version, requested.features_version, remedy)
         raise ParameterMismatch(
             f"index {location} was built with other parameters ({'; '.join(problems)}); it cannot answer "
             f"these queries: {hint}"
         )
     return stored
+
+
+#: The weighting settings a features version can name after its ';', and how to give each one.
+WEIGHTING_SETTINGS = {"top_k": "SIMHASH_TOP_K / --top-k", "max_share": "SIMHASH_MAX_SHARE / --max-share",
+                      "tf": "the Fingerprinter's tf"}
+
+
+def other_features(stored: str, ours: str, remedy: str) -> str:
+    """What to do with an index whose fingerprints are of features version ``stored`` when these
+    settings make ``ours`` (:attr:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprinter.features_version`:
+    the version, then the weighting settings that differ from their defaults).
+
+    The same version with other weighting settings: open it with the settings it records. Another
+    version: nothing opens it (re-banding rebuilds band rows, not fingerprints, and an index keeps
+    fingerprints, not the texts they were made from), so the index is rebuilt from the items."""
+    version, _, settings = str(stored).partition(";")
+    if version == ours.partition(";")[0]:
+        recorded = [part.partition("=") for part in settings.split(";") if part]
+        named = ", ".join(f"{name} = {value} ({WEIGHTING_SETTINGS.get(name, name)})" for name, _, value in recorded)
+        return (f"its fingerprints were weighted with other settings ({named or 'the defaults'}) and cannot be "
+                f"compared with these: open it with the settings it records, or use a new index {remedy}")
+    return (f"its fingerprints were made by another scrapy-simhash version (features version {version!r}; this one "
+            f"makes {ours.partition(';')[0]!r}) and can never be compared with ours, nor converted: an index keeps "
+            "fingerprints, not the texts they were made from (re-banding does not help, nor SIMHASH_RESET / "
+            f"--reset): delete it or use a new index {remedy}, built from your items (`scrapy-simhash import "
+            "ITEMS.jsonl --index NEW_INDEX`, ITEMS a feed export of the crawl: JSON lines or a JSON array, gzip or "
+            "not) or filled again by the next crawl")
 
 
 def other_version(meta: Mapping[str, Any], location: str, schema_version: int, remedy: str) -> str:

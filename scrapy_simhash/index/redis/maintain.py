@@ -4,6 +4,10 @@ export, decisions.
 A mixin of :class:`.index.RedisIndex`: removals are optimistic transactions like a check-and-add
 (:meth:`Maintenance._remove`: an entry leaves its record, its holders, its band rows when no other
 entry holds its fingerprints, its sentences and URL together), so crawlers may keep writing.
+
+The readers of the whole namespace check what they read against what the index writes
+(:mod:`..damage`): a record that does not decode, or decodes to values the index never writes, is
+named and skipped (or refused); a counter that is not a number is refused, naming its key.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ from typing import Any
 
 from .. import rule
 from ..base import Decision, Entry, SimhashIndexError
+from ..damage import Damaged, decision_damage, entry_damage, shown
+from ..damage import report as report_damage
 from ..meta import stats_dict
 from .client import Arg, Link, Server, command
+from .records import decode_record
 from .store import CHAR_TIER, FULL, HOLDER, ID, ID_LIMIT, Keys, View, glob_escape, namespace_base, unpack_ids
 
 #: Entries removed per transaction.
@@ -77,8 +84,8 @@ class Maintenance:
         self._server.writable()
         batch = max(1, int(batch))
         limit = math.floor(older_than / 3600) if math.isfinite(older_than) else (0 if older_than < 0 else 2**62)
-        hours = [int(h) for h in self._server.retrying(
-            "purge", lambda c: c.zrangebyscore(self._k.hours.decode(), "-inf", limit), write=True)]
+        hours = self._hours(self._server.retrying(
+            "purge", lambda c: c.zrangebyscore(self._k.hours.decode(), "-inf", limit), write=True), self._k, None)
         total = 0
         for hour in hours:
             key = self._k.hour(hour)
@@ -117,7 +124,7 @@ class Maintenance:
         pattern = glob_escape(self._base) + "*"
 
         def run(client: Any) -> int:
-            n = int(client.get(self._base + "n") or 0)
+            n = self._counter(client.get(self._base + "n"), self._base + "n")
             mark = client.get(self._base + "meta")
             unlink_scanned(client, pattern)
             # emptied on purpose: still ours (the same marker), and crawlers that opened it go on
@@ -131,7 +138,32 @@ class Maintenance:
 
     def count(self) -> int:
         """Entries in this namespace."""
-        return int(self._server.retrying("count", lambda c: c.get(self._base + "n") or 0, write=False))
+        return self._counter(self._server.retrying("count", lambda c: c.get(self._base + "n"), write=False),
+                             self._base + "n")
+
+    def _counter(self, raw: Any, key: str) -> int:
+        """A counter's value (absent: 0); one that is not a whole number is refused, naming its key:
+        the key space was written by something else, and no count read from it can be trusted."""
+        try:
+            value = int(raw or 0)
+        except (TypeError, ValueError):
+            value = -1
+        if value < 0:
+            raise SimhashIndexError(f"index {self.location}: the counter {key!r} holds {shown(raw)}, not a count of "
+                                    "ours: the index is damaged (scrapy-simhash export still reads its entries)")
+        return value
+
+    def _hours(self, members: Sequence[Any], keys: Keys, damaged: Damaged | None) -> list[int]:
+        """The hours of a namespace's time buckets (members of ``…:hours``); a member that is no hour
+        names no bucket of ours: described to ``damaged`` and left out, or refused without it."""
+        hours = []
+        for member in members:
+            try:
+                hours.append(int(member))
+            except (TypeError, ValueError):
+                report_damage(damaged, self.location, f"time bucket {shown(member)} of {keys.hours.decode()!r} "
+                                                      "is not an hour")
+        return hours
 
     def stats(self) -> dict[str, Any]:
         """Location, server, parameters, layouts, and per namespace: entries, oldest/newest first
@@ -153,69 +185,110 @@ class Maintenance:
         band_rows = 0
         for i, name in enumerate(names):
             n, decisions, rows = replies[3 * i : 3 * i + 3]
-            band_rows += int(rows or 0)
-            if name in registered or int(n or 0) or decisions:
-                times = [e.first_seen for e in self._bucket_entries(name, first=True)]
-                last = [e.first_seen for e in self._bucket_entries(name, first=False)]
-                per[name] = {"entries": int(n or 0), "oldest": min(times, default=None),
+            base = namespace_base(self.prefix, name)
+            n = self._counter(n, base + "n")
+            band_rows += self._counter(rows, base + "nbands")
+            if name in registered or n or decisions:
+                problems: list[str] = []
+                times = [e.first_seen for e in self._bucket_entries(name, True, problems.append)]
+                last = [e.first_seen for e in self._bucket_entries(name, False, problems.append)]
+                per[name] = {"entries": n, "oldest": min(times, default=None),
                              "newest": max(last, default=None), "decisions": int(decisions)}
+                if problems:  # those met in the buckets read (the oldest and newest)
+                    per[name].update(damaged=len(set(problems)), first_damaged=problems[0])
         about = {"redis_version": info.get("redis_version"), "used_memory": info.get("used_memory"),
                  "layout_generation": self._k.gen}
         return stats_dict(self, "redis", per, band_rows, {"prefix": self.prefix}, about)
 
-    def _bucket_entries(self, name: str, first: bool) -> list[Entry]:
+    def _bucket_entries(self, name: str, first: bool, damaged: Damaged) -> list[Entry]:
         """The entries of the oldest (``first``) or newest time bucket of namespace ``name`` that has any."""
         keys = Keys(self.prefix, name, self._k.fp_bytes * 8, self._k.tiers, self._k.gen)
-        hours = self._server.retrying("stats", lambda c: c.zrange(keys.hours.decode(), 0, -1), write=False)
+        members = self._server.retrying("stats", lambda c: c.zrange(keys.hours.decode(), 0, -1), write=False)
+        hours = self._hours(members, keys, damaged)
         for hour in (hours if first else reversed(hours)):
-            entries = self._hour_entries(keys, int(hour))
+            entries = self._hour_entries(keys, hour, damaged)
             if entries:
                 return entries
         return []
 
-    def _hour_entries(self, keys: Keys, hour: int) -> list[Entry]:
-        """One hourly time bucket's entries that exist, oldest first (ties: by id)."""
+    def _hour_entries(self, keys: Keys, hour: int, damaged: Damaged | None) -> list[Entry]:
+        """One hourly time bucket's entries that exist, oldest first (ties: by id); damaged ones are
+        described to ``damaged`` (or refused without it)."""
 
-        def read(view: View) -> list[Entry]:
+        def read(view: View) -> tuple[list[Entry], list[str]]:
             (raw,) = view.link.send([("GET", keys.hour(hour))])
-            ids = unpack_ids(raw or b"")
-            other = View(keys, view.link, watch=False)
-            return [e for start in range(0, len(ids), 1000) for e in other.entries(ids[start : start + 1000])]
+            try:
+                ids = unpack_ids(raw or b"")
+            except ValueError as exc:
+                return [], [f"time bucket {keys.hour(hour).decode()!r}: {exc}"]
+            return self._records(view.link, keys, ids)
 
-        entries: list[Entry] = self._reading("export", read)
+        entries, problems = self._reading("export", read)
+        for problem in problems:
+            report_damage(damaged, self.location, problem)
         return sorted(entries, key=lambda e: (e.first_seen, e.id))
 
-    def entries(self, latest: int | None = None) -> Iterator[Entry]:
-        """Every entry of this namespace (or the ``latest`` most recent), oldest first (ties: by id)."""
+    def _records(self, link: Link, keys: Keys, ids: Sequence[int]) -> tuple[list[Entry], list[str]]:
+        """The entries with these ids that exist, and the descriptions of the records among them
+        that do not decode to an entry of ours (left out)."""
+        entries: list[Entry] = []
+        problems: list[str] = []
+        bits = keys.fp_bytes * 8
+        for start in range(0, len(ids), 1000):
+            chunk = ids[start : start + 1000]
+            (raws,) = link.send([("MGET", *(keys.entry(i) for i in chunk))])
+            if isinstance(raws, Exception):
+                raise SimhashIndexError(f"reading entries failed: {raws}")
+            for entry_id, raw in zip(chunk, raws, strict=True):
+                if raw is None:
+                    continue
+                try:
+                    entry = decode_record(entry_id, keys.namespace, raw, keys.fp_bytes)
+                except ValueError as exc:
+                    problems.append(str(exc))
+                    continue
+                problem = entry_damage(entry, bits)
+                if problem is None:
+                    entries.append(entry)
+                else:
+                    problems.append(problem)
+        return entries, problems
+
+    def entries(self, latest: int | None = None, *, damaged: Damaged | None = None) -> Iterator[Entry]:
+        """Every entry of this namespace (or the ``latest`` most recent), oldest first (ties: by id).
+        A damaged record is described to ``damaged`` and skipped; without it, it raises
+        :class:`SimhashIndexError`."""
         if latest is not None and latest <= 0:
             return
-        hours = [int(h) for h in self._server.retrying(
-            "export", lambda c: c.zrange(self._k.hours.decode(), 0, -1), write=False)]
+        members = self._server.retrying("export", lambda c: c.zrange(self._k.hours.decode(), 0, -1), write=False)
+        hours = self._hours(members, self._k, damaged)
         if latest is None:
             for hour in hours:
-                yield from self._hour_entries(self._k, hour)
+                yield from self._hour_entries(self._k, hour, damaged)
             return
         newest: list[Entry] = []
         for hour in reversed(hours):
             if len(newest) >= latest:
                 break
-            newest[:0] = self._hour_entries(self._k, hour)
+            newest[:0] = self._hour_entries(self._k, hour, damaged)
         yield from newest[-latest:]
 
     def explain(self, url: str) -> Decision | None:
-        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
-        found = self._decisions([url])
+        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen);
+        a damaged one raises :class:`SimhashIndexError`."""
+        found = self._decisions([url], None)
         return found[0] if found else None
 
-    def decisions(self, limit: int = 1000) -> list[Decision]:
-        """The ``limit`` most recent decisions of this namespace, newest first."""
+    def decisions(self, limit: int = 1000, *, damaged: Damaged | None = None) -> list[Decision]:
+        """The ``limit`` most recent decisions of this namespace, newest first; a damaged one (or one
+        whose original entry is) is described to ``damaged`` and left out, or without it raises."""
         if limit <= 0:
             return []
         urls = self._server.retrying(
             "decisions", lambda c: c.zrevrange(self._k.decided.decode(), 0, limit - 1), write=False)
-        return self._decisions(urls)
+        return self._decisions(urls, damaged)
 
-    def _decisions(self, urls: list[str]) -> list[Decision]:
+    def _decisions(self, urls: list[str], damaged: Damaged | None) -> list[Decision]:
         def fetch(client: Any) -> list[dict[str, str]]:
             pipe = client.pipeline(transaction=False)
             for url in urls:
@@ -223,16 +296,29 @@ class Maintenance:
             return pipe.execute()
 
         decided = self._server.retrying("explain", fetch, write=False) if urls else []
-        try:
-            originals = self._entries_by_id("explain", sorted({int(d["original"]) for d in decided if d}))
-            return [
-                Decision(url=url, status=d["status"], tier=CHAR_TIER[d["tier"]], distance=int(d["distance"]),
-                         original=originals.get(int(d["original"])), decided_at=float(d["decided_at"]),
-                         title=d.get("title"))
-                for url, d in zip(urls, decided, strict=True) if d
-            ]
-        except (KeyError, ValueError, TypeError) as exc:
-            raise SimhashIndexError(f"index {self.location}: a stored decision is unreadable ({exc!r})") from exc
+        wanted = sorted({int(d["original"]) for d in decided if d and str(d.get("original", "")).isdigit()})
+        found, broken = self._reading("explain", lambda view: self._records(view.link, self._k, wanted))
+        originals = {e.id: e for e in found}
+        out: list[Decision] = []
+        for url, d in zip(urls, decided, strict=True):
+            if not d:
+                continue
+            try:
+                original_id = int(d["original"])
+                decision = Decision(url=url, status=d["status"], tier=CHAR_TIER[d["tier"]], distance=int(d["distance"]),
+                                    original=originals.get(original_id), decided_at=float(d["decided_at"]),
+                                    title=d.get("title"))
+                problem = decision_damage(decision, self._k.fp_bytes * 8)
+                if problem is None and decision.original is None:
+                    problem = next((f"decision about {url!r}: its original {p}" for p in broken
+                                    if p.startswith(f"entry #{original_id}:")), None)
+            except (KeyError, ValueError, TypeError) as exc:
+                problem = f"decision about {url!r}: unreadable ({type(exc).__name__}: {exc})"
+            if problem is None:
+                out.append(decision)
+            else:
+                report_damage(damaged, self.location, problem)
+        return out
 
 
 def _get(link: Link, key: bytes) -> Any:

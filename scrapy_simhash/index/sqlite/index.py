@@ -46,6 +46,8 @@ from ..base import (
     SimhashIndexError,
     Tier,
 )
+from ..damage import Damaged, decision_damage
+from ..damage import report as report_damage
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict
 from ..owners import alive as owners_alive
 from . import dense as sqlite_dense
@@ -314,31 +316,46 @@ class SqliteIndex(QueryChecks):
         return len(rows)
 
     def explain(self, url: str) -> Decision | None:
-        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen)."""
-        found = self._decisions("AND d.url = ?", (url,), 1)
+        """The latest decision recorded for ``url`` in this namespace (None if it was new or unseen);
+        a damaged one raises :class:`SimhashIndexError`."""
+        found = self._decisions("AND d.url = ?", (url,), 1, None)
         return found[0] if found else None
 
-    def decisions(self, limit: int = 1000) -> list[Decision]:
-        """The ``limit`` most recent decisions of this namespace, newest first."""
-        return self._decisions("", (), limit)
+    def decisions(self, limit: int = 1000, *, damaged: Damaged | None = None) -> list[Decision]:
+        """The ``limit`` most recent decisions of this namespace, newest first; a damaged one (or one
+        whose original entry is) is described to ``damaged`` and left out, or without it raises."""
+        return self._decisions("", (), limit, damaged)
 
-    def _decisions(self, where: str, args: tuple[Any, ...], limit: int) -> list[Decision]:
-        def read(tables: Tables) -> tuple[list[Any], list[Entry]]:
+    def _decisions(self, where: str, args: tuple[Any, ...], limit: int, damaged: Damaged | None) -> list[Decision]:
+        bits = self.params.bits
+
+        def read(tables: Tables) -> tuple[list[Decision], list[str]]:
             rows = tables.conn.execute(
                 f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {ENTRY_COLS_E}"
                 " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
                 f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
                 (self._ns_id, *args, limit),
             ).fetchall()
-            return rows, self._rows.entries(tables.conn, (r[6:] for r in rows if r[6] is not None))
+            found, _ = maintain.sound_entries(tables.conn, self._rows,  # (a damaged original: its decision's)
+                                              [r[6:] for r in rows if r[6] is not None], bits)
+            originals = {e.id: e for e in found}
+            decisions, problems = [], []
+            for url, status, tier, distance, decided_at, title, *erow in rows:
+                decision = Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at,
+                                    title=title, original=originals.get(erow[0]))
+                problem = decision_damage(decision, bits)
+                if problem is None and erow[0] is not None and erow[0] not in originals:
+                    problem = f"decision about {url!r}: its original {maintain.row_damage(erow, bits)}"
+                if problem is None:
+                    decisions.append(decision)
+                else:
+                    problems.append(problem)
+            return decisions, problems
 
-        rows, found = self._read("explain", read, ([], []))
-        originals = {e.id: e for e in found}
-        return [
-            Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at, title=title,
-                     original=originals.get(erow[0]))
-            for url, status, tier, distance, decided_at, title, *erow in rows
-        ]
+        decisions, problems = self._read("explain", read, ([], []))
+        for problem in problems:
+            report_damage(damaged, self.location, problem)
+        return decisions
 
     # -- delivery ---------------------------------------------------------------------------------
 
@@ -406,10 +423,11 @@ class SqliteIndex(QueryChecks):
             per, band_rows = maintain.per_namespace(self._live())
         return stats_dict(self, "sqlite", per, band_rows, {}, {"file_size": maintain.file_size(self.location)})
 
-    def entries(self, latest: int | None = None) -> Iterator[Entry]:
+    def entries(self, latest: int | None = None, *, damaged: Damaged | None = None) -> Iterator[Entry]:
         """Every entry of this namespace (or the ``latest`` most recent), oldest first, fetched in
-        pages (no long-lived cursor)."""
-        last: tuple[float, int] = (-math.inf, -1)
+        pages (no long-lived cursor). A row holding a value the index never writes is described to
+        ``damaged`` and skipped; without ``damaged``, it raises :class:`SimhashIndexError`."""
+        last: tuple[Any, int] = (-math.inf, -1)
         if latest is not None:
             if latest <= 0:
                 return
@@ -417,14 +435,16 @@ class SqliteIndex(QueryChecks):
             if start is not None:  # the pages start after `last`: just before the oldest kept (ids are integers)
                 last = (start[0], start[1] - 1)
         while True:
-            def page(tables: Tables, after: tuple[float, int] = last) -> list[Entry]:
-                return maintain.entries_after(tables.conn, self._rows, after)
+            def page(tables: Tables, after: tuple[Any, int] = last) -> tuple[Any, ...]:
+                return maintain.entries_after(tables.conn, self._rows, after, self.params.bits)
 
-            entries = self._read("export", page, [])
+            entries, problems, cursor, n = self._read("export", page, ([], [], None, 0))
+            for problem in problems:
+                report_damage(damaged, self.location, problem)
             yield from entries
-            if len(entries) < maintain.PAGE:
+            if n < maintain.PAGE or cursor is None:
                 return
-            last = (entries[-1].first_seen, entries[-1].id)
+            last = cursor
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

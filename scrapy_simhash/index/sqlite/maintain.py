@@ -1,6 +1,10 @@
 """Removing a namespace's entries, and summing up what it holds: the SQL of forget, purge, reset,
 release, stats and export.
 
+The readers of the whole namespace (export, stats, decisions) check every row they read against
+what the index writes (:func:`row_damage`, :mod:`..damage`): a damaged row is named, never decoded
+into a value of the wrong type.
+
 Plain functions over a connection, run inside the transaction or read snapshot the caller
 (:class:`.index.SqliteIndex`) holds, as :class:`.tables.Tables` runs the rule's reads and writes.
 Removing an entry (:func:`remove`) takes its sentence, pending and no longer used band rows with it,
@@ -13,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+from collections.abc import Sequence
 from typing import Any
 
-from ..base import Entry
+from ..base import Entry, SimhashIndexError
+from ..damage import TIME_MAX, TIME_MIN, shown, time_damage
 from . import sentences as sqlite_sentences
 from .tables import ENTRY_COLS, Rows
 from .values import url_key
@@ -96,17 +102,29 @@ def count(conn: sqlite3.Connection, ns: int | None) -> int:
     return int(conn.execute("SELECT count(*) FROM entry WHERE ns = ?", (ns,)).fetchone()[0])
 
 
+#: SQL: is ``first_seen`` a time the index writes (:data:`..damage.TIME_MIN` … ``TIME_MAX``)?
+SOUND_TIME = (f"(typeof(first_seen) IN ('integer', 'real') AND first_seen BETWEEN {TIME_MIN!r} AND {TIME_MAX!r})")
+
+
 def per_namespace(conn: sqlite3.Connection) -> tuple[dict[str, dict[str, Any]], int]:
     """Entries, oldest and newest first-seen and decisions of every namespace (an id the namespace
-    table lacks as ``#id``), and the band rows of the whole file."""
+    table lacks as ``#id``), and the band rows of the whole file. First-seen values the index never
+    writes are left out of oldest/newest and counted: ``damaged`` and ``first_damaged`` (the first
+    one named), present only then."""
     names = dict(conn.execute("SELECT id, name FROM namespace").fetchall())
     per: dict[str, dict[str, Any]] = {
         name: {"entries": 0, "oldest": None, "newest": None, "decisions": 0} for name in names.values()
     }
-    for ns, n, oldest, newest in conn.execute(
-        "SELECT ns, count(*), min(first_seen), max(first_seen) FROM entry GROUP BY ns"
-    ):
-        per.setdefault(names.get(ns, f"#{ns}"), {"decisions": 0}).update(entries=n, oldest=oldest, newest=newest)
+    for ns, n, oldest, newest, damaged in conn.execute(
+        f"SELECT ns, count(*), min(CASE WHEN {SOUND_TIME} THEN first_seen END),"
+        f" max(CASE WHEN {SOUND_TIME} THEN first_seen END), sum(NOT {SOUND_TIME}) FROM entry GROUP BY ns"
+    ).fetchall():
+        about = per.setdefault(names.get(ns, f"#{ns}"), {"decisions": 0})
+        about.update(entries=n, oldest=oldest, newest=newest)
+        if damaged:
+            ident, value = conn.execute(
+                f"SELECT id, first_seen FROM entry WHERE ns = ? AND NOT {SOUND_TIME} LIMIT 1", (ns,)).fetchone()
+            about.update(damaged=damaged, first_damaged=f"entry #{ident}: first_seen {time_damage(value)}")
     for ns, n in conn.execute("SELECT ns, count(*) FROM decision GROUP BY ns"):
         per.setdefault(names.get(ns, f"#{ns}"), {"entries": 0, "oldest": None, "newest": None})["decisions"] = n
     band_rows = sum(int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in ("band", "band2"))
@@ -130,8 +148,52 @@ def oldest_kept(conn: sqlite3.Connection, ns: int | None, latest: int) -> tuple[
         (ns, latest - 1)).fetchone()
 
 
-def entries_after(conn: sqlite3.Connection, rows: Rows, after: tuple[float, int]) -> list[Entry]:
-    """The next :data:`PAGE` entries of the namespace in ``(first_seen, id)`` order after ``after``."""
-    return rows.entries(conn, conn.execute(
+def row_damage(row: Sequence[Any], bits: int) -> str | None:
+    """``"entry #N: <column> is …"`` for the first value of an ``ENTRY_COLS`` row that the index
+    never writes (a type SQLite let in: its columns take any), None when there is none."""
+    ident, tfp, bfp, first_seen, url, title, numbers, sentences, short = row
+    fp_type: type = int if bits <= 64 else bytes
+    problems = [(name, f"is {shown(value)}, not a {bits}-bit fingerprint") for name, value in
+                (("title_fp", tfp), ("body_fp", bfp)) if value is not None and (
+                    type(value) is not fp_type or (isinstance(value, bytes) and len(value) != bits // 8))]
+    problems += [("first_seen", problem) for problem in [time_damage(first_seen)] if problem]
+    problems += [(name, f"is {shown(value)}, not text") for name, value in (("url", url), ("title", title))
+                 if value is not None and type(value) is not str]
+    problems += [(name, f"is {shown(value)}, not a BLOB of 4-byte hashes") for name, value in
+                 (("numbers", numbers), ("sentences", sentences)) if value is not None and (
+                     type(value) is not bytes or len(value) % 4)]
+    if short is not None and type(short) is not int:
+        problems.append(("short", f"is {shown(short)}, not a 64-bit digest"))
+    if tfp is None and bfp is None:
+        problems.append(("title_fp", "and body_fp are both NULL"))
+    return None if not problems else f"entry #{ident}: {problems[0][0]} {problems[0][1]}"
+
+
+def sound_entries(conn: sqlite3.Connection, rows: Rows, found: Sequence[Sequence[Any]], bits: int
+                  ) -> tuple[list[Entry], list[str]]:
+    """The entries of these ``ENTRY_COLS`` rows, and the descriptions of the rows that are damaged
+    (:func:`row_damage`), left out."""
+    sound, problems = [], []
+    for row in found:
+        problem = row_damage(row, bits)
+        if problem is None:
+            sound.append(row)
+        else:
+            problems.append(problem)
+    try:
+        return rows.entries(conn, sound), problems
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # a row row_damage let through
+        raise SimhashIndexError(f"an entry of entries #{sound[0][0]}..#{sound[-1][0]} cannot be read "
+                                f"({type(exc).__name__}: {exc})") from exc
+
+
+def entries_after(conn: sqlite3.Connection, rows: Rows, after: tuple[Any, int], bits: int
+                  ) -> tuple[list[Entry], list[str], tuple[Any, int] | None, int]:
+    """The next :data:`PAGE` rows of the namespace in ``(first_seen, id)`` order after ``after``:
+    their sound entries, the descriptions of the damaged ones, the ``(first_seen, id)`` of the last
+    row read (where the next page starts) and how many rows were read."""
+    found = conn.execute(
         f"SELECT {ENTRY_COLS} FROM entry WHERE ns = ? AND (first_seen, id) > (?, ?) ORDER BY first_seen, id LIMIT ?",
-        (rows.ns_id, *after, PAGE)))
+        (rows.ns_id, *after, PAGE)).fetchall()
+    entries, problems = sound_entries(conn, rows, found, bits)
+    return entries, problems, ((found[-1][3], found[-1][0]) if found else None), len(found)
