@@ -81,8 +81,10 @@ TXN_QUERIES = 2
 ADD_BATCH = 100
 #: A namespace's counters, made with it: the id counter, the entries, the band rows.
 COUNTERS = ("seq", "n", "nbands")
-#: Ids above the id counter whose entries an open looks for (none may exist).
+#: Ids above the id counter whose entries an open looks for (none may exist), and the ids last
+#: filed in the newest time bucket that it compares with the counter.
 PROBE_ABOVE = 8
+NEWEST_IDS = 1024
 #: The newest entries an open checks are filed where checks look for them.
 SPOT_CHECKED = 4
 
@@ -239,7 +241,8 @@ class RedisIndex(Maintenance, QueryChecks):
     def _check_state(self, client: Any) -> int:
         """Refuse a namespace whose counters cannot be right (cheap checks, no scan): its counters
         present and whole numbers, no more entries counted than ids given, no entry filed with an id
-        the id counter has not reached. Returns the id counter."""
+        the id counter has not reached, the newest entries filed where checks look for them
+        (:meth:`_spot_check`). Returns the id counter."""
         base = self._base
         values = client.mget([base + name for name in COUNTERS])
         for name, value in zip(COUNTERS, values, strict=True):
@@ -254,8 +257,8 @@ class RedisIndex(Maintenance, QueryChecks):
         if n and not newest:
             self._state_error("time buckets present", f"…:n counts {n} entries but …:hours lists no time bucket")
         if newest:
-            raw = self._server.attempts("open", lambda link: link.send([("GET", f"{base}t:{newest[0]}")])[0],
-                                        write=False)
+            tail = ("GETRANGE", f"{base}t:{newest[0]}", -ID.size * NEWEST_IDS, -1)  # ids are appended
+            raw = self._server.attempts("open", lambda link: link.send([tail])[0], write=False)
             ids = unpack_ids(raw or b"")
             if ids and max(ids) > seq:
                 self._state_error("id counter above the entries",
