@@ -32,12 +32,22 @@ Files
     planted triggers, a FIFO at the index path; and SIGKILLs mid-write, which must still open.
     Per scenario: tried (committed entries at stake), survived, lost (admitted again or missing).
 
+Redis forgets
+    Per scenario, 1,200 stories stored in a real ``redis-server``, then a fault: ``FLUSHALL`` and
+    another writable open, a restart from an older copy of the AOF, an RDB-only server killed and
+    restarted from its snapshot, ``appendfsync no``, and keys tampered with (the id counter set back
+    or deleted, counters, the record, holders, band buckets, records, the time-bucket list deleted);
+    then a crawl that goes on past refused calls feeds other stories and a repost of each stored
+    one. Counted: stories stored twice (a repost admitted as new) and reposts matched to another
+    story; refused at open, or every call refused, is the safe outcome.
+
 Run::
 
     python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds + files
     python benchmarks/faults.py --kills 6 --race-rounds=2 --articles 120 --seed 7
     python benchmarks/faults.py --kills 0 --race-rounds=0 --crafted-chars 65536   # crafted items only
-    python benchmarks/faults.py --files-only      # only the damaged and tampered files
+    python benchmarks/faults.py --files-only      # only the damaged and tampered files (and Redis)
+    python benchmarks/faults.py --redis-forgets   # only the Redis scenarios
 
 Crafted
     Items whose title or body is built to make a pattern backtrack (a run of colons before a
@@ -930,8 +940,10 @@ def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileR
         import redis
 
         with open_index(server.url) as ix:
-            bad = fps[0] ^ (1 << 63)
-            redis.Redis.from_url(server.url).sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)
+            bad, raw, k = fps[0] ^ (1 << 63), redis.Redis.from_url(server.url), ix._k
+            for part, value in k.tiers["title"].store(bad):  # filed in its band buckets, holders unreadable
+                raw.hset(*k.bucket("title", part, value), bad.to_bytes(8, "big"))
+            raw.hset(*k.holders("title", bad), b"not holders")
             out = ix.check_and_add_many([q(fp, f"b{k}") for k, fp in enumerate(fps[1:])] + [q(bad, "poisoned")])
             decided, stored = sum(o.error is None for o in out), ix.count()
         results.append(FileResult(f"redis: batch of {n}, one poisoned band key", n, decided, n - 1 - stored,
@@ -1168,8 +1180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="simhash-files-") as tmp:
             where = Path(args.workdir or tmp)
             files = file_damage_campaign(where) + item_fault_campaign(where / "items")
+            forgets = redis_forget_campaign(where / "forgets", args.redis_stories, args.seed)
         print_file_results(files)
-        return 1 if any(r.lost for r in files) else 0
+        print_forget_results(forgets)
+        return 1 if any(r.lost for r in files) or any(r.stored_twice or r.wrong for r in forgets) else 0
     if not corpus_available():
         print(f"skipped: needs the shared corpus files {', '.join(SOURCES)} under {CORPUS}")
         return 0
@@ -1208,8 +1222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         (workdir / "files").mkdir(exist_ok=True)
         files = file_damage_campaign(workdir / "files") + item_fault_campaign(workdir / "items")
         print_file_results(files)
+        forgets = redis_forget_campaign(workdir / "forgets", args.redis_stories, args.seed)
+        print_forget_results(forgets)
         print(f"total {time.monotonic() - started:.0f} s")
-        return 1 if failed or race_failed or crafted_problems or any(r.lost for r in files) else 0
+        forgot = any(r.stored_twice or r.wrong for r in forgets)
+        return 1 if failed or race_failed or crafted_problems or forgot or any(r.lost for r in files) else 0
 
 
 if __name__ == "__main__":
