@@ -940,10 +940,12 @@ def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileR
         import redis
 
         with open_index(server.url) as ix:
-            bad, raw, k = fps[0] ^ (1 << 63), redis.Redis.from_url(server.url), ix._k
+            bad, raw, k = fps[0] ^ (1 << 63), redis.Redis.from_url(server.url), ix._k  # type: ignore[attr-defined]
             for part, value in k.tiers["title"].store(bad):  # filed in its band buckets, holders unreadable
-                raw.hset(*k.bucket("title", part, value), bad.to_bytes(8, "big"))
-            raw.hset(*k.holders("title", bad), b"not holders")
+                key, field = k.bucket("title", part, value)
+                raw.hset(key, field, bad.to_bytes(8, "big"))
+            key, field = k.holders("title", bad)
+            raw.hset(key, field, b"not holders")
             out = ix.check_and_add_many([q(fp, f"b{k}") for k, fp in enumerate(fps[1:])] + [q(bad, "poisoned")])
             decided, stored = sum(o.error is None for o in out), ix.count()
         results.append(FileResult(f"redis: batch of {n}, one poisoned band key", n, decided, n - 1 - stored,
@@ -1084,7 +1086,7 @@ def redis_forget_campaign(workdir: Path, n: int = 1200, seed: int = 11) -> list[
             url = f"{server.url}?prefix={prefix}"
             with open_index(url) as ix:
                 _feed(ix, originals)
-                base = ix._base
+                base = ix._base  # type: ignore[attr-defined]
             tamper(base, prefix)
             later, why = _opened(url)
             if later is None:
@@ -1099,7 +1101,7 @@ def redis_forget_campaign(workdir: Path, n: int = 1200, seed: int = 11) -> list[
         url = f"{server.url}?prefix=running"
         with open_index(url) as ix:
             _feed(ix, originals)
-            admin.set(ix._base + "seq", 0)
+            admin.set(ix._base + "seq", 0)  # type: ignore[attr-defined]
             _feed(ix, others)
             twice, refused, why = _feed(ix, reposts, originals=originals)
         out.append(ForgetResult("SET …:seq 0 under a running crawl", n, twice,

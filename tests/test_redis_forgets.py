@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexWriteError, Query, SimhashIndexError, open_index
+from scrapy_simhash.index.redis.index import RedisIndex
 from tests.test_index_protocol import raw_redis
 from tests.test_index_redis import RedisProcess
 
@@ -198,9 +199,9 @@ def test_tampered_state_is_refused_at_open_naming_the_check(server: RedisProcess
     with open_index(server.url) as ix:
         feed(ix, range(30))
     tamper(raw_redis(server.url))
-    for kwargs in ({}, {"readonly": True}):
+    for readonly in (False, True):
         with pytest.raises(IndexOpenError, match=f"state that cannot be right \\({check}"):
-            open_index(server.url, **kwargs)
+            open_index(server.url, readonly=readonly)
 
 
 def test_a_counter_below_the_newest_ids_is_refused_when_entries_were_forgotten(server: RedisProcess) -> None:
@@ -240,8 +241,8 @@ def test_tampering_under_a_running_process_is_refused_before_anything_is_written
         assert {k: admin.get(k) for k in admin.scan_iter(match=(BASE + "e:*").encode())} == before
     admin.set(BASE + "seq", 30)
     with open_index(server.url) as ix:
-        ix._server.live()
-        key, field = ix._k.holders("title", story(5).title_fp)
+        assert isinstance(ix, RedisIndex)
+        key, field = ix._k.holders("title", story(5).title_fp)  # type: ignore[arg-type]
         admin.hdel(key, field)
         with pytest.raises(IndexWriteError, match="check 'band rows held'"):
             ix.check_and_add(story(5, repost=True))
@@ -293,6 +294,7 @@ def test_a_crawl_worker_refuses_an_index_made_again_since_the_crawl_opened_it(se
     from scrapy_simhash.workers import process
 
     with open_index(server.url) as crawl:
+        assert isinstance(crawl, RedisIndex)
         options = process.index_options(server.url, {}, None, 0, 0.0, crawl.identity)
         process._start_worker({}, options)  # the same namespace: the worker opens it
         assert process._dedup is not None
