@@ -97,7 +97,7 @@ class Guard:
         values = client.mget([base + name for name in COUNTERS])
         for name, value in zip(COUNTERS, values, strict=True):
             if value is None:
-                self._state_error("counters present", f"…:{name} is missing (it is made with the namespace)")
+                self._state_error("counters present", f"…:{name} is missing or not a string (it is made with the namespace)")
             if not value.isdigit():
                 self._state_error("counters readable", f"…:{name} is {value[:40]!r}, not a whole number >= 0")
         seq, n = int(values[0]), int(values[1])
