@@ -304,3 +304,28 @@ def test_a_crawl_worker_refuses_an_index_made_again_since_the_crawl_opened_it(se
         with pytest.raises(SimhashIndexError, match="not the one this crawl opened"):
             process._start_worker({}, options)
         assert process._dedup is None
+
+
+def test_opens_while_another_process_adds_and_forgets_are_never_refused(server: RedisProcess) -> None:
+    """The open's checks read the counters and the newest entries in several round trips; entries
+    added or removed meanwhile by others are not state that cannot be right."""
+    with open_index(server.url) as ix:
+        feed(ix, range(20))
+    stop = threading.Event()
+
+    def writing() -> None:
+        with open_index(server.url) as other:
+            n = 1000
+            while not stop.is_set():
+                other.check_and_add(story(n))
+                other.forget(f"https://a.example/{n - 3}")
+                n += 1
+
+    thread = threading.Thread(target=writing)
+    thread.start()
+    try:
+        for _ in range(40):
+            open_index(server.url).close()
+    finally:
+        stop.set()
+        thread.join()

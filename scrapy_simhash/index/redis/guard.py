@@ -97,27 +97,31 @@ class Guard:
         values = client.mget([base + name for name in COUNTERS])
         for name, value in zip(COUNTERS, values, strict=True):
             if value is None:
-                self._state_error("counters present", f"…:{name} is missing or not a string (it is made with the namespace)")
+                self._state_error("counters present",
+                                  f"…:{name} is missing or not a string (it is made with the namespace)")
             if not value.isdigit():
                 self._state_error("counters readable", f"…:{name} is {value[:40]!r}, not a whole number >= 0")
         seq, n = int(values[0]), int(values[1])
         if n > seq:
             self._state_error("entries within ids given", f"…:n counts {n} entries but only {seq} ids were given")
         newest = client.zrange(base + "hours", -1, -1)
-        if n and not newest:
+        if n and not newest and int(client.get(base + "n") or 0):  # read again: a purge may have emptied it
             self._state_error("time buckets present", f"…:n counts {n} entries but …:hours lists no time bucket")
+        ids: list[int] = []
         if newest:
             tail = ("GETRANGE", f"{base}t:{newest[0]}", -ID.size * NEWEST_IDS, -1)  # ids are appended
-            raw = self._server.attempts("open", lambda link: link.send([tail])[0], write=False)
-            ids = unpack_ids(raw or b"")
-            if ids and max(ids) > seq:
-                self._state_error("id counter above the entries",
-                                  f"…:seq is {seq} but the newest time bucket files entry {max(ids)}")
+            ids = unpack_ids(self._server.attempts("open", lambda link: link.send([tail])[0], write=False) or b"")
+        pipe = client.pipeline(transaction=False)
+        for i in range(seq + 1, seq + 1 + PROBE_ABOVE):
+            pipe.exists(f"{base}e:{i}")
+        above = [seq + 1 + k for k, found in enumerate(pipe.execute()) if found]
+        highest = max(ids + above, default=0)
+        if highest > seq:  # the counter read again: other processes may have added entries meanwhile
+            seq = int(client.get(base + "seq") or 0)
+            if highest > seq:
+                self._state_error("id counter above the entries", f"…:seq is {seq} but entry {highest} exists")
+        if ids:
             self._server.attempts("open", partial(self._spot_check, ids=ids[-SPOT_CHECKED:]), write=False)
-        above = [f"{base}e:{i}" for i in range(seq + 1, seq + 1 + PROBE_ABOVE)]
-        if client.exists(*above):
-            self._state_error("id counter above the entries",
-                              f"…:seq is {seq} but entries with higher ids exist")
         return seq
 
     def _spot_check(self, link: Link, ids: Sequence[int]) -> None:
