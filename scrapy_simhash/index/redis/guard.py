@@ -81,7 +81,7 @@ class Guard:
         the record says how their entries are filed, and another one would answer wrongly from them."""
         names = client.hkeys(f"{self.prefix}:namespaces")
         marked = [n for n in names if client.exists(namespace_base(self.prefix, n) + "meta")]
-        if marked:
+        if marked and client.get(f"{self.prefix}:meta") is None:  # read again: another open may have made both
             raise IndexOpenError(
                 f"index {self.location}: state that cannot be right (check 'record present'): its record "
                 f"{self.prefix + ':meta'!r} is gone while namespaces made under it remain ({', '.join(marked[:5])}); "
