@@ -34,12 +34,22 @@ Files
     at the index path, an immutable -shm under a real crawl; and SIGKILLs mid-write, which must still open.
     Per scenario: tried (committed entries at stake), survived, lost (admitted again or missing).
 
+Redis forgets
+    Per scenario, 1,200 stories stored in a real ``redis-server``, then a fault: ``FLUSHALL`` and
+    another writable open, a restart from an older copy of the AOF, an RDB-only server killed and
+    restarted from its snapshot, ``appendfsync no``, and keys tampered with (the id counter set back
+    or deleted, counters, the record, holders, band buckets, records, the time-bucket list deleted);
+    then a crawl that goes on past refused calls feeds other stories and a repost of each stored
+    one. Counted: stories stored twice (a repost admitted as new) and reposts matched to another
+    story; refused at open, or every call refused, is the safe outcome.
+
 Run::
 
     python benchmarks/faults.py                   # 20 kills (10 dedup, 10 crawl) + 10 race rounds + files
     python benchmarks/faults.py --kills 6 --race-rounds=2 --articles 120 --seed 7
     python benchmarks/faults.py --kills 0 --race-rounds=0 --crafted-chars 65536   # crafted items only
-    python benchmarks/faults.py --files-only      # only the damaged and tampered files
+    python benchmarks/faults.py --files-only      # only the damaged and tampered files (and Redis)
+    python benchmarks/faults.py --redis-forgets   # only the Redis scenarios
 
 Crafted
     Items whose title or body is built to make a pattern backtrack (a run of colons before a
@@ -63,6 +73,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sqlite3
@@ -982,8 +993,12 @@ def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileR
         import redis
 
         with open_index(server.url) as ix:
-            bad = fps[0] ^ (1 << 63)
-            redis.Redis.from_url(server.url).sadd(f"{ix._base}{ix._k.band_keys('title', bad)[0]}", "z" * 16)
+            bad, raw, k = fps[0] ^ (1 << 63), redis.Redis.from_url(server.url), ix._k  # type: ignore[attr-defined]
+            for part, value in k.tiers["title"].store(bad):  # filed in its band buckets, holders unreadable
+                key, field = k.bucket("title", part, value)
+                raw.hset(key, field, bad.to_bytes(8, "big"))
+            key, field = k.holders("title", bad)
+            raw.hset(key, field, b"not holders")
             out = ix.check_and_add_many([q(fp, f"b{k}") for k, fp in enumerate(fps[1:])] + [q(bad, "poisoned")])
             decided, stored = sum(o.error is None for o in out), ix.count()
         results.append(FileResult(f"redis: batch of {n}, one poisoned band key", n, decided, n - 1 - stored,
@@ -991,6 +1006,208 @@ def item_fault_campaign(workdir: Path, n: int = 32, seed: int = 3) -> list[FileR
     finally:
         server.stop()
     return results
+
+
+@dataclass
+class ForgetResult:
+    scenario: str
+    stories: int  # stories stored before the fault
+    stored_twice: int  # of them, admitted again after it
+    outcome: str
+    wrong: int = 0  # reposts matched to another story than their own
+
+
+def _stories(n: int, seed: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """``n`` stories (random title and body fingerprints), a repost of each (title 1 bit away, body
+    2: a duplicate by the title tier) and ``n`` other stories."""
+    from scrapy_simhash.index import Query
+
+    rng = random.Random(seed)
+
+    def q(t: int, b: int, url: str) -> Any:
+        return Query(title_fp=t, body_fp=b, title_k=2, body_k=3, url=url)
+
+    fps = [(rng.getrandbits(64), rng.getrandbits(64)) for _ in range(2 * n)]
+    originals = [q(t, b, f"https://a.example/{k}") for k, (t, b) in enumerate(fps[:n])]
+    reposts = [q(t ^ (1 << rng.randrange(64)), b ^ (3 << rng.randrange(62)), f"https://b.example/{k}")
+               for k, (t, b) in enumerate(fps[:n])]
+    others = [q(t, b, f"https://c.example/{k}") for k, (t, b) in enumerate(fps[n:])]
+    return originals, reposts, others
+
+
+def _feed(ix: Any, queries: Sequence[Any], batch: int = 25, originals: Sequence[Any] = ()
+          ) -> tuple[int, int, str]:
+    """Feed ``queries`` as a crawl would, going on past failed calls: (admitted, refused, first
+    refusal); with ``originals`` (the story each query reposts), the matches naming another story
+    are counted in ``_feed.wrong``."""
+    from scrapy_simhash.index import SimhashIndexError
+
+    new = refused = 0
+    first = ""
+    _feed.wrong = 0  # type: ignore[attr-defined]
+    for start in range(0, len(queries), batch):
+        part = queries[start : start + batch]
+        try:
+            out = ix.check_and_add_many(part)
+        except SimhashIndexError as exc:
+            refused += len(part)
+            first = first or str(exc)
+            continue
+        new += sum(o.match is None and o.entry_id is not None for o in out)
+        refused += sum(o.error is not None for o in out)
+        first = first or next((o.error for o in out if o.error), "")
+        for o, original in zip(out, originals[start : start + batch], strict=False):
+            if o.match is not None and o.match.entry.url != original.url:
+                _feed.wrong += 1  # type: ignore[attr-defined]
+    return new, refused, first
+
+
+def _opened(url: str, **kw: Any) -> tuple[Any, str]:
+    from scrapy_simhash.index import SimhashIndexError, open_index
+
+    try:
+        return open_index(url, **kw), ""
+    except SimhashIndexError as exc:
+        return None, str(exc)
+
+
+def _short(text: str, n: int = 110) -> str:
+    text = re.sub(r"\s+", " ", text.replace("redis://127.0.0.1", "").strip())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def redis_forget_campaign(workdir: Path, n: int = 1200, seed: int = 11) -> list[ForgetResult]:
+    """A Redis that forgets, however it forgot, and Redis state tampered with: per scenario, ``n``
+    stories stored, the fault, then a crawl that goes on past refused calls feeds a repost of each
+    (after ``n`` other stories where the fault bites only when new entries are written): how many
+    stories are stored twice. Refused at open or at the first call after the fault is the safe answer."""
+    import redis
+
+    from scrapy_simhash.index import open_index
+
+    originals, reposts, others = _stories(n, seed)
+    half = n // 2
+    out: list[ForgetResult] = []
+    try:
+        server = _RedisServer(workdir / "aof", "--appendonly", "yes")
+    except (FileNotFoundError, RuntimeError) as exc:
+        return [ForgetResult("redis forgets", 0, 0, f"skipped: {exc}")]
+    admin = redis.Redis.from_url(server.url)
+    try:
+        # FLUSHALL under a running crawl, then another writable open (a `dedup` of an empty file)
+        first = open_index(server.url)
+        _feed(first, originals)
+        admin.flushall()
+        _, _, right_after = _feed(first, others[:1])
+        open_index(server.url).close()
+        twice, refused, why = _feed(first, reposts)
+        first.close()
+        out.append(ForgetResult("FLUSHALL, then another writable open", n, twice,
+                                f"next call: {_short(right_after, 50)}; after the reopen: "
+                                + (f"{refused} calls refused: {_short(why)}" if refused else "answered")))
+        # an older copy of the data restored under a running crawl (the AOF copied, more stories, restart)
+        admin.flushall()
+        first = open_index(server.url)
+        _feed(first, originals[:half])
+        time.sleep(1.5)  # everysec: on disk
+        snapshot = workdir / "aof-copy"
+        shutil.copytree(workdir / "aof", snapshot)
+        _feed(first, originals[half:])
+        server.proc.kill()
+        server.proc.wait(10)
+        shutil.rmtree(workdir / "aof")
+        shutil.copytree(snapshot, workdir / "aof")
+        server = _RedisServer(workdir / "aof", "--appendonly", "yes", port=server.port)
+        twice, refused, why = _feed(first, reposts)
+        first.close()
+        out.append(ForgetResult("restart from an older copy of the AOF", n, twice,
+                                f"{refused} calls refused: {_short(why)}" if refused else "answered"))
+        # state that cannot be right: each on its own prefix, then a new process crawls on
+        tamperings: list[tuple[str, Any]] = [
+            ("SET …:seq 0", lambda base, pre: admin.set(base + "seq", 0)),
+            ("DEL …:seq", lambda base, pre: admin.delete(base + "seq")),
+            ("SET …:seq (highest id - 10)", lambda base, pre: admin.decrby(base + "seq", 10)),
+            ("DEL <prefix>:meta (record)", lambda base, pre: admin.delete(f"{pre}:meta")),
+            ("DEL …:n, …:nbands", lambda base, pre: admin.delete(base + "n", base + "nbands")),
+            ("DEL every …:h[tb]:* (holders)", lambda base, pre: _delete_matching(admin, base + "h[tb]:*")),
+            ("DEL every …:b* (band buckets)", lambda base, pre: _delete_matching(admin, base + "b*")),
+            ("DEL every …:e:* (records)", lambda base, pre: _delete_matching(admin, base + "e:*")),
+            ("DEL …:hours", lambda base, pre: admin.delete(base + "hours")),
+        ]
+        for k, (name, tamper) in enumerate(tamperings):
+            prefix = f"t{k}"
+            url = f"{server.url}?prefix={prefix}"
+            with open_index(url) as ix:
+                _feed(ix, originals)
+                base = ix._base  # type: ignore[attr-defined]
+            tamper(base, prefix)
+            later, why = _opened(url)
+            if later is None:
+                out.append(ForgetResult(name, n, 0, f"refused at open: {_short(why)}"))
+                continue
+            _feed(later, others)
+            twice, refused, why = _feed(later, reposts, originals=originals)
+            later.close()
+            out.append(ForgetResult(name, n, twice, f"{refused} calls refused: {_short(why)}" if refused
+                                    else "answered", _feed.wrong))  # type: ignore[attr-defined]
+        # the same tampering under a running crawl
+        url = f"{server.url}?prefix=running"
+        with open_index(url) as ix:
+            _feed(ix, originals)
+            admin.set(ix._base + "seq", 0)  # type: ignore[attr-defined]
+            _feed(ix, others)
+            twice, refused, why = _feed(ix, reposts, originals=originals)
+        out.append(ForgetResult("SET …:seq 0 under a running crawl", n, twice,
+                                f"{refused} calls refused: {_short(why)}" if refused else "answered",
+                                _feed.wrong))  # type: ignore[attr-defined]
+    finally:
+        server.stop()
+    # RDB snapshots only (save 3600 1): SIGKILL and restart from the last snapshot
+    rdb = ("--appendonly", "no", "--save", "3600 1")
+    server = _RedisServer(workdir / "rdb", *rdb)
+    try:
+        ix, why = _opened(server.url)
+        refused_at_open = ix is None
+        if ix is not None:
+            ix.close()
+        first = open_index(server.url, redis_unsafe="warn")
+        _feed(first, originals[:half])
+        redis.Redis.from_url(server.url).save()  # the snapshot the server would take on its own
+        _feed(first, originals[half:])
+        server.proc.kill()
+        server.proc.wait(10)
+        server = _RedisServer(workdir / "rdb", *rdb, port=server.port)
+        twice, refused, why_later = _feed(first, reposts)
+        first.close()
+        opened = "refused at open" if refused_at_open else "opened by default"
+        out.append(ForgetResult("RDB only (save 3600 1), SIGKILL + restart", n, twice,
+                                f"{opened}: {_short(why, 60)}; with 'warn', after the restart: "
+                                + (f"{refused} calls refused: {_short(why_later, 70)}" if refused else "answered")))
+    finally:
+        server.stop()
+    server = _RedisServer(workdir / "nofsync", "--appendonly", "yes", "--appendfsync", "no")
+    try:
+        ix, why = _opened(server.url)
+        out.append(ForgetResult("appendfsync no", 0, 0, f"refused at open: {_short(why)}" if ix is None
+                                else "opened: an OS crash may lose the last ~30 s of acknowledged writes"))
+        if ix is not None:
+            ix.close()
+    finally:
+        server.stop()
+    return out
+
+
+def _delete_matching(client: Any, pattern: str) -> None:
+    for key in list(client.scan_iter(match=pattern, count=1000)):
+        client.delete(key)
+
+
+def print_forget_results(results: Sequence[ForgetResult]) -> None:
+    width = max(len(r.scenario) for r in results)
+    print(f"\nREDIS FORGETS  {'scenario':<{width}}  stories  stored twice  wrong original  outcome")
+    for r in results:
+        print(f"               {r.scenario:<{width}}  {r.stories:7d}  {r.stored_twice:12d}  {r.wrong:14d}  "
+              f"{r.outcome}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1005,13 +1222,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     ap.add_argument("--files-only", action="store_true", help="only the damaged and tampered file scenarios")
+    ap.add_argument("--redis-forgets", action="store_true",
+                    help="only the Redis scenarios: a server that forgets, state tampered with")
+    ap.add_argument("--redis-stories", type=int, default=1200, help="stories stored before each Redis fault")
     args = ap.parse_args(argv)
+    if args.redis_forgets:
+        with tempfile.TemporaryDirectory(prefix="simhash-redis-") as tmp:
+            forgets = redis_forget_campaign(Path(args.workdir or tmp), args.redis_stories, args.seed)
+        print_forget_results(forgets)
+        return 1 if any(r.stored_twice or r.wrong for r in forgets) else 0
     if args.files_only:
         with tempfile.TemporaryDirectory(prefix="simhash-files-") as tmp:
             where = Path(args.workdir or tmp)
             files = file_damage_campaign(where) + item_fault_campaign(where / "items")
+            forgets = redis_forget_campaign(where / "forgets", args.redis_stories, args.seed)
         print_file_results(files)
-        return 1 if any(r.lost for r in files) else 0
+        print_forget_results(forgets)
+        return 1 if any(r.lost for r in files) or any(r.stored_twice or r.wrong for r in forgets) else 0
     if not corpus_available():
         print(f"skipped: needs the shared corpus files {', '.join(SOURCES)} under {CORPUS}")
         return 0
@@ -1050,8 +1277,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         (workdir / "files").mkdir(exist_ok=True)
         files = file_damage_campaign(workdir / "files") + item_fault_campaign(workdir / "items")
         print_file_results(files)
+        forgets = redis_forget_campaign(workdir / "forgets", args.redis_stories, args.seed)
+        print_forget_results(forgets)
         print(f"total {time.monotonic() - started:.0f} s")
-        return 1 if failed or race_failed or crafted_problems or any(r.lost for r in files) else 0
+        forgot = any(r.stored_twice or r.wrong for r in forgets)
+        return 1 if failed or race_failed or crafted_problems or forgot or any(r.lost for r in files) else 0
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def free_port() -> int:
 
 
 class RedisProcess:
-    """A private redis-server on 127.0.0.1 (AOF in its own directory, no fsync) that a test may stop,
+    """A private redis-server on 127.0.0.1 (AOF in its own directory, synced every second) that a test may stop,
     wipe and restart."""
 
     def __init__(self, directory: Path, *args: str, password: str | None = None,
@@ -73,7 +73,7 @@ class RedisProcess:
                      "--tls-key-file", str(tls[1]), "--tls-auth-clients", "no"]
         self.directory = directory
         self.argv = [binary, *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                     "--appendfsync", "no", "--dir", str(directory), *args]
+                     "--appendfsync", "everysec", "--dir", str(directory), *args]
         if password:
             self.argv += ["--requirepass", password]
         self.proc: subprocess.Popen[bytes] | None = None

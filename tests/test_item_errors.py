@@ -133,7 +133,9 @@ def test_cli_dedup_reports_the_one_line_it_cannot_decide(tmp_path: Path, capsys:
 async def test_a_poisoned_redis_key_at_open_closes_the_spider_cleanly(tmp_path: Path, caplog: Any) -> None:
     url = with_prefix(redis_server_url(), f"items-{os.urandom(6).hex()}")
     with open_index(url) as ix:
-        raw_redis(url.split("?")[0]).hset(f"{ix._base}n", "not", "a counter")  # count() now fails
+        raw = raw_redis(url.split("?")[0])
+        raw.delete(f"{ix._base}n")
+        raw.hset(f"{ix._base}n", "not", "a counter")  # the entry counter is a hash: the open fails
     crawler = await run_crawl(crawl_settings(tmp_path / "unused", SIMHASH_INDEX_URL=url), _items("x"))
     assert str(crawler.stats.get_value("finish_reason")).startswith("simhash_index_error")
     assert crawler.spider.collected == []

@@ -157,7 +157,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
 
     def redis_unsafe(g: argparse._ActionsContainer) -> None:
         setting(g, "SIMHASH_REDIS_UNSAFE", metavar="{refuse,warn}",
-                help="a Redis server that may evict keys or does not persist: refuse it, or warn "
+                help="a Redis server that may evict keys or lose acknowledged writes: refuse it, or warn "
                      "(SIMHASH_REDIS_UNSAFE)")
 
     def field_options(p: argparse.ArgumentParser) -> None:

@@ -251,8 +251,8 @@ class SimhashPipeline:
         workers, options = value(s, "SIMHASH_WORKERS"), engine_options(s)
         self._fingerprints = FingerprintPool(
             workers, fingerprinter_options(options), self.dedup.fingerprint,
-            index=index_options(index_url, options, self.dedup.owner, self.index_retries,
-                                self.index_retry_delay) if workers else None,
+            index=index_options(index_url, options, self.dedup.owner, self.index_retries, self.index_retry_delay,
+                                getattr(self.dedup.index, "identity", None)) if workers else None,
             check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True))
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
 

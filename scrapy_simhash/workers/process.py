@@ -45,12 +45,14 @@ def fingerprinter_options(engine_options: dict[str, Any]) -> dict[str, Any]:
 
 
 def index_options(index_url: str, engine_options: dict[str, Any], owner: str | None, retries: int,
-                  retry_delay: float) -> dict[str, Any]:
+                  retry_delay: float, identity: str | None = None) -> dict[str, Any]:
     """What a worker needs to open the crawl's index and check items as the crawl process would:
     :meth:`Deduplicator.open`'s options but the :class:`Fingerprinter`'s (and ``reset``: the crawl
-    process did it), the owner of the entries it adds, and the index retries."""
+    process did it), the owner of the entries it adds, the index retries, and the ``identity`` of
+    the index the crawl process opened (a Redis namespace's marker), which a worker's must have."""
     dedup = {k: v for k, v in engine_options.items() if k not in _FINGERPRINTER_OPTIONS and k != "reset"}
-    return {"url": index_url, "dedup": dedup, "owner": owner, "retries": retries, "retry_delay": retry_delay}
+    return {"url": index_url, "dedup": dedup, "owner": owner, "retries": retries, "retry_delay": retry_delay,
+            "identity": identity}
 
 
 _fingerprinter: Fingerprinter | None = None
@@ -71,6 +73,13 @@ def _start_worker(options: dict[str, Any], index: dict[str, Any] | None = None) 
         _index.update(index)
         _dedup = Deduplicator.open(index["url"], fingerprinter=_fingerprinter, owner=index["owner"],
                                    **index["dedup"])
+        expected = index.get("identity")
+        if expected is not None and getattr(_dedup.index, "identity", None) != expected:
+            location = _dedup.index.location
+            _dedup.close()
+            _dedup = None
+            raise SimhashIndexError(f"index {location} is not the one this crawl opened (emptied and made again "
+                                    "since): a worker refuses to check items against it")
 
 
 def _fingerprint(title: Any, body: Any) -> tuple[Any, ...] | None:

@@ -77,6 +77,8 @@ class Link:
         try:
             if connection._sock is None:
                 connection.connect()
+                if self.server.on_connect is not None:
+                    self.server.on_connect(self)
             sock = connection._sock
             sock.sendall(packed(commands))
             reader = _Reader(sock, errors)
@@ -185,6 +187,9 @@ class Server:
         self._local = threading.local()  # per thread: (pid, connection), see link()
         self._connections: list[Any] = []
         self._password = urlsplit(url).password
+        #: Called with a link each time its connection is made (again): the index checks there
+        #: that the server still holds what it held (a restart may have taken it back in time).
+        self.on_connect: Callable[[Link], None] | None = None
         try:
             import redis
             import redis.exceptions
@@ -238,13 +243,17 @@ class Server:
         self._opening(steps)
 
     def forgetful(self) -> list[str]:
-        """Why this server may forget entries (empty: no known reason): an eviction policy that may
-        remove any key, or neither AOF nor RDB snapshots. Read with ``CONFIG GET``; where a managed
-        server disables ``CONFIG``, ``INFO`` tells the eviction policy and AOF only."""
+        """Why this server may forget entries, or lose writes it acknowledged (empty: no known
+        reason): an eviction policy that may remove any key; no append-only file (RDB snapshots
+        only: a crash loses what came after the last one, and the restart takes the index back in
+        time; or no persistence at all); an append-only file the server never syncs itself
+        (``appendfsync no``). Read with ``CONFIG GET``; where a managed server disables ``CONFIG``,
+        ``INFO`` tells the eviction policy and whether the AOF is on
+        (``docs/decisions/0110-redis-forgets.md``)."""
         client = self.live()
         config: dict[str, Any] = {}
         try:
-            for name in ("maxmemory-policy", "appendonly", "save"):
+            for name in ("maxmemory-policy", "appendonly", "appendfsync", "save"):
                 config.update(client.config_get(name))
         except self.errors.ResponseError:
             info = client.info("memory") | client.info("persistence")
@@ -255,9 +264,20 @@ class Server:
         if policy.startswith("allkeys-"):
             problems.append(f"maxmemory-policy is {policy}: when memory is full the server evicts any key, "
                             "entries included (set it to noeviction, or a volatile-* policy)")
-        if config.get("appendonly") != "yes" and "save" in config and not str(config["save"]).strip():
-            problems.append("it does not persist (appendonly no, no RDB snapshots): a restart empties the index "
-                            "(turn on appendonly yes, or RDB snapshots)")
+        if config.get("appendonly") != "yes":
+            save = str(config.get("save") or "").strip()
+            if "save" in config and not save:
+                problems.append("it does not persist (appendonly no, no RDB snapshots): a restart empties the "
+                                "index (turn on appendonly yes)")
+            else:
+                problems.append(
+                    f"it persists by RDB snapshots only (appendonly no{f', save {save!r}' if save else ''}): a "
+                    "crash loses every entry added since the last snapshot, and the restart takes the index back "
+                    "to it, so those stories are let in again (turn on appendonly yes)")
+        elif str(config.get("appendfsync") or "").lower() == "no":
+            problems.append("appendfsync is no: the operating system decides when the append-only file reaches "
+                            "the disk, so a machine crash or power loss loses the last ~30 s of entries the "
+                            "server acknowledged (set appendfsync everysec or always)")
         return problems
 
     def live(self) -> Any:

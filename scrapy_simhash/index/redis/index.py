@@ -17,10 +17,15 @@ itself as its own duplicate.
 
 The index's record ``<prefix>:meta`` (JSON, :mod:`..meta`) is made once (``SET NX``: of several
 processes creating it at once, one wins and all check against its record) and checked at every
-open; a key space of another :data:`SCHEMA_VERSION` is refused, naming both versions. The
-namespace's marker (:mod:`.store`) is checked by every call: a server that lost the index's keys is
-refused, not silently filled again. A server that may evict keys or does not persist is refused at
-open (``unsafe="refuse"``) or logged (``"warn"``).
+open; a key space of another :data:`SCHEMA_VERSION` is refused, naming both versions.
+
+A server that forgets is caught, however it forgot (:mod:`.guard`). A server that may evict keys or
+lose writes it acknowledged (no append-only file, ``appendfsync no``) is refused at open
+(``unsafe="refuse"``) or logged (``"warn"``). The namespace's marker, a random value made with it,
+is checked by every call, and the id counter, which only goes up, by each reservation of ids and
+each reconnection: a namespace that lost its keys, was made again by another open, or was taken
+back to an older copy of the server's data stops the process for good. State that cannot be right
+is refused at open and where a check reads it, naming the check.
 
 Failures: an unreachable server, a wrong password or a missing ``redis`` package is an
 :class:`~..base.IndexOpenError` at open. A connection error or timeout later is retried a bounded
@@ -46,12 +51,13 @@ from ..bands import bands_for
 from ..base import Entry, IndexOpenError, IndexParams, IndexWriteError, Match, Outcome, Query, SimhashIndexError, Tier
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
 from .client import Arg, Link, Server, command, redacted
+from .guard import Guard, Ids, View
 from .maintain import Maintenance
-from .store import ID, ITEM_ERRORS, Keys, View, namespace_base
+from .store import ID, ITEM_ERRORS, Keys, namespace_base
 
 logger = logging.getLogger(__name__)
 #: The one format of the key space this version reads and writes.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: Seconds an *added* outcome is remembered under its request token, and a process's pending
 #: entries stay its own without a check-and-add or heartbeat (``docs/decisions/0102-redis-transactions.md``).
 TOKEN_TTL = 120
@@ -71,7 +77,7 @@ def reband_lock(prefix: str) -> str:
     return f"{prefix}:reband"
 
 
-class RedisIndex(Maintenance, QueryChecks):
+class RedisIndex(Guard, Maintenance, QueryChecks):
     """A :class:`~..base.BandIndex` on a Redis server (see the module docstring).
 
     Open it with :func:`scrapy_simhash.index.open_index` or :meth:`RedisIndex.open`. Methods may be
@@ -87,6 +93,9 @@ class RedisIndex(Maintenance, QueryChecks):
         self._mark: bytes | None = None  # the namespace's marker at open
         self._readonly = False
         self._unsafe = "refuse"
+        self._broken: str | None = None  # why this index may no longer be used (see _refuse)
+        self._floor = 0  # the id counter at open: every id reserved later is above it
+        self._top = 0  # the highest id this process reserved (any thread)
 
     @classmethod
     def open(
@@ -113,6 +122,7 @@ class RedisIndex(Maintenance, QueryChecks):
         self._readonly = readonly
         self._base = namespace_base(self.prefix, namespace)
         self._server.open(lambda client: self._verify(client, params, create))
+        self._server.on_connect = self._still_the_same
         return self
 
     def _verify(self, client: Any, requested: IndexParams | None, create: bool) -> None:
@@ -127,6 +137,8 @@ class RedisIndex(Maintenance, QueryChecks):
             self._not_rebanding(client)
             if client.get(meta_key) == raw:
                 self._mark = None if mark is None else mark.encode()
+                if mark is not None:
+                    self._floor = self._top = self._check_state(client)
                 return
         raise IndexOpenError(f"index {self.location}: its record {meta_key!r} kept changing while it was opened")
 
@@ -141,6 +153,7 @@ class RedisIndex(Maintenance, QueryChecks):
         try:
             raw = client.get(meta_key)
             if raw is None:
+                self._no_orphans(client)
                 if self._readonly or not create:
                     why = "opened read-only" if self._readonly else "create=False"
                     raise IndexOpenError(f"index {self.location} does not exist (no key {meta_key!r}; {why})")
@@ -178,7 +191,7 @@ class RedisIndex(Maintenance, QueryChecks):
             for problem in forgetful:
                 logger.warning("scrapy-simhash: Redis index %s may forget entries: %s", self.location, problem)
             client.hsetnx(f"{self.prefix}:namespaces", self.namespace, repr(time.time()))
-            client.set(self._base + "meta", f"{SCHEMA_VERSION}:{os.urandom(8).hex()}", nx=True)
+            self._mark_namespace(client)
         return raw
 
     # -- transactions ------------------------------------------------------------------------------
@@ -188,18 +201,8 @@ class RedisIndex(Maintenance, QueryChecks):
         local = self._server._local
         held = getattr(local, "ids", None)
         if held is None or held[0] != (os.getpid(), self._k.seq):
-            held = local.ids = ((os.getpid(), self._k.seq), [])
+            held = local.ids = ((os.getpid(), self._k.seq), Ids(self))
         return held[1]
-
-    def _checked_mark(self, mark: Any, write: bool) -> None:
-        """Refuse to go on when the namespace's marker is not what it was at open."""
-        if mark == self._mark or (self._mark is None and self._readonly):
-            return
-        error = IndexWriteError if write else SimhashIndexError
-        if mark is None:
-            raise error(f"index {self.location}: the server lost its keys (restarted without persistence, "
-                        "flushed, or evicted): refusing to answer from an emptied index; reopen it to start a new one")
-        raise error(f"index {self.location} is being or was re-banded since it was opened: reopen it")
 
     def _transaction(self, doing: str, step: Any, *, marked: bool = False, retry: bool = True) -> Any:
         """``step(view)`` in an optimistic transaction, made again while a watched key changed; the
@@ -413,8 +416,9 @@ class RedisIndex(Maintenance, QueryChecks):
     def heartbeat(self, owner: str) -> None:
         """Keep ``owner``'s pending entries its own for another :data:`LEASE` seconds (every
         check-and-add does too), so that no process on another host takes it for dead."""
-        self._server.attempts("heartbeat", lambda link: link.send([("SET", self._k.alive(owner), 1, "EX", LEASE)]),
-                              write=True)
+        replies = self._server.attempts("heartbeat", lambda link: link.send(
+            [("SET", self._k.alive(owner), 1, "EX", LEASE), ("MGET", self._k.marker, self._k.seq)]), write=True)
+        self._same_as_seen(replies[1], IndexWriteError)
 
     def _entries_by_id(self, doing: str, ids: Sequence[int]) -> dict[int, Entry]:
         """The entries with these ids that still exist."""

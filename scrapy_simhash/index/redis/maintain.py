@@ -44,7 +44,6 @@ class Maintenance:
     _transaction: Callable[..., Any]
     _reading: Callable[..., Any]
     _entries_by_id: Callable[[str, Sequence[int]], dict[int, Entry]]
-    _id_pool: Callable[[], list[int]]
 
     def _remove(self, doing: str, ids: Sequence[int], extra: Sequence[tuple[Arg, ...]] = ()) -> int:
         """Remove the entries with these ids (those that exist), ``REMOVE_BATCH`` a transaction;
@@ -125,16 +124,20 @@ class Maintenance:
 
         def run(client: Any) -> int:
             n = self._counter(client.get(self._base + "n"), self._base + "n")
-            mark = client.get(self._base + "meta")
+            mark, seq = client.mget(self._base + "meta", self._base + "seq")
             unlink_scanned(client, pattern)
-            # emptied on purpose: still ours (the same marker), and crawlers that opened it go on
+            # emptied on purpose: still ours (the same marker, an id counter that never goes back,
+            # so no id is given twice), and crawlers that opened it go on
+            pipe = client.pipeline(transaction=True)
             if mark is not None:
-                client.set(self._base + "meta", mark)
+                pipe.set(self._base + "meta", mark)
+            pipe.set(self._base + "seq", seq or 0)
+            pipe.set(self._base + "n", 0)
+            pipe.set(self._base + "nbands", 0)
+            pipe.execute()
             return n
 
-        gone = int(self._server.retrying("reset", run, write=True))
-        del self._id_pool()[:]  # the id counter starts again
-        return gone
+        return int(self._server.retrying("reset", run, write=True))
 
     def count(self) -> int:
         """Entries in this namespace."""
