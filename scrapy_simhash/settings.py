@@ -152,6 +152,11 @@ def _number_from(low: float) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, (int, float)) and low <= value
 
 
+def _number_above(low: float) -> Callable[[Any], bool]:
+    """A finite number > ``low``."""
+    return lambda value: isinstance(value, (int, float)) and low < value < math.inf
+
+
 def _one_of(choices: tuple[Any, ...]) -> Callable[[Any], bool]:
     return lambda value: value in choices
 
@@ -345,6 +350,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_WORKERS", D.WORKERS, _workers,
             allowed="None (the cores there are, minus one), 0 (no worker processes) or a number of them",
             valid=_int_from(0)),
+    Setting("SIMHASH_WORKER_TIMEOUT", D.WORKER_TIMEOUT, _float,
+            allowed="a positive number of seconds", valid=_number_above(0)),
+    Setting("SIMHASH_MAX_AWAITING", D.MAX_AWAITING, _int,
+            allowed="a positive number of items", valid=_int_from(1)),
     Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False"),
     Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
             allowed="a positive number of bytes", valid=_int_from(1)),

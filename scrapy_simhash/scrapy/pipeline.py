@@ -155,6 +155,7 @@ class SimhashPipeline:
         self._warned_flag_field = False
         self._warned_fields: set[str] = set()
         self._closing = False
+        self._engine_ran = False
         self._inbox: Inbox | None = None
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
 
@@ -253,8 +254,17 @@ class SimhashPipeline:
             workers, fingerprinter_options(options), self.dedup.fingerprint,
             index=index_options(index_url, options, self.dedup.owner, self.index_retries,
                                 self.index_retry_delay) if workers else None,
-            check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True))
+            check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True),
+            timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
+
+    def _engine_stopping(self) -> bool:
+        """Has the engine, once seen running, stopped running (Ctrl-C, ``SIGTERM``, ``CloseSpider``)?
+        Read on the worker pool's timer thread (a plain attribute read)."""
+        running = bool(getattr(self.crawler.engine, "running", False))
+        if running:
+            self._engine_ran = True
+        return self._engine_ran and not running
 
     def close_spider(self, spider: Spider | None = None) -> None:
         if self._fingerprints is not None:
