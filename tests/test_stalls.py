@@ -24,9 +24,19 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.utils.test import get_crawler
 
+from scrapy_simhash.workers.fingerprints import STOPPING_GRACE
 from tests.conftest import ItemsSpider, crawl_settings
-from tests.procs import running
-from tests.test_workers import items_with_reposts, pipeline_of, record_checks
+from tests.procs import descendants, running
+from tests.test_workers import (
+    faults,
+    items_with_reposts,
+    lines,
+    pipeline_of,
+    record_checks,
+    start_crawl,
+    wait_for,
+    workers_of,
+)
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads child processes from /proc")
 
@@ -86,3 +96,40 @@ async def test_a_stopped_worker_is_replaced_and_the_crawl_finishes(tmp_path: Pat
     assert after and stopped[0] not in after  # a fresh worker decided them
     assert not running(stopped[0])  # the stopped worker was killed
     assert elapsed < 60, elapsed
+
+
+@pytest.mark.parametrize("signals_sent", [1, 2], ids=["sigterm", "sigterm-twice"])
+def test_sigterm_with_a_stopped_worker_ends_the_crawl_in_seconds(tmp_path: Path, signals_sent: int) -> None:
+    proc, paths = start_crawl(tmp_path, script=False)
+    stopped: set[int] = set()
+    try:
+        wait_for(lambda: lines(paths["kept"]), 60, "the first item passed on")
+        below = descendants(proc.pid)
+        stopped = workers_of(proc)
+        assert stopped, "no worker process"
+        for pid in stopped:
+            os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.5)  # items reach the stopped worker
+        signalled = time.monotonic()
+        for _ in range(signals_sent):
+            os.kill(proc.pid, signal.SIGTERM)
+            time.sleep(0.2)
+        status = proc.wait(30)
+        took = time.monotonic() - signalled
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in stopped:
+            if running(pid):
+                os.kill(pid, signal.SIGKILL)
+    log = paths["log"].read_text("utf-8")
+    assert took < STOPPING_GRACE + 10, (took, log[-3000:])
+    assert "Traceback" not in log, log[-3000:]
+    assert "did not answer within 3 s" in log, log[-3000:]
+    if signals_sent == 1:  # a graceful stop: every item that entered the pipeline came out, in the index
+        assert status == 0, log[-3000:]
+        entered, kept = lines(paths["entered"]), lines(paths["kept"])
+        assert 0 < len(kept) < 200
+        assert sorted(kept) == sorted(entered), "an item that entered the pipeline did not come out"
+        assert sorted(faults.index_urls(paths["index.sqlite3"])) == sorted(kept)
+    wait_for(lambda: not any(running(p) for p in below), 10, "the crawl's processes to end")
