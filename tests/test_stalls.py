@@ -13,9 +13,11 @@ its verdicts.
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +26,17 @@ import pytest_twisted
 from scrapy import signals
 from scrapy.utils.test import get_crawler
 
+from scrapy_simhash.text import normalize
 from scrapy_simhash.workers.fingerprints import STOPPING_GRACE
-from tests.conftest import ItemsSpider, crawl_settings
+from tests.conftest import (
+    STORY_EN,
+    STORY_ZH,
+    STORY_ZH_2,
+    ItemsSpider,
+    crawl_settings,
+    repost_with_suffix,
+    run_crawl,
+)
 from tests.procs import descendants, running
 from tests.test_workers import (
     faults,
@@ -133,3 +144,38 @@ def test_sigterm_with_a_stopped_worker_ends_the_crawl_in_seconds(tmp_path: Path,
         assert sorted(kept) == sorted(entered), "an item that entered the pipeline did not come out"
         assert sorted(faults.index_urls(paths["index.sqlite3"])) == sorted(kept)
     wait_for(lambda: not any(running(p) for p in below), 10, "the crawl's processes to end")
+
+
+def slow_nones() -> Iterator[None]:
+    while True:
+        time.sleep(0.01)
+        yield None
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+@pytest_twisted.ensureDeferred
+async def test_an_endless_body_is_a_counted_skip_and_the_items_after_it_are_decided(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    monkeypatch.setattr(normalize, "MAX_READ_SECONDS", 2.0)  # the slow iterator's bound, in this (the crawl) process
+    items = [
+        {"title": STORY_ZH["title"], "body": itertools.repeat(None), "url": "https://t.example/nones"},
+        {"title": STORY_EN["title"], "body": itertools.repeat(""), "url": "https://t.example/empties"},
+        {"title": itertools.repeat(None), "body": STORY_ZH_2["body"], "url": "https://t.example/title"},
+        {"title": STORY_ZH_2["title"], "body": slow_nones(), "url": "https://t.example/slow"},
+        dict(STORY_ZH, url="https://t.example/a"),
+        dict(repost_with_suffix(STORY_ZH), url="https://t.example/b"),
+    ]
+    started = time.monotonic()
+    crawler = await run_crawl(crawl_settings(tmp_path / "i.sqlite3", SIMHASH_WORKERS=workers), items)
+    assert time.monotonic() - started < 30
+    stats = crawler.stats.get_stats()
+    assert stats["simhash/skipped/bad_input"] == 4
+    assert stats["simhash/new"] == 1 and stats["item_dropped_count"] == 1
+    assert stats["item_scraped_count"] == 5  # the four unreadable ones passed on unchecked
+    warnings = {r.getMessage().split(" (")[0].rsplit("/", 1)[1]: r.getMessage() for r in caplog.records
+                if "cannot read" in r.getMessage()}
+    assert sorted(warnings) == ["empties", "nones", "slow", "title"], warnings
+    assert "field 'body'" in warnings["nones"] and "endless iterator" in warnings["nones"]
+    assert "field 'title'" in warnings["title"] and "endless iterator" in warnings["title"]
+    assert "took more than 2 s to read" in warnings["slow"]
+    assert "endless iterator" in warnings["empties"] or "took more than 2 s" in warnings["empties"]
