@@ -14,10 +14,14 @@ its verdicts.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import signal
+import subprocess
+import sys
+import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,7 @@ from scrapy.utils.test import get_crawler
 from scrapy_simhash.text import normalize
 from scrapy_simhash.workers.fingerprints import STOPPING_GRACE
 from tests.conftest import (
+    REPO,
     STORY_EN,
     STORY_ZH,
     STORY_ZH_2,
@@ -179,3 +184,86 @@ async def test_an_endless_body_is_a_counted_skip_and_the_items_after_it_are_deci
     assert "field 'title'" in warnings["title"] and "endless iterator" in warnings["title"]
     assert "took more than 2 s to read" in warnings["slow"]
     assert "endless iterator" in warnings["empties"] or "took more than 2 s" in warnings["empties"]
+
+
+class Unpaced(ItemsSpider):
+    """Yields its items from ``start()``, as fast as the engine takes them."""
+
+    async def start(self) -> AsyncIterator[Any]:
+        for item in self.items_to_yield:
+            yield dict(item)
+
+
+class Held:
+    """A pipeline before the plugin's: the most items the item pipelines held at once (Scrapy's count,
+    this one included) and the most that had entered the plugin's pipeline and not come out."""
+
+    made: list[Held] = []
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+        self.most = self.in_plugin = self.most_in_plugin = 0
+        self.made.append(self)
+        crawler.signals.connect(self.out, signals.item_scraped)
+        crawler.signals.connect(self.out, signals.item_dropped)
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> Held:
+        return cls(crawler)
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        self.most = max(self.most, self.crawler.engine.scraper.slot.itemproc_size)
+        self.in_plugin += 1
+        self.most_in_plugin = max(self.most_in_plugin, self.in_plugin)
+        return item
+
+    def out(self, **kwargs: Any) -> None:
+        self.in_plugin -= 1
+
+
+@pytest.mark.parametrize("reactor", [None, "twisted.internet.epollreactor.EPollReactor"],
+                         ids=["asyncio", "default-reactor"])
+def test_an_unpaced_start_holds_at_most_max_awaiting_items(tmp_path: Path, reactor: str | None) -> None:
+    """Run in a subprocess: a reactor of its own (the suite's is asyncio's)."""
+    script = tmp_path / "crawl.py"
+    script.write_text(UNPACED_SCRIPT, "utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "i.sqlite3"), reactor or ""],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["out"] == report["items"] == 600
+    assert report["new"] > 0
+    assert report["held"] > 1  # items did queue up …
+    assert report["held"] <= 25 and report["in_plugin"] <= 25, report  # … never more than SIMHASH_MAX_AWAITING
+
+
+UNPACED_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    from scrapy.crawler import CrawlerProcess
+
+    from tests.conftest import STORY_EN, STORY_ZH, STORY_ZH_2, crawl_settings
+    from tests.test_stalls import Held, Unpaced
+
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN]
+    items = [{"title": f"{s['title']} {n}", "body": s["body"] + f" 第{n}号", "url": f"https://t.example/{n}"}
+             for n in range(200) for s in stories]
+    settings = crawl_settings(sys.argv[1], SIMHASH_WORKERS=0, SIMHASH_MAX_AWAITING=25, LOG_LEVEL="WARNING",
+                              SIMHASH_SUMMARY=False)
+    settings["ITEM_PIPELINES"] = {**settings["ITEM_PIPELINES"], Held: 100}
+    if sys.argv[2]:
+        settings["TWISTED_REACTOR"] = sys.argv[2]
+    process = CrawlerProcess(settings)
+    crawler = process.create_crawler(Unpaced)
+    process.crawl(crawler, items=items)
+    process.start()
+    held = Held.made[-1]
+    stats = crawler.stats.get_stats()
+    print(json.dumps({"items": len(items), "held": held.most, "in_plugin": held.most_in_plugin,
+                      "new": stats.get("simhash/new", 0),
+                      "out": stats.get("item_scraped_count", 0) + stats.get("item_dropped_count", 0)}))
+    """
+)

@@ -31,14 +31,7 @@ once Twisted's reactor and the pipeline's threads run.
 Failures: a worker that dies breaks its pool, which fails every item in it; each is sent once more
 to a fresh pool (in the order first sent), and checked in the crawl process if that one breaks too.
 After :data:`MAX_RESTARTS` fresh pools, the next break makes this front-end give up: the rest of the
-crawl is checked in the crawl process.
-
-Stalls: a call that a worker leaves unanswered for ``timeout`` seconds (counted from when its pool was
-ready, or made, if later) means a worker that is stopped (``SIGSTOP``), hung in a system call, or
-looping: the watchdog (the timer thread) kills its pool, which then breaks as if a worker had died,
-with the same resending. Once the crawl is stopping (``stopping()``, e.g. a ``SIGTERM``), a call gets
-at most :data:`STOPPING_GRACE` seconds more, and the items of a pool killed then are checked in the
-crawl process rather than in a fresh pool: the crawl ends within seconds whatever its workers do. An item sent again keeps its request id: if the dead worker
+crawl is checked in the crawl process. An item sent again keeps its request id: if the dead worker
 had committed it, the index answers what it answered then (:class:`~scrapy_simhash.index.Query`'s
 ``request_id``; a new item gets its own entry back, never itself as its duplicate). An item whose
 fingerprinting raises in a worker is fingerprinted and checked in the crawl process, which raises the
@@ -46,6 +39,16 @@ same error (or decides it). No item is lost; none is checked twice. :meth:`Finge
 finishes every pool it started (the broken ones killed): none of their threads or processes outlives
 it. Signals are the crawl process's (:mod:`~scrapy_simhash.workers.pool`): it finishes its items and
 shuts the pool down.
+
+Stalls: a call that a worker leaves unanswered for ``timeout`` seconds (counted from when it was sent,
+or from when its pool was ready if that is later; from when the pool was made while it is not) means
+a worker that is stopped (``SIGSTOP``), hung in a system call, or looping: the watchdog (the timer
+thread, which looks every :data:`WATCH` seconds while calls are out) kills the pool, which then
+breaks as if a worker had died, with the same resending. Once the crawl is stopping (``stopping()``,
+e.g. after a ``SIGTERM``), a call gets :data:`STOPPING_GRACE` seconds at most, and the items of a pool
+killed then are checked in the crawl process rather than in a fresh pool: the crawl ends within
+seconds whatever its workers do. :meth:`FingerprintPool.shutdown` waits ``timeout`` seconds at most
+for the calls out (:data:`STOPPING_GRACE` once stopping).
 """
 
 from __future__ import annotations
