@@ -8,6 +8,10 @@ faster than they come piles items up in memory without bound. :class:`StartBackp
 middleware; the add-on enables it) takes the next item or request from ``start()`` only while the
 item pipelines hold fewer than ``SIMHASH_MAX_AWAITING`` items (Scrapy's own count of the items in
 them), so the crawl holds that many at most, whatever the spider's pace.
+
+It says that ``start()`` has ended only once the item pipelines are empty: Scrapy before 2.14 counts
+the items of ``start()`` in the pipelines nowhere in its idleness test, and closes the spider while
+they still await their verdicts (they are lost to the storage pipelines after this one).
 """
 
 from __future__ import annotations
@@ -43,7 +47,8 @@ async def _pause(seconds: float) -> None:
 
 class StartBackpressure:
     """Spider middleware: ``start()``'s next item or request waits while the item pipelines hold
-    ``SIMHASH_MAX_AWAITING`` items (for spiders the plugin is enabled for)."""
+    ``SIMHASH_MAX_AWAITING`` items, and its end until they hold none (for spiders the plugin is
+    enabled for)."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -70,5 +75,7 @@ class StartBackpressure:
             try:
                 item_or_request = await start.__anext__()
             except StopAsyncIteration:
-                return
+                break
             yield item_or_request
+        while self._held():  # the end of start() once its items are out of the pipelines
+            await _pause(POLL)
