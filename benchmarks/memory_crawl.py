@@ -89,7 +89,8 @@ SPIDER = textwrap.dedent(
 
     settings = dict(arg.split("=", 1) for arg in sys.argv[4:])
     settings.update({"ITEM_PIPELINES": {Count: 100}, "ADDONS": {"scrapy_simhash.Addon": 300},
-                     "LOG_LEVEL": "WARNING", "TELNETCONSOLE_ENABLED": False})
+                     "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False,
+                     "SIMHASH_SUMMARY": False})
     process = CrawlerProcess(settings)
     crawler = process.create_crawler(Unpaced)
     write_report = report(crawler, sys.argv[3])  # (signals hold their receivers weakly)

@@ -13,6 +13,7 @@ its verdicts.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -29,6 +30,7 @@ import pytest
 import pytest_twisted
 from scrapy import signals
 from scrapy.utils.test import get_crawler
+from twisted.internet.defer import Deferred
 
 from scrapy_simhash.text import normalize
 from scrapy_simhash.workers.fingerprints import STOPPING_GRACE
@@ -267,3 +269,41 @@ UNPACED_SCRIPT = textwrap.dedent(
                       "out": stats.get("item_scraped_count", 0) + stats.get("item_dropped_count", 0)}))
     """
 )
+
+
+@pytest_twisted.ensureDeferred
+async def test_places_hold_at_most_their_size_in_arrival_order_and_pass_on_a_cancelled_turn() -> None:
+    from scrapy_simhash.scrapy.awaiting import Places
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        places, inside, order = Places(2), [0], []
+        gates = [loop.create_future() for _ in range(6)]
+
+        async def hold(n: int) -> None:
+            async with places:
+                order.append(n)
+                inside[0] += 1
+                assert inside[0] <= 2
+                await gates[n]
+                inside[0] -= 1
+            if n == 1:  # its place was just handed to 4, which is cancelled before it takes it up
+                tasks[4].cancel()
+
+        tasks = [loop.create_task(hold(n)) for n in range(6)]
+        await asyncio.sleep(0.01)
+        assert order == [0, 1] and places.held == 2
+        tasks[2].cancel()  # a waiter that gives up before its turn
+        gates[0].set_result(None)
+        await asyncio.sleep(0.01)
+        assert order == [0, 1, 3]
+        gates[1].set_result(None)  # 1 leaves: 4 gets its place, gives it up, and 5 gets it
+        await asyncio.sleep(0.01)
+        assert order == [0, 1, 3, 5]
+        for gate in gates:
+            if not gate.done():
+                gate.set_result(None)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        assert places.held == 0 and places.most == 2
+
+    await Deferred.fromFuture(asyncio.ensure_future(main()))
