@@ -73,8 +73,9 @@ WORKERS: int | None = None
 #: items are sent again (docs/decisions/0410-worker-timeout.md).
 WORKER_TIMEOUT = 60.0
 #: Items the pipeline holds at once, awaiting a verdict; items yielded by ``start()`` wait while the
-#: item pipelines hold this many (docs/decisions/0411-items-awaiting.md).
-MAX_AWAITING = 1000
+#: item pipelines hold this many. None: 64 per worker process, at least 256
+#: (docs/decisions/0411-items-awaiting.md).
+MAX_AWAITING: int | None = None
 #: Print what the plugin did (kept, dropped per tier, flagged, the index) when the crawl ends.
 SUMMARY = True
 #: The command line skips (and counts) an input line longer than this, without loading it whole.

@@ -105,6 +105,11 @@ def _float_or_none(value: Any) -> float | None:
     return None if value in _NONE else (float(value) or None)
 
 
+def _int_or_none(value: Any) -> int | None:
+    """A whole number, or None (unset, empty or "none") for the default the setting computes."""
+    return None if value in _NONE else _int(value)
+
+
 def _auto_bool(value: Any) -> bool | None:
     """True, False, or None for "decide per item" (unset, empty or "auto")."""
     return None if value in (*_NONE, "auto") else _bool(value)
@@ -352,8 +357,9 @@ SETTINGS: tuple[Setting, ...] = (
             valid=_int_from(0)),
     Setting("SIMHASH_WORKER_TIMEOUT", D.WORKER_TIMEOUT, _float,
             allowed="a positive number of seconds", valid=_number_above(0)),
-    Setting("SIMHASH_MAX_AWAITING", D.MAX_AWAITING, _int,
-            allowed="a positive number of items", valid=_int_from(1)),
+    Setting("SIMHASH_MAX_AWAITING", D.MAX_AWAITING, _int_or_none,
+            allowed="None (64 per worker process, at least 256) or a positive number of items",
+            valid=lambda v: v is None or _int_from(1)(v)),
     Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False"),
     Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
             allowed="a positive number of bytes", valid=_int_from(1)),

@@ -26,9 +26,20 @@ from ..settings import effective_settings, value
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
+    from scrapy.settings import BaseSettings
 
 #: Seconds between two looks at the item pipelines' count while they are full.
 POLL = 0.005
+#: ``SIMHASH_MAX_AWAITING = None``: this many items per worker process, and at least :data:`LEAST`
+#: (enough to keep every worker busy: calls out and one queued each). See
+#: docs/decisions/0411-items-awaiting.md.
+PER_WORKER, LEAST = 64, 256
+
+
+def max_awaiting(settings: BaseSettings) -> int:
+    """The most items awaiting a verdict for these (effective) settings."""
+    most = value(settings, "SIMHASH_MAX_AWAITING")
+    return most if most is not None else max(LEAST, PER_WORKER * value(settings, "SIMHASH_WORKERS"))
 
 
 async def _pause(seconds: float) -> None:
@@ -68,7 +79,7 @@ class StartBackpressure:
             async for item_or_request in start:
                 yield item_or_request
             return
-        most = value(s, "SIMHASH_MAX_AWAITING")
+        most = max_awaiting(s)
         while True:
             while self._held() >= most:
                 await _pause(POLL)

@@ -117,6 +117,7 @@ from ..workers.fingerprints import FingerprintPool, _settle
 from ..workers.groupcommit import GroupCommit
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
 from .awaiting import Inbox, Places, wait
+from .backpressure import max_awaiting
 from .delivery import DeliveryTracker
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 
@@ -273,7 +274,7 @@ class SimhashPipeline:
             check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True),
             timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
-        self._places = Places(value(s, "SIMHASH_MAX_AWAITING"))
+        self._places = Places(max_awaiting(s))
 
     def _engine_stopping(self) -> bool:
         """Has the engine, once seen running, stopped running (Ctrl-C, ``SIGTERM``, ``CloseSpider``)?
