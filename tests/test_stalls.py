@@ -3,12 +3,14 @@ its verdicts.
 
 * A worker that stops answering (``SIGSTOP``) is killed once a call waits ``SIMHASH_WORKER_TIMEOUT``
   seconds; a fresh one takes its items, and the crawl finishes with every item decided once.
-* ``SIGTERM`` to a crawl whose worker is stopped ends it within seconds, every item that entered the
-  pipeline passed on (checked in the crawl process), no traceback, no process left.
-* A body that is an endless iterator (of ``None``, of empty strings) is a counted skip with its reason,
-  with and without workers; the items after it are decided.
+* ``SIGTERM`` (once, or twice: Scrapy's forced stop) to a crawl whose worker is stopped ends it within
+  seconds, with no traceback and no process left; after one, every item that entered the pipeline
+  is passed on (checked in the crawl process) and in the index.
+* A field that is an endless iterator (of ``None``, of empty strings, or slow) is a counted skip with
+  its reason, with and without workers; the items after it are decided.
 * Items yielded by ``start()`` as fast as the spider can: the item pipelines never hold more than
-  ``SIMHASH_MAX_AWAITING`` items (counted, not timed).
+  ``SIMHASH_MAX_AWAITING`` items (counted, not timed), and every item comes out; :class:`Places`
+  holds at most its size, in arrival order, and passes on the place of a cancelled waiter.
 """
 
 from __future__ import annotations
