@@ -68,6 +68,14 @@ REDIS_UNSAFE = "refuse"
 #: Fingerprint worker processes: None → the cores there are, minus one for the crawl (at least 1);
 #: 0 → fingerprint on a thread of the crawl process.
 WORKERS: int | None = None
+#: Seconds a call to a worker (its items' fingerprints and check-and-adds, index waits included) may
+#: go unanswered before the worker is taken for stuck: the pool is killed and replaced, and the call's
+#: items are sent again (docs/decisions/0410-worker-timeout.md).
+WORKER_TIMEOUT = 60.0
+#: Items the pipeline holds at once, awaiting a verdict; items yielded by ``start()`` wait while the
+#: item pipelines hold this many. None: 64 per worker process, at least 256
+#: (docs/decisions/0411-items-awaiting.md).
+MAX_AWAITING: int | None = None
 #: Print what the plugin did (kept, dropped per tier, flagged, the index) when the crawl ends.
 SUMMARY = True
 #: The command line skips (and counts) an input line longer than this, without loading it whole.

@@ -105,6 +105,11 @@ def _float_or_none(value: Any) -> float | None:
     return None if value in _NONE else (float(value) or None)
 
 
+def _int_or_none(value: Any) -> int | None:
+    """A whole number, or None (unset, empty or "none") for the default the setting computes."""
+    return None if value in _NONE else _int(value)
+
+
 def _auto_bool(value: Any) -> bool | None:
     """True, False, or None for "decide per item" (unset, empty or "auto")."""
     return None if value in (*_NONE, "auto") else _bool(value)
@@ -150,6 +155,11 @@ def _int_from(low: int, high: float = math.inf) -> Callable[[Any], bool]:
 def _number_from(low: float) -> Callable[[Any], bool]:
     """A number >= ``low``."""
     return lambda value: isinstance(value, (int, float)) and low <= value
+
+
+def _number_above(low: float) -> Callable[[Any], bool]:
+    """A finite number > ``low``."""
+    return lambda value: isinstance(value, (int, float)) and low < value < math.inf
 
 
 def _one_of(choices: tuple[Any, ...]) -> Callable[[Any], bool]:
@@ -410,6 +420,20 @@ SETTINGS: tuple[Setting, ...] = (
             doc="Processes that fingerprint and check the items, so the crawl keeps its core: unset, the cores there "
             "are minus one (at least 1); `0`, none (a thread of the crawl process). Spawned and warmed when the "
             "spider opens."),
+    Setting("SIMHASH_WORKER_TIMEOUT", D.WORKER_TIMEOUT, _float,
+            allowed="a positive number of seconds", valid=_number_above(0),
+            doc="Seconds a call to a worker (up to 16 items: fingerprints and check-and-adds, the index's waits "
+            "included) may go unanswered; then the worker is taken for stuck (stopped, hung), its pool is killed and "
+            "replaced, and the call's items are sent again. When the crawl is stopped (Ctrl-C, `SIGTERM`) a worker "
+            "gets 3 s more at most."),
+    Setting("SIMHASH_MAX_AWAITING", D.MAX_AWAITING, _int_or_none,
+            allowed="None (64 per worker process, at least 256) or a positive number of items",
+            valid=lambda v: v is None or _int_from(1)(v),
+            doc="Items the pipeline holds at once awaiting a verdict (more wait for a place): `None`, 64 per worker "
+            "process, at least 256. Items yielded by `start()` are taken from the spider only while the item "
+            "pipelines hold fewer (with `ITEM_PIPELINES` rather than the add-on, add "
+            "`scrapy_simhash.scrapy.backpressure.StartBackpressure` to `SPIDER_MIDDLEWARES`), so memory stays near "
+            "a crawl without the plugin however fast items come."),
     Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False",
             doc="The add-on prints what the plugin did when the crawl ends (kept, dropped per tier, flagged, the "
             "index): `scrapy_simhash.DedupSummary`."),
@@ -419,8 +443,9 @@ SETTINGS: tuple[Setting, ...] = (
             "skipped and counted, never loaded whole."),
     Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe",
             allowed="'refuse' or 'warn'", valid=_one_of(REDIS_UNSAFE_CHOICES),
-            doc="A Redis server that may evict keys (`allkeys-*`) or persists nothing forgets entries and re-admits "
-            'their stories: `"refuse"` it (the spider closes with `simhash_index_error`), or `"warn"` and use it.'),
+            doc="A Redis server that may evict keys (`allkeys-*`) or can lose writes it acknowledged (no append-only "
+            'file, or `appendfsync no`) forgets entries and re-admits their stories: `"refuse"` it (the spider '
+            'closes with `simhash_index_error`), or `"warn"` and use it.'),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -2,13 +2,15 @@
 
 Kept apart from the pipeline: how a thread's answer reaches the reactor is one concern, the same
 under the asyncio reactor (one wake-up of the loop for all answers that arrived meanwhile) and
-under any other Twisted reactor (``callFromThread``).
+under any other Twisted reactor (``callFromThread``). So is how the reactor's coroutines wait for a
+place among a bounded number (:class:`Places`: the items awaiting a verdict).
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from concurrent.futures import Future
 from functools import partial
 from typing import Any
@@ -72,3 +74,55 @@ async def wait(future: Future[Any]) -> Any:
         future.add_done_callback(lambda done: reactor.callFromThread(fire, done))
         return await deferred
     return await asyncio.wrap_future(future)
+
+
+class Places:
+    """At most ``size`` holders at a time (``async with places:``), the others waiting in the order
+    they came; used on the reactor's thread only, under the asyncio reactor or any other. ``most``:
+    the most holders there ever were."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.held = 0
+        self.most = 0
+        self._waiting: deque[asyncio.Future[None] | Deferred[None]] = deque()
+        self._handed: set[int] = set()  # waiters (id) given a place they have not taken up yet
+
+    async def __aenter__(self) -> None:
+        if self.held < self.size and not self._waiting:
+            self.held += 1
+            self.most = max(self.most, self.held)
+            return
+        waiter: asyncio.Future[None] | Deferred[None]
+        try:
+            waiter = asyncio.get_running_loop().create_future()
+        except RuntimeError:  # a non-asyncio Twisted reactor drives this coroutine
+            waiter = Deferred()
+        self._waiting.append(waiter)
+        try:
+            await waiter  # its place is handed over by the holder that leaves (__aexit__)
+        except BaseException:
+            if id(waiter) in self._handed:  # cancelled once its place was handed over: pass it on
+                self._handed.discard(id(waiter))
+                self._leave()
+            elif waiter in self._waiting:  # (else _leave already passed it over)
+                self._waiting.remove(waiter)
+            raise
+        self._handed.discard(id(waiter))
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._leave()
+
+    def _leave(self) -> None:
+        """A holder leaves: its place goes to the first waiter still waiting, else it is free."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if waiter.called if isinstance(waiter, Deferred) else waiter.done():
+                continue  # cancelled meanwhile
+            self._handed.add(id(waiter))
+            if isinstance(waiter, Deferred):
+                waiter.callback(None)
+            else:
+                waiter.set_result(None)
+            return
+        self.held -= 1

@@ -38,6 +38,21 @@ are made on a thread of the crawl process and checked on another, in the order t
 items that queue up for that index thread while it commits go in its next transaction together (up
 to :data:`INDEX_BATCH`, :mod:`.groupcommit`).
 
+Bounded waits
+-------------
+At most ``SIMHASH_MAX_AWAITING`` items await their verdicts in the pipeline at once (:class:`.awaiting.Places`);
+more wait for a place, in the order they came. Items of callbacks are held back by Scrapy itself (it
+awaits each item's pipelines, ``CONCURRENT_ITEMS`` per response); items that ``start()`` yields are
+not, and :class:`~.backpressure.StartBackpressure` (enabled by the add-on) takes the next one only
+while the item pipelines hold fewer than ``SIMHASH_MAX_AWAITING``: a spider yielding items as fast
+as it can holds no more in memory than that (docs/decisions/0411-items-awaiting.md). A worker that
+leaves a call unanswered for ``SIMHASH_WORKER_TIMEOUT`` seconds (stopped, hung) is killed and replaced,
+and the call's items are sent again; once the engine stops (Ctrl-C, ``SIGTERM``) a call gets a few
+seconds at most (:mod:`.workers.fingerprints`, docs/decisions/0410-worker-timeout.md). A field that
+is an iterator is read up to :data:`~scrapy_simhash.text.normalize.MAX_PARTS` parts (``None``
+included) and :data:`~scrapy_simhash.text.normalize.MAX_READ_SECONDS`: beyond, it is unreadable,
+passed on unchecked and counted (``simhash/skipped/bad_input``).
+
 When the index fails
 --------------------
 An index that cannot be opened (missing directory rights, not ours, corrupt, truncated, built with
@@ -101,7 +116,8 @@ from ..timefmt import iso
 from ..workers.fingerprints import FingerprintPool, _settle
 from ..workers.groupcommit import GroupCommit
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
-from .awaiting import Inbox, wait
+from .awaiting import Inbox, Places, wait
+from .backpressure import max_awaiting
 from .delivery import DeliveryTracker
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 
@@ -155,7 +171,9 @@ class SimhashPipeline:
         self._warned_flag_field = False
         self._warned_fields: set[str] = set()
         self._closing = False
+        self._engine_ran = False
         self._inbox: Inbox | None = None
+        self._places = Places(1)  # sized at open
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
 
     @classmethod
@@ -253,8 +271,18 @@ class SimhashPipeline:
             workers, fingerprinter_options(options), self.dedup.fingerprint,
             index=index_options(index_url, options, self.dedup.owner, self.index_retries, self.index_retry_delay,
                                 getattr(self.dedup.index, "identity", None)) if workers else None,
-            check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True))
+            check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True),
+            timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
+        self._places = Places(max_awaiting(s))
+
+    def _engine_stopping(self) -> bool:
+        """Has the engine, once seen running, stopped running (Ctrl-C, ``SIGTERM``, ``CloseSpider``)?
+        Read on the worker pool's timer thread (a plain attribute read)."""
+        running = bool(getattr(self.crawler.engine, "running", False))
+        if running:
+            self._engine_ran = True
+        return self._engine_ran and not running
 
     def close_spider(self, spider: Spider | None = None) -> None:
         if self._fingerprints is not None:
@@ -294,10 +322,11 @@ class SimhashPipeline:
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
-        try:
-            fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
-        except UnreadableField as exc:
-            return self._bad_input(item, fields[exc.part][0], url, exc)
+        async with self._places:  # at most SIMHASH_MAX_AWAITING items awaiting their verdicts
+            try:
+                fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
+            except UnreadableField as exc:
+                return self._bad_input(item, fields[exc.part][0], url, exc)
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
         if isinstance(verdict, (SimhashIndexError, sqlite3.Error)):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 import html as html_lib
 import re
+import time
 from collections.abc import Iterable, Mapping
 
 from .._compiled import _text_c
@@ -64,6 +65,14 @@ __all__ = [
 # Input coercion
 # --------------------------------------------------------------------------------------------------
 
+#: Most parts of one field read (paragraphs and ``None`` alike): a field with more (an endless
+#: iterator) is refused. An article has hundreds of paragraphs at most. See
+#: docs/decisions/0412-field-parts.md.
+MAX_PARTS = 100_000
+#: Seconds reading the parts of one field may take (an iterator that yields slowly) before it is
+#: refused. See docs/decisions/0412-field-parts.md.
+MAX_READ_SECONDS = 10.0
+
 
 def _str_to_text(text: str, drop_link_blocks: bool = False) -> str:
     text = text[:MAX_INPUT_CHARS]
@@ -80,7 +89,9 @@ def to_text(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = Fa
     ``str``: HTML goes through :func:`html_to_text`, plain text stays as is (entities decoded);
     ``bytes``: decoded with :func:`decode_html_bytes`, then the same; a list/tuple (or other
     iterable) of paragraphs: each converted, joined with newlines; ``None``: ``""``. Input is cut
-    at :data:`MAX_INPUT_CHARS` characters. Any other type raises :class:`TypeError`.
+    at :data:`MAX_INPUT_CHARS` characters. Any other type raises :class:`TypeError`; an iterable of
+    more than :data:`MAX_PARTS` parts, or whose parts take more than :data:`MAX_READ_SECONDS` to
+    read, raises :class:`ValueError` (whatever the parts are: ``None`` counts too).
     ``drop_link_blocks``: see :func:`html_to_text` (bodies, not titles).
     """
     if raw is None:
@@ -93,9 +104,14 @@ def to_text(raw: str | bytes | Iterable[str] | None, drop_link_blocks: bool = Fa
     if isinstance(raw, Iterable) and not isinstance(raw, (Mapping, set, frozenset)):
         parts: list[str] = []
         budget = MAX_INPUT_CHARS
+        deadline = time.monotonic() + MAX_READ_SECONDS
         for i, item in enumerate(raw):
             if budget <= 0:
                 break
+            if i >= MAX_PARTS:
+                raise ValueError(f"more than {MAX_PARTS:,} parts (an endless iterator?)")
+            if time.monotonic() > deadline:
+                raise ValueError(f"its parts took more than {MAX_READ_SECONDS:g} s to read")
             if item is None:
                 continue
             if not isinstance(item, (str, bytes, bytearray)):

@@ -39,6 +39,16 @@ same error (or decides it). No item is lost; none is checked twice. :meth:`Finge
 finishes every pool it started (the broken ones killed): none of their threads or processes outlives
 it. Signals are the crawl process's (:mod:`~scrapy_simhash.workers.pool`): it finishes its items and
 shuts the pool down.
+
+Stalls: a call that a worker leaves unanswered for ``timeout`` seconds (counted from when it was sent,
+or from when its pool was ready if that is later; from when the pool was made while it is not) means
+a worker that is stopped (``SIGSTOP``), hung in a system call, or looping: the watchdog (the timer
+thread, which looks every :data:`WATCH` seconds while calls are out) kills the pool, which then
+breaks as if a worker had died, with the same resending. Once the crawl is stopping (``stopping()``,
+e.g. after a ``SIGTERM``), a call gets :data:`STOPPING_GRACE` seconds at most, and the items of a pool
+killed then are checked in the crawl process rather than in a fresh pool: the crawl ends within
+seconds whatever its workers do. :meth:`FingerprintPool.shutdown` waits ``timeout`` seconds at most
+for the calls out (:data:`STOPPING_GRACE` once stopping).
 """
 
 from __future__ import annotations
@@ -76,6 +86,11 @@ LINGER = 0.02
 #: Seconds between the timer's looks at the queue while items keep coming, and without any after which
 #: it sleeps until woken. See docs/decisions/0403-crawl-timer.md.
 POLL, DOZE = 0.01, 1.0
+#: Seconds between two looks of the watchdog at the calls out while no item comes; see the module
+#: docstring (Stalls) and docs/decisions/0410-worker-timeout.md.
+WATCH = 0.5
+#: Seconds a call out may still take once the crawl is stopping. See docs/decisions/0410-worker-timeout.md.
+STOPPING_GRACE = 3.0
 _place = itemgetter(3)
 #: An item waiting for a worker: its future, what goes to the worker (title, body; with the index: url
 #: and request id too), how many worker pools broke under it, and its place in the order of submission
@@ -118,15 +133,22 @@ class FingerprintPool:
     error)``, and what no worker can check goes to ``check_here`` (same arguments, a future of the
     same), with its request id: one that a worker committed before it died gets its answer back.
     ``before_call`` runs before each call to a worker (never on the submitter's thread: calls go
-    from the pool's own threads)."""
+    from the pool's own threads). ``timeout``: seconds a call may go unanswered before its pool is
+    killed and replaced; ``stopping()`` (read on the pool's timer thread) says that the crawl is
+    stopping, when a call gets :data:`STOPPING_GRACE` seconds at most."""
 
     def __init__(self, workers: int, options: dict[str, Any], fallback: Callable[[Any, Any], Fingerprints],
                  index: dict[str, Any] | None = None,
                  check_here: Callable[[Any, Any, str | None, str], Future[Any]] | None = None,
-                 before_call: Callable[[], None] | None = None) -> None:
+                 before_call: Callable[[], None] | None = None, timeout: float = 60.0,
+                 stopping: Callable[[], bool] | None = None) -> None:
         self.workers = workers
         self.died = 0  #: worker pools broken by a worker that died
         self.index_retries = 0  #: index retries in the workers (per item, as items see them)
+        self.stalled = 0  #: worker pools killed because a call went unanswered (counted in ``died`` too)
+        self.timeout = timeout
+        self._stopping = stopping
+        self._stopping_since: float | None = None  # when stopping() was first seen true
         self._options = options
         self._fallback = fallback
         self._index = index if workers else None
@@ -146,6 +168,11 @@ class FingerprintPool:
         self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
         self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
         self._retired: list[WorkerPool] = []  # broken pools, finished at shutdown
+        self._calls: dict[int, tuple[WorkerPool, float]] = {}  # calls out: their pool, when sent
+        self._call_ids = itertools.count()
+        self._ready_at: dict[int, float] = {}  # worker pool (id) → when its workers were all started
+        self._made_at: dict[int, float] = {}  # worker pool (id) → when it was made
+        self._stalled_pools: set[int] = set()  # worker pools (id) the watchdog killed
         self._executor: WorkerPool | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
         if workers:
@@ -153,12 +180,16 @@ class FingerprintPool:
 
     def _start(self) -> WorkerPool:
         """A new pool whose workers are spawned and warmed now (they start in parallel)."""
+        made = time.monotonic()
         pool = WorkerPool(self.workers, _start_worker, (self._options, self._index))
+        self._made_at[id(pool)] = made
         started, waiting, counting = time.perf_counter(), [self.workers], threading.Lock()
 
         def ready(warmed: Future[int]) -> None:
             with counting:
                 waiting[0] -= 1
+                if not waiting[0]:
+                    self._ready_at[id(pool)] = time.monotonic()
             if not waiting[0] and not warmed.exception():
                 logger.info("scrapy-simhash: %d fingerprint worker process(es) ready in %.2f s",
                             self.workers, time.perf_counter() - started)
@@ -215,6 +246,7 @@ class FingerprintPool:
         :data:`DOZE` without any, it sleeps until the next submit or returned call wakes it."""
         last = time.monotonic()
         while True:
+            stuck = None
             with self._due:
                 while True:
                     if self._stopped:
@@ -227,10 +259,49 @@ class FingerprintPool:
                     delay = self._due_at - now
                     if waiting and delay <= 0:
                         break
+                    if self._calls and (stuck := self._overdue(now)) is not None:
+                        break
                     self._dozing = not self._queue and now - last > DOZE
-                    self._due.wait(None if self._dozing else min(delay, POLL) if waiting else POLL)
+                    self._due.wait((WATCH if self._calls else None) if self._dozing
+                                   else min(delay, POLL) if waiting else POLL)
                     self._dozing = False
+            if stuck is not None:
+                self._kill_stuck(stuck)
+                continue
             self._send()
+
+    def _overdue(self, now: float) -> WorkerPool | None:
+        """The current worker pool if one of its calls went unanswered past its time (under the queue
+        lock): ``timeout`` seconds from when it was sent or its pool was ready (made, until it is),
+        whichever is later; :data:`STOPPING_GRACE` seconds from when the crawl began to stop."""
+        executor = self._executor
+        if executor is None or id(executor) in self._stalled_pools:
+            return None
+        sent = [at for pool, at in self._calls.values() if pool is executor]
+        if not sent:
+            return None
+        if self._stopping_since is None and self._stopping is not None and self._stopping():
+            self._stopping_since = now
+        ready = self._ready_at.get(id(executor))
+        start = max(min(sent), ready) if ready is not None else self._made_at.get(id(executor), min(sent))
+        limit = start + self.timeout
+        if self._stopping_since is not None:
+            limit = min(limit, max(start, self._stopping_since) + STOPPING_GRACE)
+        return executor if now >= limit else None
+
+    def _kill_stuck(self, executor: WorkerPool) -> None:
+        """Kill a worker pool whose call went unanswered: it breaks, and its calls come back as those
+        of a pool whose worker died (:meth:`_returned`), their items sent again."""
+        with self._queue_lock:
+            if id(executor) in self._stalled_pools:
+                return
+            self._stalled_pools.add(id(executor))
+        with self._lock:
+            self.stalled += 1
+        logger.warning("scrapy-simhash: a fingerprint worker did not answer within %s s (stopped, or stuck?); "
+                       "its processes are killed and its items sent again",
+                       f"{STOPPING_GRACE:g}" if self._stopping_since is not None else f"{self.timeout:g}")
+        executor.kill()
 
     def _send(self) -> None:
         """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
@@ -248,6 +319,8 @@ class FingerprintPool:
                 if executor is not None:
                     self._in_flight += 1
                     self._out[id(executor)] += 1
+                    call = next(self._call_ids)
+                    self._calls[call] = (executor, time.monotonic())
             if executor is None:  # shut down, or given up: in the crawl process
                 for future, args, *_ in batch:
                     self._in_process(future, args)
@@ -259,15 +332,16 @@ class FingerprintPool:
             except (BrokenProcessPool, RuntimeError):  # broken by another call's worker, not yet replaced
                 with self._queue_lock:
                     self._in_flight -= 1
+                    del self._calls[call]
                     self._queue[:0] = batch  # not these items' attempt: they never reached a worker
                     self._queue.sort(key=_place)
                     self._due_at = 0.0
                     self._back(id(executor), broken=True)
                 self._replace(executor)
                 continue
-            sent.add_done_callback(partial(self._returned, batch, executor))
+            sent.add_done_callback(partial(self._returned, batch, executor, call))
 
-    def _returned(self, batch: list[_Job], executor: WorkerPool,
+    def _returned(self, batch: list[_Job], executor: WorkerPool, call: int,
                   sent: Future[Any]) -> None:
         """A worker's answer (on the worker pool's thread): each item's fingerprints, or why there are none."""
         exc = sent.exception()
@@ -278,6 +352,7 @@ class FingerprintPool:
             self._replace(executor)
         with self._queue_lock:
             self._in_flight -= 1
+            del self._calls[call]
             if broken:
                 # Once more, to a fresh pool, in the order first sent (a worker that committed them
                 # before it died: their request ids get the same answers back, before any item checked
@@ -320,7 +395,12 @@ class FingerprintPool:
         return self.here(*args)
 
     def _in_process(self, future: Future[Any], args: tuple[Any, ...]) -> None:
-        self._elsewhere(args).add_done_callback(partial(_copy, future))
+        try:
+            elsewhere = self._elsewhere(args)
+        except RuntimeError as exc:  # the interpreter is exiting (the reactor was stopped): nobody waits
+            _settle(future, exc=exc)
+            return
+        elsewhere.add_done_callback(partial(_copy, future))
 
     def _replace(self, broken: WorkerPool) -> None:
         """A fresh worker pool for a broken one (once per broken pool), or none after too many."""
@@ -328,9 +408,11 @@ class FingerprintPool:
             if self._executor is not broken:
                 return
             self.died += 1
-            gave_up = self.died > MAX_RESTARTS
-            logger.warning("scrapy-simhash: a fingerprint worker died; %s", "the rest of the crawl is fingerprinted "
-                           "in the crawl process" if gave_up else "its items are retried in a fresh worker")
+            gave_up = self.died > MAX_RESTARTS or self._stopping_since is not None
+            logger.warning("scrapy-simhash: a fingerprint worker %s; %s",
+                           "was killed" if id(broken) in self._stalled_pools else "died",
+                           "the rest of the crawl is fingerprinted in the crawl process" if gave_up
+                           else "its items are retried in a fresh worker")
             broken.kill()
             self._retired.append(broken)
             self._executor = None if gave_up else self._start()
@@ -346,6 +428,7 @@ class FingerprintPool:
         with self._lock:
             executor, self._executor = self._executor, None
             executors = ([executor] if executor is not None else []) + self._retired
+        grace = STOPPING_GRACE if self._stopping_since is not None else self.timeout
         for each in executors:  # the broken ones too: none of their threads or processes outlives the pool
-            each.finish()
+            each.finish(timeout=grace)
         self._local.shutdown(wait=True)
