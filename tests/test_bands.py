@@ -2,9 +2,10 @@
 
 Exactness: every fingerprint within the threshold shares a stored row with the query's probes, at
 every backend's costs (SQLite's two wide parts with a radius, Redis's ``k + 1`` exact parts) and
-through split buckets, and the index answers exactly (k found, k+1 never), property-tested on real SQLite files. Re-banding
-keeps every entry, answers the new threshold, converts a file of the previous schema version, and
-a SIGKILL in the middle of it leaves an index that opens and holds every entry.
+through split buckets, and the index answers exactly (k found, k+1 never), property-tested on real
+SQLite files. Re-banding keeps every entry, answers the new threshold, converts a file of the
+previous schema version, and a SIGKILL in the middle of it leaves an index that opens and holds
+every entry.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ the server, whose password is never shown.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import threading
 import time
@@ -23,8 +24,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import IndexOpenError, IndexWriteError, SimhashIndexError
 
+hiredis: Any
 try:  # the C protocol codec redis-py also uses when it is installed (the [hiredis] extra)
-    import hiredis
+    hiredis = importlib.import_module("hiredis")
 except ImportError:  # pragma: no cover - depends on the install
     hiredis = None
 

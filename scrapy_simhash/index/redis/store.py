@@ -297,12 +297,11 @@ class View:
         if self.watch and need > 0:
             before.append(("INCRBY", self.k.seq, need))  # ids for the entries it may add
         replies = self.read(pairs, tokens, before, (self.k.marker,))
-        if self.watch:
-            if len(replies) > 1:
-                last = replies.pop()
-                if isinstance(last, Exception):
-                    raise last
-                self.ids += range(int(last) - need + 1, int(last) + 1)
+        if self.watch and len(replies) > 1:
+            last = replies.pop()
+            if isinstance(last, Exception):
+                raise last
+            self.ids += range(int(last) - need + 1, int(last) + 1)
         return replies
 
     # -- the rule's Store ----------------------------------------------------------------------------
