@@ -51,7 +51,7 @@ from .store import ID, ITEM_ERRORS, Keys, View, namespace_base
 
 logger = logging.getLogger(__name__)
 #: The one format of the key space this version reads and writes.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 #: Seconds an *added* outcome is remembered under its request token, and a process's pending
 #: entries stay its own without a check-and-add or heartbeat (``docs/decisions/0102-redis-transactions.md``).
 TOKEN_TTL = 120
