@@ -374,8 +374,10 @@ class RedisIndex(Maintenance, QueryChecks):
                           for t, fp in (("title", q.title_fp), ("body", q.body_fp)) if fp is not None
                           for n, value in view.k.tiers[t].store(fp)]  # type: ignore[index]
                 view.read(pairs + [view.k.url(q.url) for q in chunk if q.url is not None])
+                view.file_later()
                 for q in chunk:
                     view.insert(q, q.seen_at)
+                view.file_unfiled()
                 return None, []
 
             self._transaction("bulk add", step, retry=False)  # a lost reply would add it twice

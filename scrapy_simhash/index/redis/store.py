@@ -183,6 +183,8 @@ class View:
         self.watched: set[bytes] = set()
         self.records: dict[int, Entry | None] = {}
         self.written: dict[int, bytes] = {}  # records this view adds, decoded when read
+        #: Fingerprints inserted but not filed yet (:meth:`file_later`), or None: filed at insert.
+        self.unfiled: dict[Tier, list[int]] | None = None
         self.commands: list[tuple[Arg, ...]] = []
         self.strings: dict[bytes, bytes | None] = {}
         self.dirty_strings: dict[bytes, None] = {}
@@ -389,7 +391,10 @@ class View:
                 insort(held, (seen_at, entry_id))
                 self.set(pair, b"".join(HOLDER.pack(*h) for h in held))
                 if len(held) == 1:  # a fingerprint is filed once however many entries hold it
-                    self.file(tier, [fp])  # type: ignore[arg-type]
+                    if self.unfiled is None:
+                        self.file(tier, [fp])  # type: ignore[arg-type]
+                    else:
+                        self.unfiled[tier].append(fp)  # type: ignore[index]
         for h in sorted(set(query.sentences))[: rule.SENTENCES_STORED]:
             pair = k.sentence(h)
             raw = self.get(pair)
@@ -456,6 +461,18 @@ class View:
                 else:
                     self.set(pair, raw)
             items = below
+
+    def file_later(self) -> None:
+        """From now on, inserts leave their fingerprints to :meth:`file_unfiled` (a bulk add: its
+        entries are not looked up before it commits), so that a batch descends into split buckets one
+        round trip a level, not one a level and entry."""
+        self.unfiled = {"title": [], "body": []}
+
+    def file_unfiled(self) -> None:
+        for tier, fps in (self.unfiled or {}).items():
+            if fps:
+                self.file(tier, fps)
+        self.unfiled = None
 
     def unfile(self, tier: Tier, fps: Sequence[int]) -> None:
         """Take fingerprints out of their band buckets (and the sub-buckets of split ones)."""
