@@ -7,15 +7,15 @@ be ``m * (k // m + 1) > k`` apart), so an entry stores one row per part (its val
 probes, in each part, every value within ``radius = k // m`` bits of its own. Every entry within
 ``k`` is found; the rest of the candidates are verified by exact Hamming distance.
 
-``m`` is the fewest parts whose probes stay within the backend's budget (:class:`Costs`, recorded
-with the layout). SQLite reads a probe as one more key of a batched ``IN`` list, so wide parts
-pay: they make random candidates vanish (64 bits, k=2 or 3: two 32-bit parts probed with their
-one-bit neighbours, 66 probes; ~66·n/2³² random candidates, 1.5 at 100M entries, where the k+1
-pigeonhole bands of 16 bits read ~4·n/2¹⁶, 6,100 at 100M) and fewer rows are stored per entry (2
-instead of 4). Redis reads a probe as one more field of a script and one more watched key, which
-cost more than the few random candidates of pigeonhole parts at the sizes it serves, so it takes
-``k + 1`` parts probed exactly (``radius = 0``). ``benchmarks/band_schemes.py`` compares the
-alternatives.
+``m`` is the fewest parts whose probes stay within the backend's budget (its :class:`Costs`; the
+parts they give are recorded in the index's meta and verified at open). SQLite reads a probe as one
+more key of a batched ``IN`` list, so wide parts pay: they make random candidates vanish (64 bits,
+k=2 or 3: two 32-bit parts probed with their one-bit neighbours, 66 probes; ~66·n/2³² random
+candidates, 1.5 at 100M entries, where the k+1 pigeonhole bands of 16 bits read ~4·n/2¹⁶, 6,100 at
+100M) and fewer rows are stored per entry (2 instead of 4). Redis reads a probe as one more field of
+a script and one more watched key, which cost more than the few random candidates of pigeonhole
+parts at the sizes it serves, so it takes ``k + 1`` parts probed exactly (``radius = 0``).
+``benchmarks/band_schemes.py`` compares the alternatives.
 
 Fingerprints crowded around one centre still share part values, so a bucket can hold thousands of
 them, every one a candidate of a check that probes it. A bucket that reaches :func:`split_at` is
