@@ -1,9 +1,11 @@
 """The multi-index band layout (index/bands.py) and re-banding a SQLite index in place.
 
-Exactness: every fingerprint within the threshold shares a stored row with the query's probes, and
-the index answers exactly (k found, k+1 never), property-tested on real SQLite files. Re-banding
-keeps every entry, answers the new threshold, converts a file of the previous schema version, and
-a SIGKILL in the middle of it leaves an index that opens and holds every entry.
+Exactness: every fingerprint within the threshold shares a stored row with the query's probes, at
+every backend's costs (SQLite's two wide parts with a radius, Redis's ``k + 1`` exact parts) and
+through split buckets, and the index answers exactly (k found, k+1 never), property-tested on real
+SQLite files. Re-banding keeps every entry, answers the new threshold, converts a file of the
+previous schema version, and a SIGKILL in the middle of it leaves an index that opens and holds
+every entry.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import strategies as st
 
 from scrapy_simhash.fingerprint.simhash import to_signed64
 from scrapy_simhash.index import IndexParams, ParameterMismatch, Query, bands, open_index
-from scrapy_simhash.index.bands import MAX_PROBES, bands_for, tier_bands
+from scrapy_simhash.index.bands import REDIS, SQLITE, Costs, bands_for, tier_bands
 from scrapy_simhash.index.sqlite import dense as sqlite_dense
 from scrapy_simhash.index.sqlite.index import SqliteIndex
 from scrapy_simhash.index.sqlite.reband import reband
@@ -35,11 +37,15 @@ def flips(rng: random.Random, fp: int, bits: int, n: int) -> int:
     return fp
 
 
+BACKENDS = pytest.mark.parametrize("costs", [SQLITE, REDIS], ids=["sqlite", "redis"])
+
+
+@BACKENDS
 @pytest.mark.parametrize("bits", [32, 64, 128])
 @pytest.mark.parametrize("k", range(8))
-def test_every_fingerprint_within_k_shares_a_probed_row(bits: int, k: int) -> None:
-    layout = tier_bands(bits, k)
-    assert layout.probes <= MAX_PROBES or len(layout.parts) == k + 1
+def test_every_fingerprint_within_k_shares_a_probed_row(bits: int, k: int, costs: Costs) -> None:
+    layout = tier_bands(bits, k, costs)
+    assert layout.probes <= costs.max_probes or len(layout.parts) == k + 1
     assert sum(w for _, w in layout.parts) == bits and layout.radius == k // len(layout.parts)
     rng = random.Random(bits * 100 + k)
     for _ in range(300):
@@ -54,8 +60,9 @@ def test_flip_patterns_up_to_3_share_a_probed_row(fp: int, positions: list[int])
     for bit in positions:
         other ^= 1 << bit
     for k in range(len(positions), 4):
-        layout = tier_bands(64, k)
-        assert set(layout.store(other)) & set(layout.probe(fp))
+        for costs in (SQLITE, REDIS):
+            layout = tier_bands(64, k, costs)
+            assert set(layout.store(other)) & set(layout.probe(fp))
 
 
 def _leaves_stored(top: bands.TierBands, fp: int) -> set[tuple[Any, ...]]:
@@ -92,24 +99,31 @@ def _leaves_probed(top: bands.TierBands, fp: int) -> set[tuple[Any, ...]]:
 
 @settings(max_examples=300, deadline=None)
 @given(fp=st.integers(0, (1 << 64) - 1), positions=st.lists(st.integers(0, 63), max_size=7, unique=True),
-       k=st.integers(0, 7))
-def test_split_buckets_keep_every_fingerprint_within_k_found(fp: int, positions: list[int], k: int) -> None:
+       k=st.integers(0, 7), costs=st.sampled_from([SQLITE, REDIS]))
+def test_split_buckets_keep_every_fingerprint_within_k_found(
+    fp: int, positions: list[int], k: int, costs: Costs
+) -> None:
     """The shared layout's splitter, every bucket split as deep as its plan goes (what a crowd makes):
     a fingerprint within ``k`` of a query is filed in a sub-bucket the query reads (``children`` /
     ``sub_probes`` with the bits a probe has left); the backends store what this module decides."""
     other = fp
     for bit in positions:
         other ^= 1 << bit
-    top = tier_bands(64, k)
+    top = tier_bands(64, k, costs)
     if len(positions) <= k:
         assert _leaves_stored(top, other) & _leaves_probed(top, fp)
 
 
 def test_default_layout_and_its_cost() -> None:
-    """64 bits, title k=2 and body k=3: two 32-bit parts, probed with their one-bit neighbours."""
+    """64 bits, title k=2 and body k=3: on SQLite two 32-bit parts, probed with their one-bit
+    neighbours; on Redis k+1 parts probed exactly (the pigeonhole bands: 3 and 4 probes)."""
     tiers = bands_for(IndexParams())
     for tier in ("title", "body"):
         assert tiers[tier].parts == ((0, 32), (32, 32)) and tiers[tier].radius == 1 and tiers[tier].probes == 66
+    tiers = bands_for(IndexParams(), REDIS)
+    assert tiers["title"].parts == ((0, 22), (22, 21), (43, 21)) and tiers["title"].probes == 3
+    assert tiers["body"].parts == ((0, 16), (16, 16), (32, 16), (48, 16)) and tiers["body"].probes == 4
+    assert tiers["title"].radius == tiers["body"].radius == 0
 
 
 @pytest.fixture(scope="module")
@@ -232,13 +246,21 @@ def test_no_plain_bucket_reaches_the_split_size(tmp_path: Path, monkeypatch: pyt
 
 
 def test_shipped_thresholds() -> None:
-    """Title (k=2) buckets split at 4 fingerprints (a neighbour's split bucket costs 2 sub-probes),
-    body (k=3) at 17 in ``band`` (34 sub-probes), 4 in ``band2``; two levels at most."""
+    """SQLite: title (k=2) buckets split at 4 fingerprints (a neighbour's split bucket costs 2
+    sub-probes), body (k=3) at 17 in ``band`` (34 sub-probes), 4 in ``band2``; two levels at most.
+    Redis, where a level of sub-buckets costs a round trip: title at 132 then 116, body at 148 then
+    132, two levels at most."""
     tiers = bands_for(IndexParams())
     for tier, first in (("title", 4), ("body", 17)):
         steps = bands.plan(tiers[tier])
         assert {path: bands.split_at(tiers[tier], s) for path, s in steps.items()} == {
             (0,): first, (1,): first, (0, 0): 4, (0, 1): 4, (1, 0): 4, (1, 1): 4}
+    tiers = bands_for(IndexParams(), REDIS)
+    for tier, first, second in (("title", 132, 116), ("body", 148, 132)):
+        steps = bands.plan(tiers[tier])
+        parts = range(len(tiers[tier].parts))
+        assert {path: bands.split_at(tiers[tier], s) for path, s in steps.items()} == {
+            **{(n,): first for n in parts}, **{(n, j): second for n in parts for j in parts}}
 
 
 @pytest.fixture(scope="class")

@@ -45,7 +45,7 @@ from scrapy_simhash.index import (
     open_index,
 )
 from scrapy_simhash.index import rule as index_rule
-from scrapy_simhash.index.bands import records
+from scrapy_simhash.index.bands import REDIS, SQLITE, records
 from scrapy_simhash.index.redis import index as redis_module
 from scrapy_simhash.index.sqlite import index as sqlite_module
 
@@ -115,6 +115,7 @@ class Backend:
 
     name: str
     module: Any  # the backend's module: FORMAT, SCHEMA_VERSION
+    costs: Any  # the read costs its band layout is chosen for (index/bands.py)
 
     def url(self, name: str = "index") -> str:
         raise NotImplementedError
@@ -131,9 +132,9 @@ class Backend:
 
     def rows_per_fp(self, tier: str, params: IndexParams | None = None) -> int:
         """Band rows one distinct fingerprint of ``tier`` stores: one per part of the shared layout
-        (:mod:`scrapy_simhash.index.bands`), on either backend."""
+        (:mod:`scrapy_simhash.index.bands`) at the backend's costs."""
         params = params or IndexParams()
-        return len(records(params)[tier]["parts"])  # type: ignore[index]
+        return len(records(params, self.costs)[tier]["parts"])  # type: ignore[index]
 
     @property
     def per_entry(self) -> int:
@@ -159,6 +160,7 @@ class Backend:
 class SqliteBackend(Backend):
     name = "sqlite"
     module = sqlite_module
+    costs = SQLITE
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -199,6 +201,7 @@ class SqliteBackend(Backend):
 class RedisBackend(Backend):
     name = "redis"
     module = redis_module
+    costs = REDIS
 
     def __init__(self, server: str) -> None:
         self.server = server
@@ -613,10 +616,16 @@ def test_stats(index: Any, backend: Backend) -> None:
     assert (s["format"], s["schema_version"]) == (backend.module.FORMAT, backend.module.SCHEMA_VERSION)
     assert (s["entries"], s["oldest"], s["newest"], s["decisions"]) == (2, 50.0, 70.0, 1)
     assert s["namespaces"] == {"default": {"entries": 2, "oldest": 50.0, "newest": 70.0, "decisions": 1}}
-    # one layout for both backends, multi-index hashing (index/bands.py): two 32-bit parts per tier
+    # one layout module for both backends, multi-index hashing (index/bands.py) at each backend's costs:
+    # SQLite two 32-bit parts a tier probed within 1 bit, Redis k+1 parts probed exactly
+    if backend.name == "sqlite":
+        parts = {"title": [[0, 32], [32, 32]], "body": [[0, 32], [32, 32]]}
+    else:
+        parts = {"title": [[0, 22], [22, 21], [43, 21]], "body": [[0, 16], [16, 16], [32, 16], [48, 16]]}
     for tier, k in (("title", 2), ("body", 3)):
-        assert s[f"{tier}_layout"] == {"scheme": "mih", "distance": k, "radius": 1, "parts": [[0, 32], [32, 32]]}
-    assert s["band_rows"] == 4 + 2
+        radius = 1 if backend.name == "sqlite" else 0
+        assert s[f"{tier}_layout"] == {"scheme": "mih", "distance": k, "radius": radius, "parts": parts[tier]}
+    assert s["band_rows"] == len(parts["title"]) * 2 + len(parts["body"])  # u3 shares u1's title
     assert s["readonly"] is False
     assert time.time() - 3600 < s["created"] <= time.time()
     json.dumps(s)  # plain data, printable by the command line
@@ -736,8 +745,8 @@ def test_params_none_reads_what_the_index_records(backend: Backend) -> None:
     backend.open(params=params).close()
     with backend.open() as ix:
         assert ix.params == params
-        assert ix.stats()["title_layout"] == records(params)["title"]  # one layout, both backends
-        assert ix.stats()["body_layout"] == records(params)["body"]
+        assert ix.stats()["title_layout"] == records(params, backend.costs)["title"]  # one layout module
+        assert ix.stats()["body_layout"] == records(params, backend.costs)["body"]
 
 
 def test_missing_index_with_create_false_or_readonly(backend: Backend) -> None:

@@ -260,7 +260,8 @@ def test_meta_is_a_json_string_and_every_key_is_one_the_layout_documents(url: st
     meta = json.loads(client.get(f"{prefix}:meta"))
     assert (meta["format"], meta["schema_version"], meta["backend"]) == (FORMAT, SCHEMA_VERSION, "redis")
     assert meta["params"] == ix.params.as_dict()
-    assert meta["body_layout"] == {"scheme": "mih", "distance": 3, "radius": 1, "parts": [[0, 32], [32, 32]]}
+    assert meta["body_layout"] == {"scheme": "mih", "distance": 3, "radius": 0,
+                                   "parts": [[0, 16], [16, 16], [32, 16], [48, 16]]}
     binary = raw_redis(server, decode=False)
     base = f"{prefix}:{{default}}:"
     kinds: collections.Counter[str] = collections.Counter()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexParams, Query, open_index
-from scrapy_simhash.index.bands import bands_for
+from scrapy_simhash.index.bands import REDIS, bands_for
 from scrapy_simhash.index.redis.index import SCHEMA_VERSION, RedisIndex, reband_lock
 from scrapy_simhash.index.redis.reband import reband
 from tests.test_bands import answers_as_a_scan, flips
@@ -46,8 +46,8 @@ def _tables(url: str, base: str) -> set[str]:
 
 
 def _layout(gen: int, body_bands: int, title_bands: int = 3) -> set[str]:
-    """The band parts of the shared layout for these bands, as :func:`_tables` names them."""
-    tiers = bands_for(IndexParams(title_bands=title_bands, body_bands=body_bands))
+    """The band parts of the shared layout (at Redis's costs) for these bands, as :func:`_tables` names them."""
+    tiers = bands_for(IndexParams(title_bands=title_bands, body_bands=body_bands), REDIS)
     return {f"{tier[0]}b{n}" + (f"g{gen}" if gen else "") for tier, layout in tiers.items()
             for n in range(len(layout.parts))}
 
@@ -81,7 +81,7 @@ def test_a_rebanded_index_keeps_every_entry_and_answers_its_new_threshold(url: s
         stats = ix.stats()
         band_rows = stats["band_rows"]
         assert stats["layout_generation"] == 1 and stats["schema_version"] == SCHEMA_VERSION
-    assert band_rows == done["band_rows"] + len(bands_for(IndexParams(body_bands=6))["body"].parts)
+    assert band_rows == done["band_rows"] + len(bands_for(IndexParams(body_bands=6), REDIS)["body"].parts)
     with open_index(url, namespace="other") as other:
         assert other.count() == len(others)
         for fp in others[:50]:

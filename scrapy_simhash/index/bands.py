@@ -7,11 +7,15 @@ be ``m * (k // m + 1) > k`` apart), so an entry stores one row per part (its val
 probes, in each part, every value within ``radius = k // m`` bits of its own. Every entry within
 ``k`` is found; the rest of the candidates are verified by exact Hamming distance.
 
-``m`` is the fewest parts whose probes stay within :data:`MAX_PROBES` per tier: wide parts make
-random candidates vanish (64 bits, k=2 or 3: two 32-bit parts probed with their one-bit
-neighbours, 66 probes; ~66·n/2³² random candidates, 1.5 at 100M entries, where the k+1 pigeonhole
-bands of 16 bits read ~4·n/2¹⁶, 6,100 at 100M) and fewer rows are stored per entry (2 instead of
-4). ``benchmarks/band_schemes.py`` compares the alternatives.
+``m`` is the fewest parts whose probes stay within the backend's budget (its :class:`Costs`; the
+parts they give are recorded in the index's meta and verified at open). SQLite reads a probe as one
+more key of a batched ``IN`` list, so wide parts pay: they make random candidates vanish (64 bits,
+k=2 or 3: two 32-bit parts probed with their one-bit neighbours, 66 probes; ~66·n/2³² random
+candidates, 1.5 at 100M entries, where the k+1 pigeonhole bands of 16 bits read ~4·n/2¹⁶, 6,100 at
+100M) and fewer rows are stored per entry (2 instead of 4). Redis reads a probe as one more field of
+a script and one more watched key, which cost more than the few random candidates of pigeonhole
+parts at the sizes it serves, so it takes ``k + 1`` parts probed exactly (``radius = 0``).
+``benchmarks/band_schemes.py`` compares the alternatives.
 
 Fingerprints crowded around one centre still share part values, so a bucket can hold thousands of
 them, every one a candidate of a check that probes it. A bucket that reaches :func:`split_at` is
@@ -41,19 +45,37 @@ from typing import Any
 from ..fingerprint.simhash import band_layout
 from .base import IndexParams, Tier
 
-#: Probes per tier and query at most, when choosing the number of parts
-#: (``docs/decisions/0100-band-split-thresholds.md``).
-MAX_PROBES = 200
-#: The same for the layout that splits a dense bucket (:attr:`TierBands.splits`): its rows are only
-#: the crowded fingerprints', and it is probed once per split bucket a check meets.
-MAX_SPLIT_PROBES = 40
 SCHEME = "mih"
 #: Levels of sub-buckets below a bucket (``docs/decisions/0100-band-split-thresholds.md``).
 MAX_DEPTH = 2
 #: A bucket of fewer fingerprints is never split: a marker and a row per sub-part each cost more.
 MIN_SPLIT = 4
-#: What one sub-probe costs, in fingerprints read (``docs/decisions/0100-band-split-thresholds.md``).
-PROBE_ROWS = 0.5
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What reading costs on one backend, which chooses its layout: the number of parts (the fewest
+    within ``max_probes`` probes a tier) and when a crowded bucket splits (:func:`split_at`). Costs
+    are counted in stored fingerprints read (one read, decoded and compared is 1)."""
+
+    #: Probes per tier and query at most, when choosing the number of parts.
+    max_probes: int
+    #: The same for the layout that splits a dense bucket (:attr:`TierBands.splits`): its rows are only
+    #: the crowded fingerprints', and it is probed once per split bucket a check meets.
+    max_split_probes: int
+    #: One sub-probe of a split bucket.
+    probe_rows: float
+    #: One more level of sub-buckets read (a statement, a round trip).
+    level_rows: float
+
+
+#: SQLite reads a probe as one more key of a batched ``IN`` list
+#: (``docs/decisions/0100-band-split-thresholds.md``).
+SQLITE = Costs(max_probes=200, max_split_probes=40, probe_rows=0.5, level_rows=0.0)
+#: Redis reads a probe as one more field of the read script and one more watched key, and a level of
+#: sub-buckets as one more round trip: pigeonhole parts, buckets split late
+#: (``docs/decisions/0103-redis-band-costs.md``).
+REDIS = Costs(max_probes=16, max_split_probes=16, probe_rows=16.0, level_rows=100.0)
 #: Sub-parts are numbered by one code per (path, part) below each top part, in one byte.
 PATH_BITS = 8
 
@@ -75,6 +97,7 @@ class TierBands:
     distance: int  # the largest distance answered exactly
     parts: tuple[tuple[int, int], ...]
     radius: int
+    costs: Costs = SQLITE  # the backend's, which chose the parts and splits crowded buckets
 
     @cached_property
     def flips(self) -> tuple[tuple[int, ...], ...]:
@@ -101,7 +124,8 @@ class TierBands:
         """Per part, the layout of the other bits (the rest) that splits a dense bucket of that part
         (None: the part is the whole fingerprint, nothing is left to split by)."""
         return tuple(None if width == self.bits else
-                     tier_bands(self.bits - width, min(self.distance, self.bits - width - 1), MAX_SPLIT_PROBES)
+                     tier_bands(self.bits - width, min(self.distance, self.bits - width - 1),
+                                self.costs, split=True)
                      for _, width in self.parts)
 
     def rest(self, fp: int, part: int) -> int:
@@ -140,24 +164,27 @@ def probes_needed(bits: int, distance: int, parts: int) -> int:
     return sum(sum(comb(width, r) for r in range(radius + 1)) for _, width in band_layout(bits, parts - 1))
 
 
-def tier_bands(bits: int, distance: int, max_probes: int = MAX_PROBES) -> TierBands:
-    """The layout answering distances up to ``distance``: the fewest parts within ``max_probes``."""
+def tier_bands(bits: int, distance: int, costs: Costs = SQLITE, *, split: bool = False) -> TierBands:
+    """The layout answering distances up to ``distance`` on a backend of these ``costs``: the fewest
+    parts within its probes a tier (``split``: within those of a split bucket's layout)."""
     if not 0 <= distance < bits:
         raise ValueError(f"cannot answer distance {distance} on {bits}-bit fingerprints")
-    parts = next(m for m in range(1, distance + 2) if probes_needed(bits, distance, m) <= max_probes
+    most = costs.max_split_probes if split else costs.max_probes
+    parts = next(m for m in range(1, distance + 2) if probes_needed(bits, distance, m) <= most
                  or m == distance + 1)
-    return TierBands(bits, distance, band_layout(bits, parts - 1), distance // parts)
+    return TierBands(bits, distance, band_layout(bits, parts - 1), distance // parts, costs)
 
 
-def bands_for(params: IndexParams) -> dict[Tier, TierBands]:
-    """The layout of each fingerprint tier for these parameters (``*_bands - 1`` is the distance)."""
-    return {"title": tier_bands(params.bits, params.max_title_distance),
-            "body": tier_bands(params.bits, params.max_body_distance)}
+def bands_for(params: IndexParams, costs: Costs = SQLITE) -> dict[Tier, TierBands]:
+    """The layout of each fingerprint tier for these parameters (``*_bands - 1`` is the distance) on
+    a backend of these ``costs``."""
+    return {"title": tier_bands(params.bits, params.max_title_distance, costs),
+            "body": tier_bands(params.bits, params.max_body_distance, costs)}
 
 
-def records(params: IndexParams) -> dict[Tier, dict[str, Any]]:
-    """The meta record of each tier's layout."""
-    return {tier: layout.record() for tier, layout in bands_for(params).items()}
+def records(params: IndexParams, costs: Costs = SQLITE) -> dict[Tier, dict[str, Any]]:
+    """The meta record of each tier's layout on a backend of these ``costs``."""
+    return {tier: layout.record() for tier, layout in bands_for(params, costs).items()}
 
 
 # -- crowded buckets, split ------------------------------------------------------------------------
@@ -209,10 +236,12 @@ def _plan(top: TierBands) -> dict[Path, Split]:
 
 
 def split_at(top: TierBands, split: Split) -> int:
-    """Fingerprints at which a bucket splits: where reading it costs more than the sub-probes of a
-    visit through a neighbour (one bit spent at each level above)."""
+    """Fingerprints at which a bucket splits: where reading it costs more than a visit of its
+    sub-buckets through a neighbour (one bit spent at each level above): one more level read and
+    its sub-probes, at the backend's :class:`Costs`."""
     remaining = max(top.distance - split.depth, 0)
-    return max(MIN_SPLIT, math.ceil(PROBE_ROWS * split.layout.probes_within(remaining)))
+    costs = top.costs
+    return max(MIN_SPLIT, math.ceil(costs.level_rows + costs.probe_rows * split.layout.probes_within(remaining)))
 
 
 def rest_at(top: TierBands, path: Path, fp: int) -> int:

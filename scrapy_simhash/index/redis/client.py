@@ -13,6 +13,7 @@ the server, whose password is never shown.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import threading
 import time
@@ -22,6 +23,12 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from ..base import IndexOpenError, IndexWriteError, SimhashIndexError
+
+hiredis: Any
+try:  # the C protocol codec redis-py also uses when it is installed (the [hiredis] extra)
+    hiredis = importlib.import_module("hiredis")
+except ImportError:  # pragma: no cover - depends on the install
+    hiredis = None
 
 DEFAULT_PREFIX = "simhash"
 #: Compare-and-set of one key (``EVAL SWAP 1 key expected new``): a record rewritten only if nobody
@@ -80,8 +87,16 @@ class Link:
                 if self.server.on_connect is not None:
                     self.server.on_connect(self)
             sock = connection._sock
-            sock.sendall(packed(commands))
-            reader = _Reader(sock, errors)
+            if hiredis is not None:
+                sock.sendall(b"".join(map(hiredis.pack_command, commands)))
+                reader: _Reader | _CReader = _CReader(sock, errors)
+            else:
+                sock.sendall(packed(commands))
+                reader = _Reader(sock, errors)
+                if len(commands) > 2 and commands[0] == ("MULTI",) and commands[-1] == ("EXEC",):
+                    queued = len(commands) - 2
+                    if reader.skip(_QUEUED[:5] + _QUEUED[5:] * queued):  # +OK, then +QUEUED a command
+                        return [b"OK", *[b"QUEUED"] * queued, reader.reply()]
             return [reader.reply() for _ in commands]
         except OSError as exc:  # socket.timeout included
             connection.disconnect()
@@ -134,6 +149,18 @@ class _Reader:
             raise self.errors.ConnectionError("connection closed by the server")
         self.buf, self.pos = self.buf[self.pos :] + data, 0
 
+    def skip(self, expected: bytes) -> bool:
+        """Pass over replies that are exactly ``expected`` (True), or leave them to be read one by
+        one (False: something else came, such as an error). Reads on only while what came agrees."""
+        while True:
+            have = self.buf[self.pos : self.pos + len(expected)]
+            if not expected.startswith(have):
+                return False
+            if len(have) == len(expected):
+                self.pos += len(expected)
+                return True
+            self._fill()
+
     def reply(self) -> Any:
         buf = self.buf
         end = buf.find(b"\r\n", self.pos)
@@ -169,6 +196,31 @@ class _Reader:
         if kind == b",":
             return float(rest)
         raise self.errors.InvalidResponse(f"unexpected reply type {kind!r}")
+
+
+_MORE = object()
+_QUEUED = b"+OK\r\n+QUEUED\r\n"
+
+
+class _CReader:
+    """:class:`_Reader`'s replies, parsed by hiredis."""
+
+    def __init__(self, sock: Any, errors: Any) -> None:
+        self.sock, self.errors = sock, errors
+        self.reader = hiredis.Reader(replyError=errors.ResponseError, protocolError=errors.InvalidResponse,
+                                     notEnoughData=_MORE)
+
+    def reply(self) -> Any:
+        reply = self.reader.gets()
+        while reply is _MORE:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise self.errors.ConnectionError("connection closed by the server")
+            self.reader.feed(data)
+            reply = self.reader.gets()
+        if type(reply) is self.errors.ResponseError and str(reply).startswith("NOSCRIPT"):
+            return self.errors.NoScriptError(str(reply))
+        return reply
 
 
 class Server:
@@ -364,10 +416,9 @@ def packed(commands: Sequence[Sequence[Arg]]) -> bytes:
     for command in commands:
         add(b"*%d\r\n" % len(command))
         for arg in command:
-            data = arg if type(arg) is bytes else (arg if type(arg) is str else str(arg)).encode("utf-8")
-            add(b"$%d\r\n" % len(data))
-            add(data)
-            add(b"\r\n")
+            if type(arg) is not bytes:
+                arg = (arg if type(arg) is str else str(arg)).encode("utf-8")
+            add(b"$%d\r\n%b\r\n" % (len(arg), arg))
     return b"".join(out)
 
 

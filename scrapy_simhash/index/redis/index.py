@@ -47,7 +47,7 @@ from functools import partial
 from typing import Any
 
 from .. import rule
-from ..bands import bands_for
+from ..bands import REDIS, bands_for, records
 from ..base import Entry, IndexOpenError, IndexParams, IndexWriteError, Match, Outcome, Query, SimhashIndexError, Tier
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, verify_meta
 from .client import Arg, Link, Server, command, redacted
@@ -71,6 +71,11 @@ MAX_ATTEMPTS = 50
 TXN_QUERIES = 2
 #: Entries per transaction of :meth:`RedisIndex.add` (``docs/decisions/0102-redis-transactions.md``).
 ADD_BATCH = 100
+
+
+def redis_records(params: IndexParams) -> dict[Tier, Any]:
+    """The band layout of each tier a Redis index records (the shared layout at Redis's costs)."""
+    return records(params, REDIS)
 
 
 def reband_lock(prefix: str) -> str:
@@ -157,7 +162,8 @@ class RedisIndex(Guard, Maintenance, QueryChecks):
                 if self._readonly or not create:
                     why = "opened read-only" if self._readonly else "create=False"
                     raise IndexOpenError(f"index {self.location} does not exist (no key {meta_key!r}; {why})")
-                record = {"backend": "redis", **new_meta(requested or IndexParams(), SCHEMA_VERSION)}
+                record = {"backend": "redis", **new_meta(requested or IndexParams(), SCHEMA_VERSION,
+                                                         layout_records=redis_records)}
                 client.set(meta_key, json.dumps(record, sort_keys=True), nx=True)
                 raw = client.get(meta_key)
             meta = json.loads(raw)
@@ -176,9 +182,9 @@ class RedisIndex(Guard, Maintenance, QueryChecks):
             raise
         remedy = (f"(another database or ?prefix=; to delete this one: redis-cli --scan --pattern "
                   f"'{self.prefix}:*' | xargs redis-cli unlink)")
-        self.params = verify_meta(meta, self.location, SCHEMA_VERSION, requested, remedy)
+        self.params = verify_meta(meta, self.location, SCHEMA_VERSION, requested, remedy, layout_records=redis_records)
         self._meta, self._record, self._bits = meta, raw, self.params.bits
-        self._k = Keys(self.prefix, self.namespace, self.params.bits, bands_for(self.params),
+        self._k = Keys(self.prefix, self.namespace, self.params.bits, bands_for(self.params, REDIS),
                        int(meta.get("band_gen", 0)))
         if not self._readonly:
             forgetful = self._server.forgetful()
@@ -371,8 +377,10 @@ class RedisIndex(Guard, Maintenance, QueryChecks):
                           for t, fp in (("title", q.title_fp), ("body", q.body_fp)) if fp is not None
                           for n, value in view.k.tiers[t].store(fp)]  # type: ignore[index]
                 view.read(pairs + [view.k.url(q.url) for q in chunk if q.url is not None])
+                view.file_later()
                 for q in chunk:
                     view.insert(q, q.seen_at)
+                view.file_unfiled()
                 return None, []
 
             self._transaction("bulk add", step, retry=False)  # a lost reply would add it twice

@@ -24,7 +24,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from ..bands import bands_for, records
+from ..bands import REDIS, bands_for, records
 from ..base import IndexWriteError
 from ..meta import check_params
 from .client import SWAP, Link, command
@@ -84,10 +84,10 @@ def reband(
             call(command("set", base + "meta", frozen))
             call(partial(drop_bands, base=base, keep=gen, renew=renew))  # what a killed run built
             entries += int(call(command("get", base + "n")) or 0)
-            new = Keys(index.prefix, name, params.bits, bands_for(params), gen + 1)
+            new = Keys(index.prefix, name, params.bits, bands_for(params, REDIS), gen + 1)
             counts[i] = server.attempts("reband", partial(
                 _file_all, keys=new, base=base, progress=progress, tick=partial(call, renew)), write=True)
-        tiers = records(params)
+        tiers = records(params, REDIS)
         record = {**index._meta, "schema_version": SCHEMA_VERSION, "params": params.as_dict(),
                   "title_layout": tiers["title"], "body_layout": tiers["body"], "band_gen": gen + 1}
 

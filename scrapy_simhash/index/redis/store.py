@@ -25,10 +25,11 @@ they are looked up by, so that Redis keeps each hash in its compact listpack enc
 ``…:e:<id>``
     An entry's record (:mod:`.records`), written once.
 ``…:b<gen><t|b><part>:<hex>`` field ``<low bits>``
-    A band bucket of the shared layout (:mod:`..bands`): the part's value split into a key (high
-    bits) and a field (:data:`FIELD_BITS` low bits); the value is the fingerprints filed there,
-    packed. A split bucket's value is :data:`MARK`; its sub-buckets are the fields ``<code><value>``
-    of the hash ``<bucket key>/<bucket field in hex>`` (and so on below). ``<gen>`` counts re-bandings.
+    A band bucket of the shared layout (:mod:`..bands`, at Redis's costs: ``k + 1`` parts probed
+    exactly): the part's value split into a key (its top :data:`BAND_KEY_BITS` bits) and a field
+    (the rest, :func:`band_field_bits`); the value is the fingerprints filed there, packed. A split
+    bucket's value is :data:`MARK`; its sub-buckets are the fields ``<code><value>`` of the hash
+    ``<bucket key>/<bucket field in hex>`` (and so on below). ``<gen>`` counts re-bandings.
 ``…:h<t|b>:<hex>`` field ``<low bytes>``
     The entries holding a fingerprint: ``(first seen, id)`` packed (:data:`HOLDER`), sorted.
 ``…:s:<hex>`` field ``<low 6 bytes>`` and ``…:S:<hash>``
@@ -65,9 +66,9 @@ from ..meta import TITLE_CHARS
 from .client import Arg, Link
 from .records import decode_record, encode_record, is_hex
 
-#: Low bits of a band value kept as its field; the rest name the hash
-#: (``docs/decisions/0101-redis-key-grouping.md``).
-FIELD_BITS = 16
+#: High bits of a band value that name its hash, the rest being its field; a part this narrow or
+#: narrower is cut in halves (``docs/decisions/0101-redis-key-grouping.md``).
+BAND_KEY_BITS = 16
 #: High bits of a fingerprint, of a sentence hash, and bytes of a URL's SHA-1 that name their hash.
 HOLDER_KEY_BITS = 16
 SENTENCE_KEY_BITS = 18
@@ -106,7 +107,7 @@ class Keys:
         self.fp_bytes = bits // 8
         self.marker, self.seq, self.n, self.nbands = base + b"meta", base + b"seq", base + b"n", base + b"nbands"
         self.hours, self.pending, self.decided = base + b"hours", base + b"pending", base + b"decided"
-        self.parts = {tier: [(base + b"b%d%s%d:" % (gen, TIER_CHAR[tier], n), min(FIELD_BITS, width // 2))
+        self.parts = {tier: [(base + b"b%d%s%d:" % (gen, TIER_CHAR[tier], n), band_field_bits(width))
                              for n, (_, width) in enumerate(layout.parts)] for tier, layout in tiers.items()}
         self._low = 8 * self.fp_bytes - HOLDER_KEY_BITS
 
@@ -148,6 +149,11 @@ class Keys:
         return self.base + b"d:" + url.encode("utf-8", "surrogatepass")
 
 
+def band_field_bits(width: int) -> int:
+    """Low bits of a ``width``-bit band value that are its field (the rest name its hash)."""
+    return width - BAND_KEY_BITS if width > BAND_KEY_BITS else width // 2
+
+
 def unpack_ids(raw: bytes) -> list[int]:
     if len(raw) % 4:
         raise ValueError(f"unreadable list of ids ({len(raw)} bytes): not ours")
@@ -176,6 +182,9 @@ class View:
         self.dirty: dict[Pair, None] = {}
         self.watched: set[bytes] = set()
         self.records: dict[int, Entry | None] = {}
+        self.written: dict[int, bytes] = {}  # records this view adds, decoded when read
+        #: Fingerprints inserted but not filed yet (:meth:`file_later`), or None: filed at insert.
+        self.unfiled: dict[Tier, list[int]] | None = None
         self.commands: list[tuple[Arg, ...]] = []
         self.strings: dict[bytes, bytes | None] = {}
         self.dirty_strings: dict[bytes, None] = {}
@@ -187,9 +196,10 @@ class View:
 
     # -- reading -----------------------------------------------------------------------------------
 
-    def read(self, pairs: Iterable[Pair], unwatched: Sequence[Pair] = (), before: Sequence[tuple[Arg, ...]] = ()
-             ) -> list[Any]:
-        """Load the fields not known yet (watching their keys first); returns ``before``'s replies."""
+    def read(self, pairs: Iterable[Pair], unwatched: Sequence[Pair] = (), before: Sequence[tuple[Arg, ...]] = (),
+             watch: Sequence[bytes] = ()) -> list[Any]:
+        """Load the fields not known yet (watching their keys, and the keys ``watch``, first, in one
+        ``WATCH``); returns ``before``'s replies."""
         fields, asked = self.fields, dict[Pair, None]()
         for pair in pairs:
             if pair not in fields and pair not in asked:
@@ -201,6 +211,7 @@ class View:
         commands = list(before)
         if self.watch:
             new = {key for key, _ in asked if key not in self.watched}.difference(key for key, _ in unwatched)
+            new.update(key for key in watch if key not in self.watched)
             if new:
                 commands.insert(0, ("WATCH", *new))
                 self.watched |= new
@@ -240,6 +251,10 @@ class View:
     def entries(self, ids: Sequence[int]) -> list[Entry]:
         """The entries with these ids that exist, in this order (records never change: not watched)."""
         missing = [i for i in dict.fromkeys(ids) if i not in self.records]
+        if self.written and missing:
+            for i in [i for i in missing if i in self.written]:
+                self.records[i] = decode_record(i, self.k.namespace, self.written[i], self.k.fp_bytes)
+            missing = [i for i in missing if i not in self.records]
         if missing:
             (raws,) = self.link.send([("MGET", *(self.k.entry(i) for i in missing))])
             if isinstance(raws, Exception):
@@ -280,20 +295,15 @@ class View:
             if q.url is not None:
                 pairs.append(self.k.url(q.url))
         before: list[tuple[Arg, ...]] = [("GET", self.k.marker)]
-        if self.watch:
-            before.insert(0, ("WATCH", self.k.marker))
-            self.watched.add(self.k.marker)
-            need = self.reserve - len(self.ids)
-            if need > 0:
-                before.append(("INCRBY", self.k.seq, need))  # ids for the entries it may add
-        replies = self.read(pairs, tokens, before)
-        if self.watch:
-            replies = replies[1:]
-            if len(replies) > 1:
-                last = replies.pop()
-                if isinstance(last, Exception):
-                    raise last
-                self.ids += range(int(last) - need + 1, int(last) + 1)
+        need = self.reserve - len(self.ids)
+        if self.watch and need > 0:
+            before.append(("INCRBY", self.k.seq, need))  # ids for the entries it may add
+        replies = self.read(pairs, tokens, before, (self.k.marker,))
+        if self.watch and len(replies) > 1:
+            last = replies.pop()
+            if isinstance(last, Exception):
+                raise last
+            self.ids += range(int(last) - need + 1, int(last) + 1)
         return replies
 
     # -- the rule's Store ----------------------------------------------------------------------------
@@ -372,7 +382,7 @@ class View:
         k = self.k
         entry_id = self.new_id()
         record = encode_record(query, seen_at, k.fp_bytes)
-        self.records[entry_id] = decode_record(entry_id, k.namespace, record, k.fp_bytes)
+        self.written[entry_id] = record
         self.commands.append(("SET", k.entry(entry_id), record))
         for tier, fp in (("title", query.title_fp), ("body", query.body_fp)):
             if fp is not None:
@@ -381,7 +391,10 @@ class View:
                 insort(held, (seen_at, entry_id))
                 self.set(pair, b"".join(HOLDER.pack(*h) for h in held))
                 if len(held) == 1:  # a fingerprint is filed once however many entries hold it
-                    self.file(tier, [fp])  # type: ignore[arg-type]
+                    if self.unfiled is None:
+                        self.file(tier, [fp])  # type: ignore[arg-type]
+                    else:
+                        self.unfiled[tier].append(fp)  # type: ignore[index]
         for h in sorted(set(query.sentences))[: rule.SENTENCES_STORED]:
             pair = k.sentence(h)
             raw = self.get(pair)
@@ -431,20 +444,35 @@ class View:
                     below += self._children(top, pair, path, fp, rest)
                     continue
                 raw = raw or b""
+                if len(raw) % fb:
+                    raise ValueError(f"unreadable band bucket ({len(raw)} bytes): not ours")
                 mine = fp.to_bytes(fb, "big")
-                if mine in unpack_raw(raw, fb):
+                if holds(raw, mine):
                     continue
                 raw += mine
                 self.counts["nbands"] += 1
-                split = steps.get(path)
-                if split is not None and len(raw) // fb >= bands.split_at(top, split):
+                size = len(raw) // fb
+                split = steps.get(path) if size >= bands.MIN_SPLIT else None
+                if split is not None and size >= bands.split_at(top, split):
                     self.set(pair, MARK)
-                    self.counts["nbands"] -= len(raw) // fb
+                    self.counts["nbands"] -= size
                     for other in unpack_fps(raw, fb):
                         below += self._children(top, pair, path, other, bands.rest_at(top, path, other))
                 else:
                     self.set(pair, raw)
             items = below
+
+    def file_later(self) -> None:
+        """From now on, inserts leave their fingerprints to :meth:`file_unfiled` (a bulk add: its
+        entries are not looked up before it commits), so that a batch descends into split buckets one
+        round trip a level, not one a level and entry."""
+        self.unfiled = {"title": [], "body": []}
+
+    def file_unfiled(self) -> None:
+        for tier, fps in (self.unfiled or {}).items():
+            if fps:
+                self.file(tier, fps)
+        self.unfiled = None
 
     def unfile(self, tier: Tier, fps: Sequence[int]) -> None:
         """Take fingerprints out of their band buckets (and the sub-buckets of split ones)."""
@@ -512,6 +540,16 @@ class View:
         if failed:
             raise SimhashIndexError(f"a write was refused by the server: {failed[0]}")
         return True
+
+
+def holds(raw: bytes, mine: bytes) -> bool:
+    """Does the packed list ``raw`` hold ``mine`` (at a multiple of its length)?"""
+    at = raw.find(mine)
+    while at >= 0:
+        if not at % len(mine):
+            return True
+        at = raw.find(mine, at + 1)
+    return False
 
 
 def unpack_raw(raw: bytes, fb: int) -> list[bytes]:
