@@ -26,7 +26,7 @@ def _replies(url: str) -> list[object]:
     from scrapy_simhash.index import open_index
 
     with open_index(url) as ix:
-        base = ix._base.encode()
+        base = ix._base.encode() + b"scratch:"  # keys of this test's own, not the namespace's counters
         out = ix._server.link().send([
             ("DEL", base + b"s", base + b"h", base + b"n"),
             ("SET", base + b"s", b"\x00\r\n$-1\r\n"), ("GET", base + b"s"), ("GET", base + b"none"),
