@@ -72,7 +72,10 @@ SQLITE_DAMAGE = {
     "url-blob": ("UPDATE entry SET url = CAST(url AS BLOB) WHERE id = 1", "entry #1: url is bytes"),
     "first_seen-text": ("UPDATE entry SET first_seen = 'yesterday' WHERE id = 1", "entry #1: first_seen is str"),
     "first_seen-9e18": ("UPDATE entry SET first_seen = 9e18 WHERE id = 1", "entry #1: first_seen is 9e+18"),
-    "title_fp-text": ("UPDATE entry SET title_fp = 'x' WHERE id = 1", "entry #1: title_fp is str"),
+    # its title band rows gone with its fingerprint, else the open's band-row check may find them orphaned
+    # and refuse the whole index (tests/test_tampered_files.py)
+    "title_fp-text": ("DELETE FROM band WHERE fp = (SELECT title_fp FROM entry WHERE id = 1);"
+                      " UPDATE entry SET title_fp = 'x' WHERE id = 1", "entry #1: title_fp is str"),
 }
 
 
@@ -83,7 +86,7 @@ def damaged(request: pytest.FixtureRequest, sound: tuple[Path, Path], tmp_path: 
     index = tmp_path / "damaged.sqlite3"
     index.write_bytes(sound[1].read_bytes())
     with sqlite3.connect(index) as conn:
-        conn.execute(sql)
+        conn.executescript(sql)
     conn.close()
     yield index, named
 
