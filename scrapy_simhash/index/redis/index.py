@@ -393,14 +393,22 @@ class RedisIndex(Maintenance, QueryChecks):
 
     def recover(self) -> int:
         """Release the pending entries of owners that died: on this host, a pid that is gone; on
-        another, a lease (:data:`LEASE`) that ran out."""
+        another, a lease (:data:`LEASE`) that ran out. Pending ids that name no entry, and stamps
+        that no process of ours can have written (:func:`..owners.impossible`), are refused with
+        :class:`IndexOpenError`, nothing released."""
         from ..owners import alive as owners_alive
 
         (pending,) = self._server.attempts("recover", lambda link: link.send(
             [("HGETALL", self._k.pending)]), write=True)
         by_owner: dict[str, list[int]] = {}
         for i in range(0, len(pending), 2):
+            if not pending[i].isdigit():
+                raise IndexOpenError(f"index {self.location}: a pending id {pending[i][:40]!r} is not an entry id; "
+                                     "refusing to release entries on it (check: pending rows)")
             by_owner.setdefault(pending[i + 1].decode("utf-8", "replace"), []).append(int(pending[i]))
+        if problem := self._pending_problem(by_owner):
+            raise IndexOpenError(f"index {self.location}: {problem}; refusing to release entries on them "
+                                 "(check: pending rows)")
         total = 0
         for owner, ids in by_owner.items():
             alive = owners_alive(owner)
@@ -409,6 +417,23 @@ class RedisIndex(Maintenance, QueryChecks):
             if not alive:
                 total += self._remove("recover", ids)
         return total
+
+    def _pending_problem(self, by_owner: dict[str, list[int]]) -> str | None:
+        """Why these pending ids cannot be right (None: they can): ids without an entry, or stamps
+        no process of ours can have written on their entries."""
+        from ..owners import impossible
+
+        if not by_owner:
+            return None
+        entries = self._entries_by_id("recover", [i for ids in by_owner.values() for i in ids])
+        for owner, ids in by_owner.items():
+            orphans = [i for i in ids if i not in entries]
+            if orphans:
+                return f"{len(orphans)} pending id(s) that no entry owns (e.g. {orphans[0]})"
+            why = impossible(owner, min(entries[i].first_seen for i in ids), other_hosts=True)
+            if why is not None:
+                return f"{len(ids)} pending id(s): {why}"
+        return None
 
     def heartbeat(self, owner: str) -> None:
         """Keep ``owner``'s pending entries its own for another :data:`LEASE` seconds (every

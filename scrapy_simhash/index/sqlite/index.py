@@ -341,10 +341,19 @@ class SqliteIndex(QueryChecks):
     # -- delivery ---------------------------------------------------------------------------------
 
     def deliver(self, entry_ids: Sequence[int]) -> None:
-        """These pending entries' items reached storage: no longer pending (one transaction)."""
+        """These pending entries' items reached storage: no longer pending (one transaction, not
+        fsynced: in the WAL it outlives a kill of the process, and the next fsynced commit makes it
+        durable; lost to a power cut, the entries are released and their items passed on again,
+        docs/decisions/0700-delivery-window.md)."""
         if entry_ids:
-            with self._write("deliver") as conn:
-                conn.executemany("DELETE FROM pending WHERE entry = ?", [(int(i),) for i in entry_ids])
+            with self._lock:
+                conn = self._writable()
+                conn.execute("PRAGMA synchronous=NORMAL")
+                try:
+                    with self._write("deliver") as conn:
+                        conn.executemany("DELETE FROM pending WHERE entry = ?", [(int(i),) for i in entry_ids])
+                finally:
+                    conn.execute("PRAGMA synchronous=FULL")
 
     def release(self, entry_ids: Sequence[int]) -> int:
         """Remove these pending entries (their items were dropped downstream); returns how many."""
@@ -354,8 +363,14 @@ class SqliteIndex(QueryChecks):
             return maintain.release(conn, self._rows, [int(i) for i in entry_ids])
 
     def recover(self) -> int:
-        """Release the pending entries of this namespace whose owner died before delivering them."""
+        """Release the pending entries of this namespace whose owner died before delivering them;
+        pending rows that cannot be right (:func:`.maintain.pending_problem`) are refused with
+        :class:`IndexOpenError`, nothing released."""
         with self._lock:
+            problem = maintain.pending_problem(self._live())
+            if problem is not None:
+                raise IndexOpenError(f"index {self.location}: {problem}; refusing to release entries on them "
+                                     "(check: pending rows)")
             owners = maintain.pending_owners(self._live(), self._ns_id)
         total = 0
         for owner in [o for o in owners if owners_alive(o) is False]:
