@@ -132,6 +132,12 @@ def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> tuple[str | None
     return None, None
 
 
+def story_key(verdict: Verdict) -> str:
+    """An admitted item's story key: its title and body fingerprints in hex (zeros for one it has
+    none of), the same whenever the same text is admitted again (after a release, in another crawl)."""
+    return f"{verdict.title_fp or 0:016x}{verdict.body_fp or 0:016x}"
+
+
 def _flag_value(verdict: Verdict | dict[str, Any]) -> dict[str, Any]:
     """The flag field's value: the verdict, times in ISO 8601 UTC as the command line writes them."""
     if isinstance(verdict, dict):
@@ -151,8 +157,8 @@ class SimhashPipeline:
         self.dedup: Deduplicator | None = None
         self._fingerprints: FingerprintPool | None = None
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
-        self._flag_classes: dict[type, type] = {}
-        self._warned_flag_field = False
+        self._flag_classes: dict[tuple[type, str], type] = {}  # (item class, field) → its subclass with the field
+        self._warned_set: set[str] = set()  # fields warned about
         self._warned_fields: set[str] = set()
         self._closing = False
         self._inbox: Inbox | None = None
@@ -201,6 +207,7 @@ class SimhashPipeline:
         self.body_fields = value(s, "SIMHASH_BODY_FIELD")
         self.url_fields = value(s, "SIMHASH_URL_FIELD")
         self.flag_field = value(s, "SIMHASH_FLAG_FIELD")
+        self.story_field = value(s, "SIMHASH_STORY_FIELD")
         self.skip_field = value(s, "SIMHASH_SKIP_FIELD")
         self.drop_log_level = value(s, "SIMHASH_DROP_LOG_LEVEL")
         self.on_index_error = value(s, "SIMHASH_ON_INDEX_ERROR")
@@ -231,8 +238,11 @@ class SimhashPipeline:
         self.stats.set_value("simhash/expired", expired)
         self.stats.set_value("simhash/recovered", recovered)
         if recovered:
-            logger.info("scrapy-simhash: released %d entries of a crawl that died before its items were stored",
-                        recovered)
+            logger.warning(
+                "scrapy-simhash: released %d entries of a crawl that died before their items were recorded as "
+                "stored (simhash/recovered): their stories are admitted again; an item stored in the moment "
+                "before the crash is passed on again, with the same story key in %s", recovered,
+                self.story_field or "SIMHASH_STORY_FIELD (turned off)")
         self.stats.set_value("simhash/index", index.location)
         d = self.dedup
         logger.info(
@@ -294,10 +304,13 @@ class SimhashPipeline:
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
-        try:
-            fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
-        except UnreadableField as exc:
-            return self._bad_input(item, fields[exc.part][0], url, exc)
+        while True:
+            try:
+                fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
+            except UnreadableField as exc:
+                return self._bad_input(item, fields[exc.part][0], url, exc)
+            if not await self._original_released(verdict):
+                break
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
         if isinstance(verdict, (SimhashIndexError, sqlite3.Error)):
@@ -317,6 +330,8 @@ class SimhashPipeline:
             self.stats.inc_value("simhash/new")
             if verdict.entry_id is not None:
                 self._delivery.track(item, verdict.entry_id)
+            if self.story_field:
+                self._set_field(item, self.story_field, story_key(verdict))
             return item
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
@@ -326,6 +341,15 @@ class SimhashPipeline:
             return self._flag(item, verdict)
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
+
+    async def _original_released(self, verdict: Verdict | BaseException) -> bool:
+        """For a duplicate of an entry this crawl added and whose item has not reached storage yet:
+        wait for that item's fate (at most :data:`.delivery.TWIN_WAIT` s); True when it was released
+        (dropped downstream: check this copy again), False otherwise (a duplicate as decided)."""
+        if isinstance(verdict, BaseException) or verdict.status != "duplicate" or verdict.original is None:
+            return False
+        waiter = self._delivery.waiter(verdict.original.id)
+        return waiter is not None and await self._wait(waiter) == "release"
 
     def _check(self, title: Any, body: Any, url: str | None) -> Future[tuple[Fingerprints, Verdict | BaseException]]:
         """An item's fingerprints and its verdict (or the index's error) in one future; it raises
@@ -476,24 +500,27 @@ class SimhashPipeline:
             engine.close_spider(self.crawler.spider, reason)
 
     def _flag(self, item: Any, verdict: Verdict | dict[str, Any]) -> Any:
-        """Put the verdict in the flag field; a ``scrapy.Item`` that does not declare the field is
-        moved to a subclass that does, so exporters see it."""
-        if isinstance(item, Item) and self.flag_field not in item.fields:
-            cls = type(item)
-            flagged = self._flag_classes.get(cls)
-            if flagged is None:
-                flagged = type(cls.__name__, (cls,), {self.flag_field: Field()})
-                self._flag_classes[cls] = flagged
-            item.__class__ = flagged
-        adapter = ItemAdapter(item)
-        try:
-            adapter[self.flag_field] = _flag_value(verdict)
-        except (KeyError, AttributeError, TypeError):
+        """Put the verdict in the flag field (see :meth:`_set_field`)."""
+        if not self._set_field(item, self.flag_field, _flag_value(verdict)):
             self.stats.inc_value("simhash/flag_field_missing")
-            if not self._warned_flag_field:
-                self._warned_flag_field = True
-                logger.warning(
-                    "scrapy-simhash cannot set field %r on %s items: declare it to see flags",
-                    self.flag_field, type(item).__name__,
-                )
         return item
+
+    def _set_field(self, item: Any, field: str, content: Any) -> bool:
+        """Set ``field`` of the item; a ``scrapy.Item`` that does not declare the field is moved to a
+        subclass that does, so exporters see it. False (warned once per field) where it cannot be set."""
+        if isinstance(item, Item) and field not in item.fields:
+            cls = type(item)
+            moved = self._flag_classes.get((cls, field))
+            if moved is None:
+                moved = type(cls.__name__, (cls,), {field: Field()})
+                self._flag_classes[cls, field] = moved
+            item.__class__ = moved
+        try:
+            ItemAdapter(item)[field] = content
+        except (KeyError, AttributeError, TypeError):
+            if field not in self._warned_set:
+                self._warned_set.add(field)
+                logger.warning("scrapy-simhash cannot set field %r on %s items: declare it to see %s", field,
+                               type(item).__name__, "flags" if field == self.flag_field else "story keys")
+            return False
+        return True
