@@ -1119,7 +1119,7 @@ def delivery_campaign(kills: int, pages: int, seed: int, workdir: Path, backend:
         proc.wait(600)
         if proc.returncode != 0:
             check = f"re-run exited with {proc.returncode}"
-        after, check2 = _delivery_pending(url)
+        _, check2 = _delivery_pending(url)
         if check2 != "ok":
             check = check2
         first_run, second_run = _store_lines(store), _store_lines(store2)
