@@ -21,7 +21,7 @@ import socket
 from functools import cache
 
 #: Seconds a pending entry may have been first seen before its owner's recorded start (clock steps,
-#: the boot time's rounding) before the stamp is taken as impossible.
+#: the boot time's rounding) before the stamp is taken as impossible (docs/decisions/0702-recovery-and-story-key.md).
 START_SLACK = 60.0
 
 

@@ -13,7 +13,9 @@ against one index shared by every spider of the project (``.scrapy/simhash/index
   (``simhash/flagged``);
 * else, with ``SIMHASH_SENTENCES_SHARED`` (50 by default, 0 turns it off), an earlier story's
   sentences found here → dropped (``simhash/dropped/sentence``) or flagged as the body tier says;
-* else the item is new: it is committed to the index before it is passed on.
+* else the item is new: it is committed to the index before it is passed on, with its story key in
+  ``SIMHASH_STORY_FIELD`` (``simhash_story``: the same for the same text admitted again, to upsert on;
+  docs/delivery.md).
 
 Each drop is one log line at ``SIMHASH_DROP_LOG_LEVEL`` (this item's URL, tier, distance, original
 URL; :class:`_ShortDropLine` keeps Scrapy from appending the whole item), and so is each flag.
