@@ -1,9 +1,12 @@
-"""An entry becomes a reference for good only once its item was delivered (issue 17, item 2).
+"""An entry becomes a reference for good only once its item was delivered.
 
 Index level, on SQLite and Redis: a pending entry matches like any other (two copies in flight
 admit exactly one); releasing it (its item was dropped downstream) lets the next copy in;
 delivering it makes it permanent; at the next open, the pending entries of an owner that died are
-released, never those of a live process sharing the index.
+released, never those of a live process sharing the index, and pending rows that cannot be right
+(no entry, another host for a file, a stamp no process of ours wrote) are refused, not acted on.
+Crawl level: a copy whose pending original is rejected downstream is checked again and stored;
+every admitted item carries a story key, the same when the same text is admitted again.
 """
 
 from __future__ import annotations
