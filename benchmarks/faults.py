@@ -1064,12 +1064,15 @@ def _delivery_cleanup(index_url: str) -> None:
 
 
 def delivery_campaign(kills: int, pages: int, seed: int, workdir: Path, backend: str = "sqlite",
-                      redis_url: str = "redis://127.0.0.1:6379/0", log: Any = print) -> list[DeliveryKill]:
+                      redis_url: str = "redis://127.0.0.1:6379/0", log: Any = print,
+                      by_stored: bool = False) -> list[DeliveryKill]:
     """``kills`` SIGKILLs of a real crawl of ``pages`` ``data:`` pages (real articles and 25 % reposts)
     whose store after the plugin appends and fsyncs each item, each at a random moment between its
-    first stored item and the end a clean crawl took; then a re-run on the same index. Counted per
-    kill: items stored by both runs, stories stored more often than by a clean crawl, stories a
-    clean crawl stores that neither run stored (lost), the index's integrity."""
+    first stored item and the end a clean crawl took (``by_stored``: up to 50 ms after a random
+    number of items were stored, a moment of the work whatever the machine's load); then a re-run
+    on the same index. Counted per kill: items stored by both runs, stories stored more often than
+    by a clean crawl, stories a clean crawl stores that neither run stored (lost), the index's
+    integrity."""
     rng = random.Random(seed)
     articles = load_articles(int(pages / 1.25) + 1)
     items = with_reposts(articles, 0.25, rng)[:pages]
@@ -1107,6 +1110,9 @@ def delivery_campaign(kills: int, pages: int, seed: int, workdir: Path, backend:
         at = rng.uniform(first or 0.0, duration)
         t0 = time.monotonic()
         proc = _delivery_crawl(path, url, store, workdir, workdir / f"{tag}.log")
+        if by_stored:
+            _wait_for_lines(proc, store, rng.randint(1, sum(clean.values()) - 1))
+            at = rng.uniform(0, 0.05)
         try:
             proc.wait(at)
         except subprocess.TimeoutExpired:
@@ -1146,7 +1152,7 @@ def delivery_main(args: argparse.Namespace, workdir: Path) -> int:
     failed = 0
     for backend in args.backend.split(","):
         results = delivery_campaign(args.delivery_kills, args.pages, args.seed, workdir / backend, backend,
-                                    args.redis_url)
+                                    args.redis_url, by_stored=args.kill_by_stored)
         bad = sum(r.integrity != "ok" for r in results)
         failed += bad
         print(f"DELIVERY ({backend}): {len(results)} kills; stored twice: {sum(r.twice for r in results)} items "
@@ -1175,6 +1181,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--pages", type=int, default=3000, help="pages of each delivery crawl")
     ap.add_argument("--backend", default="sqlite", help="delivery campaign backends: sqlite, redis or both")
     ap.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="the delivery campaign's Redis")
+    ap.add_argument("--kill-by-stored", action="store_true",
+                    help="delivery kills after a random number of stored items (not at a random time)")
     args = ap.parse_args(argv)
     if args.delivery_kills:
         with tempfile.TemporaryDirectory(prefix="simhash-delivery-") as tmp:
