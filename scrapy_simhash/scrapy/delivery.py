@@ -20,9 +20,15 @@ written), the copy is checked again, so a copy rejected downstream never takes i
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import os
+import re
+import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from pathlib import Path
 from typing import Any
 
 from ..index import BandIndex
@@ -39,12 +45,67 @@ DELAY = 0.0
 TWIN_WAIT = 60.0
 
 
+logger = logging.getLogger(__name__)
+
+
+class Journal:
+    """The entry ids whose items reached storage, appended to a file of this host as each
+    ``item_scraped`` arrives (on the reactor, a few bytes in the OS cache: it outlives a kill of
+    the process, with no wait for the index). A crawl that dies before its delivered marks are
+    written leaves its journal, and the next crawl's recovery delivers what it lists instead of
+    releasing it (docs/decisions/0700-delivery-window.md). Removed once the marks are written."""
+
+    def __init__(self, directory: Path, owner: str) -> None:
+        self.path = directory / self.name(owner)
+        self._fd: int | None = None
+        self._broken = False
+
+    @staticmethod
+    def directory(location: str, namespace: str) -> Path:
+        """Where the journals of an index's namespace live on this host."""
+        digest = hashlib.sha256(f"{location}\0{namespace}".encode()).hexdigest()[:20]
+        return Path(tempfile.gettempdir()) / f"scrapy-simhash-{os.getuid() if hasattr(os, 'getuid') else 0}" / digest
+
+    @staticmethod
+    def name(owner: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.:-]", "_", owner)[:200]
+
+    @staticmethod
+    def read(directory: Path, owner: str) -> set[int]:
+        """The ids a journal lists (none if it is missing or unreadable; a line cut by the kill is left out)."""
+        try:
+            data = (directory / Journal.name(owner)).read_bytes()
+        except OSError:
+            return set()
+        return {int(line) for line in data.split(b"\n")[:-1] if line.isdigit()}
+
+    def add(self, entry_id: int) -> None:
+        if self._broken:
+            return
+        try:
+            if self._fd is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            os.write(self._fd, b"%d\n" % entry_id)
+        except OSError as exc:
+            self._broken = True
+            logger.warning("scrapy-simhash: cannot write the delivery journal %s (%s): a crash may pass on again "
+                           "the items it stored last", self.path, exc)
+
+    def remove(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self.path.unlink(missing_ok=True)
+
+
 class DeliveryTracker:
     """Pending entries by item, and the fates that arrived for them."""
 
     def __init__(self, key: Callable[[Any], Key | None], flush: Callable[[], None] | None = None,
-                 delay: float = DELAY) -> None:
+                 delay: float = DELAY, journal: Journal | None = None) -> None:
         self._key = key  # an item's (url, title), or None
+        self.journal = journal  # where deliveries are recorded as they arrive (set before the first)
         self._flush, self._delay = flush, delay  # called on the flusher thread when a fate arrives
         self._flusher: threading.Thread | None = None
         self._tracked: dict[int, tuple[Any, int, Key | None]] = {}  # id(item) → (item: kept alive, entry id, key)
@@ -87,6 +148,8 @@ class DeliveryTracker:
             if fate == "release":
                 self._releasing.add(entry_id)
             else:
+                if self.journal is not None:
+                    self.journal.add(entry_id)
                 self._tell(entry_id, fate)
             self._fates.append((fate, entry_id))
             self._arrived += 1

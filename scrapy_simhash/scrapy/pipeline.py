@@ -104,7 +104,7 @@ from ..workers.fingerprints import FingerprintPool, _settle
 from ..workers.groupcommit import GroupCommit
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
 from .awaiting import Inbox, wait
-from .delivery import DeliveryTracker
+from .delivery import DeliveryTracker, Journal
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 
 if TYPE_CHECKING:
@@ -222,7 +222,16 @@ class SimhashPipeline:
         try:
             self.dedup = Deduplicator.open(index_url, owner=new_owner(), **engine_options(s))
             expired = self.dedup.purge_expired()
-            recovered = self.dedup.index.recover()  # entries of crawls that died before delivering them
+            journals = Journal.directory(self.dedup.index.location, self.dedup.index.namespace)
+            read: dict[str, set[int]] = {}  # the journals of dead crawls: what they stored last
+
+            def delivered(owner: str) -> set[int]:
+                read[owner] = Journal.read(journals, owner)
+                return read[owner]
+
+            recovered = self.dedup.index.recover(delivered)  # entries of crawls that died before delivering them
+            for owner in read:
+                Journal(journals, owner).remove()
             initial = self.dedup.index.count()
         except (SimhashIndexError, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
@@ -233,6 +242,8 @@ class SimhashPipeline:
         if new_directory and path is not None:
             logger.info("scrapy-simhash: created the directory %s for a new index (it did not exist)",
                         Path(path).parent.resolve())
+        if self.dedup.owner is not None:
+            self._delivery.journal = Journal(journals, self.dedup.owner)
         for key in ZERO_STATS:
             self.stats.set_value(key, 0)
         index = self.dedup.index
@@ -242,9 +253,12 @@ class SimhashPipeline:
         if recovered:
             logger.warning(
                 "scrapy-simhash: released %d entries of a crawl that died before their items were recorded as "
-                "stored (simhash/recovered): their stories are admitted again; an item stored in the moment "
-                "before the crash is passed on again, with the same story key in %s", recovered,
+                "stored (simhash/recovered): their stories are admitted again; an item its delivery journal "
+                "missed is passed on again, with the same story key in %s", recovered,
                 self.story_field or "SIMHASH_STORY_FIELD (turned off)")
+        if any(read.values()):
+            logger.info("scrapy-simhash: the delivery journal of a crawl that died lists %d items as stored: their "
+                        "entries are kept", sum(map(len, read.values())))
         self.stats.set_value("simhash/index", index.location)
         d = self.dedup
         logger.info(
@@ -282,6 +296,8 @@ class SimhashPipeline:
             self._delivery.untold()
             try:
                 self._apply_fates()
+                if self._delivery.journal is not None:
+                    self._delivery.journal.remove()  # every delivery is in the index now
             except (SimhashIndexError, sqlite3.Error) as exc:
                 logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
                              "crawl releases their entries and may pass them on again", exc)

@@ -37,7 +37,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -391,11 +391,11 @@ class RedisIndex(Maintenance, QueryChecks):
             [("HMGET", self._k.pending, *entry_ids)]), write=True)
         return self._remove("release", [int(i) for i, o in zip(entry_ids, owners, strict=True) if o is not None])
 
-    def recover(self) -> int:
+    def recover(self, delivered: Callable[[str], Collection[int]] | None = None) -> int:
         """Release the pending entries of owners that died: on this host, a pid that is gone; on
         another, a lease (:data:`LEASE`) that ran out. Pending ids that name no entry, and stamps
         that no process of ours can have written (:func:`..owners.impossible`), are refused with
-        :class:`IndexOpenError`, nothing released."""
+        :class:`IndexOpenError`, nothing released. Those ``delivered(owner)`` lists are delivered."""
         from ..owners import alive as owners_alive
 
         (pending,) = self._server.attempts("recover", lambda link: link.send(
@@ -415,7 +415,11 @@ class RedisIndex(Maintenance, QueryChecks):
             if alive is None:
                 alive = bool(self._server.retrying("recover", command("exists", self._k.alive(owner)), write=True))
             if not alive:
-                total += self._remove("recover", ids)
+                stored = set(delivered(owner)) if delivered is not None and owners_alive(owner) is False else set()
+                if kept := [i for i in ids if i in stored]:
+                    self.deliver(kept)
+                if doomed := [i for i in ids if i not in stored]:
+                    total += self._remove("recover", doomed)
         return total
 
     def _pending_problem(self, by_owner: dict[str, list[int]]) -> str | None:

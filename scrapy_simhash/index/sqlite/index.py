@@ -392,10 +392,10 @@ class SqliteIndex(QueryChecks):
         with self._write("release") as conn:
             return maintain.release(conn, self._rows, [int(i) for i in entry_ids])
 
-    def recover(self) -> int:
-        """Release the pending entries of this namespace whose owner died before delivering them;
-        pending rows that cannot be right (:func:`.maintain.pending_problem`) are refused with
-        :class:`IndexOpenError`, nothing released."""
+    def recover(self, delivered: Callable[[str], Collection[int]] | None = None) -> int:
+        """Release the pending entries of this namespace whose owner died before delivering them
+        (those ``delivered(owner)`` lists are delivered instead); pending rows that cannot be right
+        (:func:`.maintain.pending_problem`) are refused with :class:`IndexOpenError`, nothing released."""
         with self._lock:
             problem = maintain.pending_problem(self._live())
             if problem is not None:
@@ -404,7 +404,9 @@ class SqliteIndex(QueryChecks):
             owners = maintain.pending_owners(self._live(), self._ns_id)
         total = 0
         for owner in [o for o in owners if owners_alive(o) is False]:
+            stored = [(int(i), owner) for i in delivered(owner)] if delivered is not None else []
             with self._write("recover") as conn:
+                conn.executemany("DELETE FROM pending WHERE entry = ? AND owner = ?", stored)
                 total += maintain.release_owner(conn, self._rows, owner)
         return total
 
