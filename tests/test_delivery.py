@@ -395,3 +395,95 @@ async def test_a_crawl_on_planted_pending_rows_closes_at_open_and_keeps_every_en
     assert reason.startswith("simhash_index_error") and "pending rows" in reason
     with open_index(location, readonly=True) as ix:
         assert ix.count() == 30
+
+
+# -- the delivery journal ------------------------------------------------------------------------------
+
+
+def test_recover_delivers_what_the_journal_lists(location: str) -> None:
+    dead = dead_owner()
+    with open_index(location) as ix:
+        stored = ix.check_and_add(q(0x111, dead, "stored")).entry_id
+        lost = ix.check_and_add(q(0x2222222, dead, "lost")).entry_id
+        assert stored is not None and lost is not None
+    asked: list[str] = []
+
+    def journal(owner: str) -> set[int]:
+        asked.append(owner)
+        return {stored, 999_999}  # (an id it does not own changes nothing)
+
+    with open_index(location) as ix:
+        assert ix.recover(journal) == 1 and asked == [dead]
+        assert [e.url for e in ix.entries()] == ["stored"]
+        assert ix.release([stored]) == 0  # delivered for good
+        assert ix.recover(journal) == 0
+
+
+_STORE_THEN_DIE = '''
+import json, os, signal
+import scrapy
+
+class FsyncStore:
+    """Appends and fsyncs each item; SIGKILLs the crawl when item DIE_AT arrives, before storing it."""
+    def __init__(self, path, die_at):
+        self.fd, self.die_at, self.n = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), die_at, 0
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler.settings["STORE_PATH"], crawler.settings.getint("DIE_AT"))
+    def process_item(self, item, spider=None):
+        self.n += 1
+        if self.n == self.die_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.write(self.fd, (json.dumps(dict(item), ensure_ascii=False) + "\\n").encode("utf-8"))
+        os.fsync(self.fd)
+        return item
+
+class Pages(scrapy.Spider):
+    name = "pages"
+    custom_settings = {"ADDONS": {"scrapy_simhash.Addon": 300}, "ITEM_PIPELINES": {FsyncStore: 900},
+                       "TELNETCONSOLE_ENABLED": False, "LOG_LEVEL": "INFO"}
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with open(kwargs["input"], encoding="utf-8") as f:
+            self.items = [json.loads(line) for line in f]
+    async def start(self):
+        for n in range(len(self.items)):
+            yield scrapy.Request(f"data:,{n}", dont_filter=True)
+    def parse(self, response):
+        yield dict(self.items[int(response.text)])
+'''
+
+
+def test_a_crawl_killed_after_storing_items_stores_none_of_them_again(tmp_path: Path) -> None:
+    """A real crawl whose store fsyncs each item dies (SIGKILL) when item 40 reaches the store: the 39
+    items before it were stored, their deliveries in the journal whether or not the index had their
+    marks yet. The next crawl on the index stores every other story once and none of the 39 again."""
+    import json
+
+    from tests.conftest import REPO
+    from tests.test_reliability import faults, needs_corpus
+
+    if not faults.corpus_available():
+        pytest.skip(str(needs_corpus.kwargs.get("reason")))
+    articles = faults.load_articles(80)
+    items = tmp_path / "items.jsonl"
+    faults.write_jsonl(items, articles)
+    spider = tmp_path / "pages.py"
+    spider.write_text(_STORE_THEN_DIE, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))}
+
+    def crawl(store: str, die_at: int, index: str = "i") -> list[str]:
+        code = subprocess.run(
+            [sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"input={items}",
+             "-s", f"SIMHASH_INDEX_URL=sqlite:///{tmp_path / index}.sqlite3", "-s", f"STORE_PATH={tmp_path / store}",
+             "-s", f"DIE_AT={die_at}", "--logfile", str(tmp_path / f"{store}.log")],
+            cwd=tmp_path, env=env, timeout=300).returncode
+        assert code == (-9 if die_at else 0), (tmp_path / f"{store}.log").read_text(encoding="utf-8")[-3000:]
+        return [json.loads(line)["url"] for line in (tmp_path / store).read_text(encoding="utf-8").splitlines()]
+
+    clean = crawl("clean", 0, index="clean")  # what a crawl that is not killed stores
+    first = crawl("first", 40)
+    assert len(first) == 39
+    again = crawl("again", 0)
+    assert not set(first) & set(again)
+    assert sorted(first + again) == sorted(clean)

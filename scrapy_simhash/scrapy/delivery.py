@@ -47,6 +47,30 @@ TWIN_WAIT = 60.0
 
 logger = logging.getLogger(__name__)
 
+#: Sent by :class:`StoredMark` (``item``): the item passed every pipeline before it.
+item_stored = object()
+#: :class:`StoredMark`'s order in ``ITEM_PIPELINES`` (the Addon's): after any storage pipeline.
+STORED_ORDER = 1_000_000_000
+
+
+class StoredMark:
+    """The last item pipeline: an item that reaches it was stored by the pipelines before it. It
+    tells :class:`~.pipeline.SimhashPipeline` at once, in the call that stored the item, where
+    ``item_scraped`` comes a turn of the loop later, after the other items that arrived together
+    were stored too: a kill in between would leave all of them unrecorded. Added by the Addon;
+    with ``ITEM_PIPELINES``, list ``"scrapy_simhash.scrapy.delivery.StoredMark"`` after storage."""
+
+    def __init__(self, crawler: Any) -> None:
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> StoredMark:
+        return cls(crawler)
+
+    def process_item(self, item: Any, spider: Any = None) -> Any:
+        self.crawler.signals.send_catch_log(signal=item_stored, item=item)
+        return item
+
 
 class Journal:
     """The entry ids whose items reached storage, appended to a file of this host as each

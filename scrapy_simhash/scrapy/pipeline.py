@@ -104,7 +104,7 @@ from ..workers.fingerprints import FingerprintPool, _settle
 from ..workers.groupcommit import GroupCommit
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
 from .awaiting import Inbox, wait
-from .delivery import DeliveryTracker, Journal
+from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 
 if TYPE_CHECKING:
@@ -187,6 +187,7 @@ class SimhashPipeline:
         logging.getLogger("scrapy.core.scraper").addFilter(SHORT_DROP_LINE)  # once: filters are a set
         pipeline = cls(crawler)
         crawler.signals.connect(pipeline._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(pipeline._item_scraped, signal=item_stored)  # (StoredMark: sooner)
         crawler.signals.connect(pipeline._item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipeline._item_error, signal=signals.item_error)
         return pipeline
