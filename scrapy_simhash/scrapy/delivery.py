@@ -1,16 +1,18 @@
 """What became of each new item after this pipeline, told to the index, so that a copy rejected
-downstream does not turn the next copy into its duplicate.
+downstream does not turn the next copy into its duplicate, and a crash does not store an item twice.
 
 A new item's entry is *pending* (:mod:`scrapy_simhash.index.owners`) until Scrapy says what became
-of the item: ``item_scraped`` (it reached storage) delivers the entry, ``item_dropped`` by a later
+of the item: stored (:class:`StoredMark`, the last pipeline, in the call that stored it; else
+``item_scraped``, a turn of the loop later) delivers the entry, ``item_dropped`` by a later
 component or ``item_error`` releases it. Signals carry the object a later component handed on,
 which may be another object than the one this pipeline saw: items are found by identity, else by
-their URL and title. Fates are queued here and applied, never on the reactor, by a flusher thread
-as soon as they arrive (``flush``; the fates that arrive while one write runs go in the next: a
-crawl killed just after storing an item has almost always recorded it, since the next open
-releases what is still pending; :data:`DELAY`), and by the index thread before its next batch (or
-the pool before its next call to a worker) when a release is among them (:meth:`apply`: a copy
-released downstream no longer blocks the items of that batch; a delivery changes no decision).
+their URL and title. A delivery is appended at once to this crawl's :class:`Journal`, a file of
+this host that outlives a kill; fates are applied to the index, never on the reactor, by a flusher
+thread as soon as they arrive (``flush``; the fates that arrive while one write runs go in the
+next; :data:`DELAY`), and by the index thread before its next batch (or the pool before its next
+call to a worker) when a release is among them (:meth:`DeliveryTracker.apply`: a copy released
+downstream no longer blocks the items of that batch; a delivery changes no decision). At the next
+open, the entries a dead crawl left pending are delivered if its journal lists them, else released.
 What no signal told by the end of the crawl went somewhere, and is delivered.
 
 A copy found to be the duplicate of one of these pending entries can wait for the entry's fate
