@@ -89,7 +89,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = REPO.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("SIMHASH_TEST_CORPUS") or REPO.parent / "shared" / "corpus")
 SOURCES = ("zh/newsspider-2016.jsonl.gz", "zh/inews-bdci2019.jsonl.gz")
 REPOST_RECIPES = ("portal", "title_suffix", "source_line", "date_format")
 
@@ -1210,6 +1210,230 @@ def print_forget_results(results: Sequence[ForgetResult]) -> None:
               f"{r.outcome}")
 
 
+# ------------------------------------------------------------------------------------------------
+# Delivery: kills of a crawl whose storage fsyncs each item, counted in stories stored twice and lost
+# ------------------------------------------------------------------------------------------------
+
+DELIVERY_SPIDER = textwrap.dedent(
+    """
+    \"\"\"One data: page per item of the ``input`` file; a store after the plugin appends and fsyncs each item.\"\"\"
+    import json
+    import os
+
+    import scrapy
+
+
+    class FsyncStore:
+        def __init__(self, path):
+            self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+        @classmethod
+        def from_crawler(cls, crawler):
+            return cls(crawler.settings["STORE_PATH"])
+
+        def process_item(self, item, spider=None):
+            os.write(self.fd, (json.dumps(dict(item), ensure_ascii=False) + "\\n").encode("utf-8"))
+            os.fsync(self.fd)
+            return item
+
+        def close_spider(self, spider=None):
+            os.close(self.fd)
+
+
+    class PagesSpider(scrapy.Spider):
+        name = "pages"
+        custom_settings = {
+            "ADDONS": {"scrapy_simhash.Addon": 300},
+            "ITEM_PIPELINES": {FsyncStore: 900},
+            "LOG_LEVEL": "INFO",
+            "TELNETCONSOLE_ENABLED": False,
+            "LOGSTATS_INTERVAL": 0,
+        }
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with open(kwargs["input"], encoding="utf-8") as f:
+                self.items = [json.loads(line) for line in f]
+
+        async def start(self):
+            for n in range(len(self.items)):
+                yield scrapy.Request(f"data:,{n}", dont_filter=True)
+
+        def parse(self, response):
+            yield dict(self.items[int(response.text)])
+    """
+)
+
+
+@dataclass
+class DeliveryKill:
+    at: float  # seconds after start
+    stored_killed: int  # lines the killed crawl stored
+    pending: int  # pending entries left by the kill
+    stored_rerun: int
+    twice: int  # items (by URL) stored by both runs
+    stories_twice: int  # stories stored more often than by a clean crawl
+    lost: int  # stories a clean crawl stores that neither run stored
+    integrity: str
+    released_log: str = ""  # what the re-run said about the dead crawl's entries
+
+
+def _store_lines(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_bytes().split(b"\n"):
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def _delivery_crawl(items: Path, index_url: str, store: Path, workdir: Path, log: Path) -> subprocess.Popen[bytes]:
+    spider = workdir / "pages_spider.py"
+    if not spider.exists():
+        spider.write_text(DELIVERY_SPIDER, encoding="utf-8")
+    cmd = [sys.executable, "-m", "scrapy", "runspider", str(spider), "-a", f"input={items}",
+           "-s", f"SIMHASH_INDEX_URL={index_url}", "-s", f"STORE_PATH={store}", "--logfile", str(log)]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=workdir,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def _delivery_pending(index_url: str) -> tuple[int, str]:
+    """Pending entries left in the index, and its integrity (SQLite: ``integrity_check``; Redis: it
+    opens and every pending id names an entry)."""
+    path = index_url.removeprefix("sqlite:///")
+    if path != index_url:
+        if not Path(path).exists():
+            return 0, "ok"
+        check = integrity(Path(path))
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            return int(conn.execute("SELECT count(*) FROM pending").fetchone()[0]), check
+        except sqlite3.OperationalError:
+            return 0, check
+        finally:
+            conn.close()
+    import redis
+
+    client = redis.Redis.from_url(index_url.split("?")[0])
+    prefix = index_url.split("prefix=")[1]
+    keys = [k for k in client.scan_iter(match=f"{prefix}*pending".encode())]
+    return (sum(client.hlen(k) for k in keys), "ok")
+
+
+def _delivery_cleanup(index_url: str) -> None:
+    if index_url.startswith("redis"):
+        import redis
+
+        client = redis.Redis.from_url(index_url.split("?")[0])
+        prefix = index_url.split("prefix=")[1]
+        for key in client.scan_iter(match=f"{prefix}*".encode(), count=1000):
+            client.delete(key)
+
+
+def delivery_campaign(kills: int, pages: int, seed: int, workdir: Path, backend: str = "sqlite",
+                      redis_url: str = "redis://127.0.0.1:6379/0", log: Any = print,
+                      by_stored: bool = False) -> list[DeliveryKill]:
+    """``kills`` SIGKILLs of a real crawl of ``pages`` ``data:`` pages (real articles and 25 % reposts)
+    whose store after the plugin appends and fsyncs each item, each at a random moment between its
+    first stored item and the end a clean crawl took (``by_stored``: up to 50 ms after a random
+    number of items were stored, a moment of the work whatever the machine's load); then a re-run
+    on the same index. Counted per kill: items stored by both runs, stories stored more often than
+    by a clean crawl, stories a clean crawl stores that neither run stored (lost), the index's
+    integrity."""
+    rng = random.Random(seed)
+    articles = load_articles(int(pages / 1.25) + 1)
+    items = with_reposts(articles, 0.25, rng)[:pages]
+    path = workdir / "pages.jsonl"
+    write_jsonl(path, items)
+    story_of = {it["url"]: it["story"] for it in items}
+
+    def index_url(tag: str) -> str:
+        if backend == "redis":
+            return f"{redis_url}?prefix=dk{seed}{tag}"
+        return f"sqlite:///{workdir / (tag + '.sqlite3')}"
+
+    ref_url, ref_store = index_url("ref"), workdir / "ref.store"
+    _delivery_cleanup(ref_url)
+    started = time.monotonic()
+    proc = _delivery_crawl(path, ref_url, ref_store, workdir, workdir / "ref.log")
+    first = None
+    while proc.poll() is None:
+        if first is None and ref_store.exists() and ref_store.stat().st_size:
+            first = time.monotonic() - started
+        time.sleep(0.01)
+    duration = time.monotonic() - started
+    assert proc.returncode == 0, f"clean crawl exited with {proc.returncode}; see {workdir / 'ref.log'}"
+    clean: dict[str, int] = {}
+    for it in _store_lines(ref_store):
+        clean[story_of[it["url"]]] = clean.get(story_of[it["url"]], 0) + 1
+    _delivery_cleanup(ref_url)
+    log(f"clean crawl ({backend}): {len(items)} pages, {sum(clean.values())} stored ({len(clean)} stories), "
+        f"first stored after {first or 0:.1f} s, done in {duration:.1f} s")
+    results = []
+    for n in range(kills):
+        tag = f"dk{n:02d}"
+        url, store, store2 = index_url(tag), workdir / f"{tag}.store", workdir / f"{tag}.rerun"
+        _delivery_cleanup(url)
+        at = rng.uniform(first or 0.0, duration)
+        t0 = time.monotonic()
+        proc = _delivery_crawl(path, url, store, workdir, workdir / f"{tag}.log")
+        if by_stored:
+            _wait_for_lines(proc, store, rng.randint(1, sum(clean.values()) - 1))
+            at = rng.uniform(0, 0.05)
+        try:
+            proc.wait(at)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        at = time.monotonic() - t0
+        pending, check = _delivery_pending(url)
+        rerun_log = workdir / f"{tag}.rerun.log"
+        proc = _delivery_crawl(path, url, store2, workdir, rerun_log)
+        proc.wait(600)
+        if proc.returncode != 0:
+            check = f"re-run exited with {proc.returncode}"
+        _, check2 = _delivery_pending(url)
+        if check2 != "ok":
+            check = check2
+        first_run, second_run = _store_lines(store), _store_lines(store2)
+        counts: dict[str, int] = {}
+        for it in first_run + second_run:
+            counts[story_of[it["url"]]] = counts.get(story_of[it["url"]], 0) + 1
+        said = [line.split("scrapy-simhash: ", 1)[-1].strip() for line in
+                rerun_log.read_text(encoding="utf-8", errors="replace").splitlines()
+                if "entries" in line and ("released" in line or "kept" in line)] if rerun_log.exists() else []
+        r = DeliveryKill(at, len(first_run), pending, len(second_run),
+                         len({i["url"] for i in first_run} & {i["url"] for i in second_run}),
+                         sum(c > clean.get(s, 0) for s, c in counts.items()),
+                         sum(s not in counts for s in clean), check, " / ".join(said)[:200])
+        results.append(r)
+        log(f"kill {n + 1:2d} at {r.at:5.2f} s: stored {r.stored_killed}, pending {r.pending}; re-run stored "
+            f"{r.stored_rerun}; stored twice {r.twice} (stories {r.stories_twice}), lost {r.lost}, "
+            f"integrity {r.integrity}" + (f"; re-run said: {r.released_log}" if r.released_log else ""))
+        _delivery_cleanup(url)
+    return results
+
+
+def delivery_main(args: argparse.Namespace, workdir: Path) -> int:
+    """``--delivery-kills``: the delivery campaign on each backend asked for; prints the figures."""
+    failed = 0
+    for backend in args.backend.split(","):
+        results = delivery_campaign(args.delivery_kills, args.pages, args.seed, workdir / backend, backend,
+                                    args.redis_url, by_stored=args.kill_by_stored)
+        bad = sum(r.integrity != "ok" for r in results)
+        failed += bad
+        print(f"DELIVERY ({backend}): {len(results)} kills; stored twice: {sum(r.twice for r in results)} items "
+              f"({sum(r.stories_twice for r in results)} stories; worst kill "
+              f"{max((r.twice for r in results), default=0)}), lost: {sum(r.lost for r in results)} stories, "
+              f"integrity ok: {len(results) - bad}/{len(results)}; pending at the kills: "
+              f"{sum(r.pending for r in results)}")
+    print("command: python benchmarks/faults.py " + " ".join(sys.argv[1:]))
+    return 1 if failed else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=20,
@@ -1225,12 +1449,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--redis-forgets", action="store_true",
                     help="only the Redis scenarios: a server that forgets, state tampered with")
     ap.add_argument("--redis-stories", type=int, default=1200, help="stories stored before each Redis fault")
+    ap.add_argument("--delivery-kills", type=int, default=0,
+                    help="only the delivery campaign: this many SIGKILLs of a crawl with an fsyncing store")
+    ap.add_argument("--pages", type=int, default=3000, help="pages of each delivery crawl")
+    ap.add_argument("--backend", default="sqlite", help="delivery campaign backends: sqlite, redis or both")
+    ap.add_argument("--redis-url", default="redis://127.0.0.1:6379/0", help="the delivery campaign's Redis")
+    ap.add_argument("--kill-by-stored", action="store_true",
+                    help="delivery kills after a random number of stored items (not at a random time)")
     args = ap.parse_args(argv)
     if args.redis_forgets:
         with tempfile.TemporaryDirectory(prefix="simhash-redis-") as tmp:
             forgets = redis_forget_campaign(Path(args.workdir or tmp), args.redis_stories, args.seed)
         print_forget_results(forgets)
         return 1 if any(r.stored_twice or r.wrong for r in forgets) else 0
+    if args.delivery_kills:
+        with tempfile.TemporaryDirectory(prefix="simhash-delivery-") as tmp:
+            where = Path(args.workdir or tmp)
+            for backend in args.backend.split(","):
+                (where / backend).mkdir(parents=True, exist_ok=True)
+            return delivery_main(args, where)
     if args.files_only:
         with tempfile.TemporaryDirectory(prefix="simhash-files-") as tmp:
             where = Path(args.workdir or tmp)

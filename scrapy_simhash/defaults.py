@@ -33,6 +33,9 @@ MAX_SHARE: float | None = 0.1
 TITLE_ACTION: Final = "drop"
 BODY_ACTION: Final = "drop"
 FLAG_FIELD = "simhash"
+#: The field that receives an admitted item's story key (the same for the same text admitted again:
+#: a storage pipeline that upserts on it stores a story once, even when a crash made it pass twice).
+STORY_FIELD: str | None = "simhash_story"
 TTL_DAYS: float | None = None
 RESET = False
 DROP_LOG_LEVEL = "INFO"

@@ -344,6 +344,12 @@ SETTINGS: tuple[Setting, ...] = (
             allowed="a non-empty string (an item field name)", valid=_nonempty_str,
             doc='Field that receives the verdict of a flagged (or, with `SIMHASH_ON_INDEX_ERROR = "pass"`, unchecked) '
             "item: status, tier, distance and the original's id, URL, title and first-seen time."),
+    Setting("SIMHASH_STORY_FIELD", D.STORY_FIELD,
+            allowed='an item field name, or None/"" for no story key',
+            valid=lambda v: v is None or isinstance(v, str),
+            doc="Field that receives every admitted item's story key: its title and body fingerprints in hex, the "
+            "same whenever the same text is admitted again, so a storage pipeline can upsert on it and a "
+            "re-delivery after a crash stores nothing twice (docs/delivery.md)."),
     Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _float_or_none, engine="ttl_days", flag="ttl_days", per_spider=True,
             allowed="None or 0 (never expire), or a positive number of days", valid=_ttl,
             doc="Entries older than this many days stop matching and are purged when the spider opens "

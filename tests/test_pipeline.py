@@ -17,6 +17,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 
 from scrapy_simhash import Addon, NearDuplicate, SimhashPipeline
+from scrapy_simhash.scrapy.delivery import StoredMark
 from tests.conftest import (
     REPO,
     STORY_EN,
@@ -296,7 +297,10 @@ def test_addon_adds_pipeline_once():
     # Already listed by its import path: left alone.
     settings = Settings({"ITEM_PIPELINES": {"scrapy_simhash.SimhashPipeline": 100}})
     Addon().update_settings(settings)
-    assert len(settings.getdict("ITEM_PIPELINES")) == 1
+    pipelines = settings.getdict("ITEM_PIPELINES")
+    assert [k for k in pipelines if k in (SimhashPipeline, "scrapy_simhash.SimhashPipeline")] == [
+        "scrapy_simhash.SimhashPipeline"]
+    assert max(pipelines.values()) == pipelines[StoredMark]  # the delivery mark comes last
 
 
 def test_near_duplicate_is_drop_item():

@@ -2,7 +2,8 @@
 
 * kill: ``benchmarks/faults.py`` (fewer kills here) SIGKILLs real ``scrapy-simhash dedup`` runs and
   real ``scrapy runspider`` crawls; the index must open, pass ``integrity_check``, hold every item
-  passed on, and a re-run must end where a clean run ends.
+  passed on, and a re-run must end where a clean run ends; crawls whose store fsyncs each item
+  lose no story and store again only what was pending at the kill.
 * race: four processes on one file, shuffled copies of the same real stories, ten rounds.
 * a check-and-add that cannot commit (another process holds the write lock past the busy timeout;
   a full disk: a tiny tmpfs, or ``PRAGMA max_page_count``) never passes an item on as new; it is
@@ -72,6 +73,21 @@ def test_sigkill_of_dedup_writing_gzip_loses_nothing(tmp_path: Path) -> None:
     report = "\n".join(lines)
     assert all(r.problems == [] for r in results), report
     assert sum(r.passed_before_kill for r in results) > 0, report
+
+
+@pytest.mark.slow
+@needs_corpus
+def test_sigkill_of_a_crawl_with_an_fsyncing_store_loses_nothing_and_stores_again_only_pending_items(
+        tmp_path: Path) -> None:
+    """The delivery campaign, smaller: a crawl whose store fsyncs each item, killed at random moments,
+    then run again. No story is lost, the index passes ``integrity_check``, and an item is stored by
+    both runs only if its entry was still pending at the kill (its delivery not yet written)."""
+    lines: list[str] = []
+    results = faults.delivery_campaign(3, 300, seed=4, workdir=tmp_path, log=lines.append)
+    report = "\n".join(lines)
+    assert all(r.integrity == "ok" and r.lost == 0 for r in results), report
+    assert all(r.twice <= r.pending for r in results), report
+    assert sum(r.stored_killed for r in results) > 0, report
 
 
 # -- race -------------------------------------------------------------------------------------------

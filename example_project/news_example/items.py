@@ -18,3 +18,6 @@ class NewsItem(scrapy.Item):
     # Filled by scrapy-simhash only with SIMHASH_BODY_ACTION = "flag": the verdict of a near-duplicate
     # that was passed on for review instead of dropped (tier, distance, original URL).
     simhash = scrapy.Field()
+    # Filled by scrapy-simhash on every admitted item: its story key (SIMHASH_STORY_FIELD), the same
+    # whenever the same text is admitted again; a store that upserts on it stores each story once.
+    simhash_story = scrapy.Field()

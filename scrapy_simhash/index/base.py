@@ -212,9 +212,11 @@ class BandIndex(Protocol):
         """These pending entries' items were dropped or failed downstream: remove them, so that the
         next copy of the story is admitted; returns how many went."""
 
-    def recover(self) -> int:
+    def recover(self, delivered: Callable[[str], Collection[int]] | None = None) -> int:
         """Release the pending entries of owners that died before delivering them (never those of
-        a live process sharing the index); returns how many went."""
+        a live process sharing the index); returns how many went. ``delivered(owner)``: the ids a
+        dead owner of this host recorded as stored elsewhere (its delivery journal): delivered, not
+        released."""
 
     def lookup(
         self, title_fp: int | None, body_fp: int | None, *, title_k: int, body_k: int,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from scrapy.settings import BaseSettings
 
 from .backpressure import StartBackpressure
+from .delivery import STORED_ORDER, StoredMark
 from .pipeline import SimhashPipeline
 from .summary import DedupSummary
 
@@ -18,11 +19,13 @@ BACKPRESSURE_ORDER = 5
 
 
 class Addon:
-    """Adds :class:`SimhashPipeline` to ``ITEM_PIPELINES``, :class:`DedupSummary` to ``EXTENSIONS``
-    and :class:`~.backpressure.StartBackpressure` to ``SPIDER_MIDDLEWARES`` unless they are already
-    there (idempotent); ``SIMHASH_SUMMARY = False`` keeps the summary quiet."""
+    """Adds :class:`SimhashPipeline` (and :class:`.delivery.StoredMark` last) to ``ITEM_PIPELINES``,
+    :class:`DedupSummary` to ``EXTENSIONS`` and :class:`~.backpressure.StartBackpressure` to
+    ``SPIDER_MIDDLEWARES`` unless they are already there (idempotent); ``SIMHASH_SUMMARY = False``
+    keeps the summary quiet."""
 
     def update_settings(self, settings: BaseSettings) -> None:
         settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", SimhashPipeline, PIPELINE_ORDER)
+        settings.setdefault_in_component_priority_dict("ITEM_PIPELINES", StoredMark, STORED_ORDER)
         settings.setdefault_in_component_priority_dict("EXTENSIONS", DedupSummary, SUMMARY_ORDER)
         settings.setdefault_in_component_priority_dict("SPIDER_MIDDLEWARES", StartBackpressure, BACKPRESSURE_ORDER)

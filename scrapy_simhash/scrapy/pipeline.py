@@ -13,7 +13,9 @@ against one index shared by every spider of the project (``.scrapy/simhash/index
   (``simhash/flagged``);
 * else, with ``SIMHASH_SENTENCES_SHARED`` (50 by default, 0 turns it off), an earlier story's
   sentences found here → dropped (``simhash/dropped/sentence``) or flagged as the body tier says;
-* else the item is new: it is committed to the index before it is passed on.
+* else the item is new: it is committed to the index before it is passed on, with its story key in
+  ``SIMHASH_STORY_FIELD`` (``simhash_story``: the same for the same text admitted again, to upsert on;
+  docs/delivery.md).
 
 Each drop is one log line at ``SIMHASH_DROP_LOG_LEVEL`` (this item's URL, tier, distance, original
 URL; :class:`_ShortDropLine` keeps Scrapy from appending the whole item), and so is each flag.
@@ -118,7 +120,7 @@ from ..workers.groupcommit import GroupCommit
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
 from .awaiting import Inbox, Places, wait
 from .backpressure import max_awaiting
-from .delivery import DeliveryTracker
+from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 
 if TYPE_CHECKING:
@@ -148,6 +150,12 @@ def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> tuple[str | None
     return None, None
 
 
+def story_key(verdict: Verdict) -> str:
+    """An admitted item's story key: its title and body fingerprints in hex (zeros for one it has
+    none of), the same whenever the same text is admitted again (after a release, in another crawl)."""
+    return f"{verdict.title_fp or 0:016x}{verdict.body_fp or 0:016x}"
+
+
 def _flag_value(verdict: Verdict | dict[str, Any]) -> dict[str, Any]:
     """The flag field's value: the verdict, times in ISO 8601 UTC as the command line writes them."""
     if isinstance(verdict, dict):
@@ -167,8 +175,8 @@ class SimhashPipeline:
         self.dedup: Deduplicator | None = None
         self._fingerprints: FingerprintPool | None = None
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
-        self._flag_classes: dict[type, type] = {}
-        self._warned_flag_field = False
+        self._flag_classes: dict[tuple[type, str], type] = {}  # (item class, field) → its subclass with the field
+        self._warned_set: set[str] = set()  # fields warned about
         self._warned_fields: set[str] = set()
         self._closing = False
         self._engine_ran = False
@@ -197,6 +205,7 @@ class SimhashPipeline:
         logging.getLogger("scrapy.core.scraper").addFilter(SHORT_DROP_LINE)  # once: filters are a set
         pipeline = cls(crawler)
         crawler.signals.connect(pipeline._item_scraped, signal=signals.item_scraped)
+        crawler.signals.connect(pipeline._item_scraped, signal=item_stored)  # (StoredMark: sooner)
         crawler.signals.connect(pipeline._item_dropped, signal=signals.item_dropped)
         crawler.signals.connect(pipeline._item_error, signal=signals.item_error)
         return pipeline
@@ -219,6 +228,7 @@ class SimhashPipeline:
         self.body_fields = value(s, "SIMHASH_BODY_FIELD")
         self.url_fields = value(s, "SIMHASH_URL_FIELD")
         self.flag_field = value(s, "SIMHASH_FLAG_FIELD")
+        self.story_field = value(s, "SIMHASH_STORY_FIELD")
         self.skip_field = value(s, "SIMHASH_SKIP_FIELD")
         self.drop_log_level = value(s, "SIMHASH_DROP_LOG_LEVEL")
         self.on_index_error = value(s, "SIMHASH_ON_INDEX_ERROR")
@@ -231,7 +241,16 @@ class SimhashPipeline:
         try:
             self.dedup = Deduplicator.open(index_url, owner=new_owner(), **engine_options(s))
             expired = self.dedup.purge_expired()
-            recovered = self.dedup.index.recover()  # entries of crawls that died before delivering them
+            journals = Journal.directory(self.dedup.index.location, self.dedup.index.namespace)
+            read: dict[str, set[int]] = {}  # the journals of dead crawls: what they stored last
+
+            def delivered(owner: str) -> set[int]:
+                read[owner] = Journal.read(journals, owner)
+                return read[owner]
+
+            recovered = self.dedup.index.recover(delivered)  # entries of crawls that died before delivering them
+            for owner in read:
+                Journal(journals, owner).remove()
             initial = self.dedup.index.count()
         except (SimhashIndexError, sqlite3.Error, ValueError, TypeError, OSError) as exc:
             logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
@@ -242,6 +261,8 @@ class SimhashPipeline:
         if new_directory and path is not None:
             logger.info("scrapy-simhash: created the directory %s for a new index (it did not exist)",
                         Path(path).parent.resolve())
+        if self.dedup.owner is not None:
+            self._delivery.journal = Journal(journals, self.dedup.owner)
         for key in ZERO_STATS:
             self.stats.set_value(key, 0)
         index = self.dedup.index
@@ -249,8 +270,14 @@ class SimhashPipeline:
         self.stats.set_value("simhash/expired", expired)
         self.stats.set_value("simhash/recovered", recovered)
         if recovered:
-            logger.info("scrapy-simhash: released %d entries of a crawl that died before its items were stored",
-                        recovered)
+            logger.warning(
+                "scrapy-simhash: released %d entries of a crawl that died before their items were recorded as "
+                "stored (simhash/recovered): their stories are admitted again; an item its delivery journal "
+                "missed is passed on again, with the same story key in %s", recovered,
+                self.story_field or "SIMHASH_STORY_FIELD (turned off)")
+        if any(read.values()):
+            logger.info("scrapy-simhash: the delivery journal of a crawl that died lists %d items as stored: their "
+                        "entries are kept", sum(map(len, read.values())))
         self.stats.set_value("simhash/index", index.location)
         d = self.dedup
         logger.info(
@@ -298,6 +325,8 @@ class SimhashPipeline:
             self._delivery.untold()
             try:
                 self._apply_fates()
+                if self._delivery.journal is not None:
+                    self._delivery.journal.remove()  # every delivery is in the index now
             except (SimhashIndexError, sqlite3.Error) as exc:
                 logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
                              "crawl releases their entries and may pass them on again", exc)
@@ -323,10 +352,13 @@ class SimhashPipeline:
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
         async with self._places:  # at most SIMHASH_MAX_AWAITING items awaiting their verdicts
-            try:
-                fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
-            except UnreadableField as exc:
-                return self._bad_input(item, fields[exc.part][0], url, exc)
+            while True:
+                try:
+                    fps, verdict = await self._wait(self._check(fields["title"][1], fields["body"][1], url))
+                except UnreadableField as exc:
+                    return self._bad_input(item, fields[exc.part][0], url, exc)
+                if not await self._original_released(verdict):
+                    break
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
         if isinstance(verdict, (SimhashIndexError, sqlite3.Error)):
@@ -346,6 +378,8 @@ class SimhashPipeline:
             self.stats.inc_value("simhash/new")
             if verdict.entry_id is not None:
                 self._delivery.track(item, verdict.entry_id)
+            if self.story_field:
+                self._set_field(item, self.story_field, story_key(verdict))
             return item
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
@@ -355,6 +389,15 @@ class SimhashPipeline:
             return self._flag(item, verdict)
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
+
+    async def _original_released(self, verdict: Verdict | BaseException) -> bool:
+        """For a duplicate of an entry this crawl added and whose item has not reached storage yet:
+        wait for that item's fate (at most :data:`.delivery.TWIN_WAIT` s); True when it was released
+        (dropped downstream: check this copy again), False otherwise (a duplicate as decided)."""
+        if isinstance(verdict, BaseException) or verdict.status != "duplicate" or verdict.original is None:
+            return False
+        waiter = self._delivery.waiter(verdict.original.id)
+        return waiter is not None and await self._wait(waiter) == "release"
 
     def _check(self, title: Any, body: Any, url: str | None) -> Future[tuple[Fingerprints, Verdict | BaseException]]:
         """An item's fingerprints and its verdict (or the index's error) in one future; it raises
@@ -505,24 +548,27 @@ class SimhashPipeline:
             engine.close_spider(self.crawler.spider, reason)
 
     def _flag(self, item: Any, verdict: Verdict | dict[str, Any]) -> Any:
-        """Put the verdict in the flag field; a ``scrapy.Item`` that does not declare the field is
-        moved to a subclass that does, so exporters see it."""
-        if isinstance(item, Item) and self.flag_field not in item.fields:
-            cls = type(item)
-            flagged = self._flag_classes.get(cls)
-            if flagged is None:
-                flagged = type(cls.__name__, (cls,), {self.flag_field: Field()})
-                self._flag_classes[cls] = flagged
-            item.__class__ = flagged
-        adapter = ItemAdapter(item)
-        try:
-            adapter[self.flag_field] = _flag_value(verdict)
-        except (KeyError, AttributeError, TypeError):
+        """Put the verdict in the flag field (see :meth:`_set_field`)."""
+        if not self._set_field(item, self.flag_field, _flag_value(verdict)):
             self.stats.inc_value("simhash/flag_field_missing")
-            if not self._warned_flag_field:
-                self._warned_flag_field = True
-                logger.warning(
-                    "scrapy-simhash cannot set field %r on %s items: declare it to see flags",
-                    self.flag_field, type(item).__name__,
-                )
         return item
+
+    def _set_field(self, item: Any, field: str, content: Any) -> bool:
+        """Set ``field`` of the item; a ``scrapy.Item`` that does not declare the field is moved to a
+        subclass that does, so exporters see it. False (warned once per field) where it cannot be set."""
+        if isinstance(item, Item) and field not in item.fields:
+            cls = type(item)
+            moved = self._flag_classes.get((cls, field))
+            if moved is None:
+                moved = type(cls.__name__, (cls,), {field: Field()})
+                self._flag_classes[cls, field] = moved
+            item.__class__ = moved
+        try:
+            ItemAdapter(item)[field] = content
+        except (KeyError, AttributeError, TypeError):
+            if field not in self._warned_set:
+                self._warned_set.add(field)
+                logger.warning("scrapy-simhash cannot set field %r on %s items: declare it to see %s", field,
+                               type(item).__name__, "flags" if field == self.flag_field else "story keys")
+            return False
+        return True

@@ -42,7 +42,7 @@ import logging
 import os
 import random
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -402,24 +402,53 @@ class RedisIndex(Guard, Maintenance, QueryChecks):
             [("HMGET", self._k.pending, *entry_ids)]), write=True)
         return self._remove("release", [int(i) for i, o in zip(entry_ids, owners, strict=True) if o is not None])
 
-    def recover(self) -> int:
+    def recover(self, delivered: Callable[[str], Collection[int]] | None = None) -> int:
         """Release the pending entries of owners that died: on this host, a pid that is gone; on
-        another, a lease (:data:`LEASE`) that ran out."""
+        another, a lease (:data:`LEASE`) that ran out. Pending ids that name no entry, and stamps
+        that no process of ours can have written (:func:`..owners.impossible`), are refused with
+        :class:`IndexOpenError`, nothing released. Those ``delivered(owner)`` lists are delivered."""
         from ..owners import alive as owners_alive
 
         (pending,) = self._server.attempts("recover", lambda link: link.send(
             [("HGETALL", self._k.pending)]), write=True)
         by_owner: dict[str, list[int]] = {}
         for i in range(0, len(pending), 2):
+            if not pending[i].isdigit():
+                raise IndexOpenError(f"index {self.location}: a pending id {pending[i][:40]!r} is not an entry id; "
+                                     "refusing to release entries on it (check: pending rows)")
             by_owner.setdefault(pending[i + 1].decode("utf-8", "replace"), []).append(int(pending[i]))
+        if problem := self._pending_problem(by_owner):
+            raise IndexOpenError(f"index {self.location}: {problem}; refusing to release entries on them "
+                                 "(check: pending rows)")
         total = 0
         for owner, ids in by_owner.items():
             alive = owners_alive(owner)
             if alive is None:
                 alive = bool(self._server.retrying("recover", command("exists", self._k.alive(owner)), write=True))
             if not alive:
-                total += self._remove("recover", ids)
+                stored = set(delivered(owner)) if delivered is not None and owners_alive(owner) is False else set()
+                if kept := [i for i in ids if i in stored]:
+                    self.deliver(kept)
+                if doomed := [i for i in ids if i not in stored]:
+                    total += self._remove("recover", doomed)
         return total
+
+    def _pending_problem(self, by_owner: dict[str, list[int]]) -> str | None:
+        """Why these pending ids cannot be right (None: they can): ids without an entry, or stamps
+        no process of ours can have written on their entries."""
+        from ..owners import impossible
+
+        if not by_owner:
+            return None
+        entries = self._entries_by_id("recover", [i for ids in by_owner.values() for i in ids])
+        for owner, ids in by_owner.items():
+            orphans = [i for i in ids if i not in entries]
+            if orphans:
+                return f"{len(orphans)} pending id(s) that no entry owns (e.g. {orphans[0]})"
+            why = impossible(owner, min(entries[i].first_seen for i in ids), other_hosts=True)
+            if why is not None:
+                return f"{len(ids)} pending id(s): {why}"
+        return None
 
     def heartbeat(self, owner: str) -> None:
         """Keep ``owner``'s pending entries its own for another :data:`LEASE` seconds (every

@@ -28,6 +28,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,12 @@ _ITEM_ERRORS = (SimhashIndexError, ValueError, TypeError, OverflowError)
 
 def _failed(exc: BaseException) -> Outcome:
     return Outcome(match=None, entry_id=None, error=f"{type(exc).__name__}: {exc}")
+
+
+#: Seconds between two asks for the write lock when a delivered mark waits for it (a worker's batch
+#: holds it through its fsync): SQLite's own busy handler sleeps up to 100 ms between asks, and every
+#: item stored meanwhile would be passed on again after a kill (docs/decisions/0700-delivery-window.md).
+DELIVER_POLL = 0.001
 
 
 class SqliteIndex(QueryChecks):
@@ -360,10 +367,42 @@ class SqliteIndex(QueryChecks):
     # -- delivery ---------------------------------------------------------------------------------
 
     def deliver(self, entry_ids: Sequence[int]) -> None:
-        """These pending entries' items reached storage: no longer pending (one transaction)."""
-        if entry_ids:
-            with self._write("deliver") as conn:
-                conn.executemany("DELETE FROM pending WHERE entry = ?", [(int(i),) for i in entry_ids])
+        """These pending entries' items reached storage: no longer pending (one transaction, not
+        fsynced: in the WAL it outlives a kill of the process, and the next fsynced commit makes it
+        durable; lost to a power cut, the entries are released and their items passed on again,
+        docs/decisions/0700-delivery-window.md)."""
+        if not entry_ids:
+            return
+        with self._lock:
+            conn = self._writable()
+            busy_ms = conn.execute("PRAGMA busy_timeout").fetchone()[0]
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout = 0")  # polled below: SQLite's own waits grow to 100 ms
+            try:
+                self._begin_polling(conn)
+                try:
+                    conn.executemany("DELETE FROM pending WHERE entry = ?", [(int(i),) for i in entry_ids])
+                    conn.execute("COMMIT")
+                except BaseException as exc:
+                    self._abort(conn, exc, "deliver")
+                    raise
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(busy_ms)}")
+                conn.execute("PRAGMA synchronous=FULL")
+
+    def _begin_polling(self, conn: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``, the write lock asked for every :data:`DELIVER_POLL` s (up to the
+        busy timeout), so a mark is written as soon as a worker's batch lets the lock go."""
+        deadline = time.monotonic() + self._busy_timeout
+        while True:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                return
+            except sqlite3.OperationalError as exc:
+                if time.monotonic() >= deadline or "locked" not in str(exc):
+                    raise IndexWriteError(f"index {self.location}: could not get the write lock within "
+                                          f"{self._busy_timeout} s ({exc})") from exc
+                time.sleep(DELIVER_POLL)
 
     def release(self, entry_ids: Sequence[int]) -> int:
         """Remove these pending entries (their items were dropped downstream); returns how many."""
@@ -372,13 +411,21 @@ class SqliteIndex(QueryChecks):
         with self._write("release") as conn:
             return maintain.release(conn, self._rows, [int(i) for i in entry_ids])
 
-    def recover(self) -> int:
-        """Release the pending entries of this namespace whose owner died before delivering them."""
+    def recover(self, delivered: Callable[[str], Collection[int]] | None = None) -> int:
+        """Release the pending entries of this namespace whose owner died before delivering them
+        (those ``delivered(owner)`` lists are delivered instead); pending rows that cannot be right
+        (:func:`.maintain.pending_problem`) are refused with :class:`IndexOpenError`, nothing released."""
         with self._lock:
+            problem = maintain.pending_problem(self._live())
+            if problem is not None:
+                raise IndexOpenError(f"index {self.location}: {problem}; refusing to release entries on them "
+                                     "(check: pending rows)")
             owners = maintain.pending_owners(self._live(), self._ns_id)
         total = 0
         for owner in [o for o in owners if owners_alive(o) is False]:
+            stored = [(int(i), owner) for i in delivered(owner)] if delivered is not None else []
             with self._write("recover") as conn:
+                conn.executemany("DELETE FROM pending WHERE entry = ? AND owner = ?", stored)
                 total += maintain.release_owner(conn, self._rows, owner)
         return total
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..base import Entry, SimhashIndexError
 from ..damage import TIME_MAX, TIME_MIN, shown, time_damage
+from ..owners import impossible
 from . import sentences as sqlite_sentences
 from .tables import ENTRY_COLS, Rows
 from .values import url_key
@@ -53,6 +54,22 @@ def pending_owners(conn: sqlite3.Connection, ns: int | None) -> list[str]:
     """The owners of the namespace's pending entries."""
     return [o for (o,) in conn.execute(
         "SELECT DISTINCT p.owner FROM pending p JOIN entry e ON e.id = p.entry WHERE e.ns = ?", (ns,))]
+
+
+def pending_problem(conn: sqlite3.Connection) -> str | None:
+    """What makes the pending rows impossible (None: nothing): rows that no entry owns, or stamps
+    that no process of this host can have written on their entries (:func:`..owners.impossible`;
+    a file is used on one host). Reads the pending rows only: a handful, the items in flight."""
+    orphans = conn.execute("SELECT count(*) FROM pending WHERE entry NOT IN (SELECT id FROM entry)").fetchone()[0]
+    if orphans:
+        return f"{orphans} pending row(s) that no entry owns"
+    for owner, earliest, n in conn.execute(
+            "SELECT p.owner, min(e.first_seen), count(*) FROM pending p JOIN entry e ON e.id = p.entry"
+            " GROUP BY p.owner"):
+        why = impossible(owner if isinstance(owner, str) else repr(owner), float(earliest), other_hosts=False)
+        if why is not None:
+            return f"{n} pending row(s): {why}"
+    return None
 
 
 def release_owner(conn: sqlite3.Connection, rows: Rows, owner: str) -> int:
