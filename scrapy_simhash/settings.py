@@ -29,189 +29,52 @@ fast without it.
 from __future__ import annotations
 
 import difflib
-import json
-import math
-import os
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import defaults as D
+from .setting_values import (
+    ACTIONS,
+    BITS_CHOICES,
+    LOG_LEVELS,
+    ON_INDEX_ERROR_CHOICES,
+    REDIS_UNSAFE_CHOICES,
+    as_auto_bool,
+    as_bool,
+    as_dict,
+    as_field_names,
+    as_float,
+    as_float_or_none,
+    as_int,
+    as_int_or_none,
+    as_is,
+    as_list,
+    as_lower,
+    as_upper,
+    as_workers,
+    int_from,
+    number_above,
+    number_from,
+    one_of,
+    valid_index_url,
+    valid_max_share,
+    valid_names,
+    valid_nonempty_str,
+    valid_optional_file,
+    valid_regexes,
+    valid_stop_words,
+    valid_ttl,
+)
 
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.settings import BaseSettings, Settings
 
 
-# Converters: a raw value (as a project writes it, ``-s NAME=text``, or command-line text) to the value
-# the plugin runs with. The same functions read Scrapy settings and the command line's options, and
-# give what Scrapy's ``getbool``/``getint``/``getfloat``/``getlist``/``getdict`` give (a None value
-# reads as their defaults), without importing Scrapy.
-
-
-def _raw(value: Any) -> Any:
-    return value
-
-
-def _bool(value: Any) -> bool:
-    if value is None:
-        return False
-    try:
-        return bool(int(value))
-    except ValueError:
-        if value in ("True", "true"):
-            return True
-        if value in ("False", "false"):
-            return False
-        raise ValueError("Supported values for boolean settings are 0/1, True/False, '0'/'1', 'True'/'False' "
-                         "and 'true'/'false'") from None
-
-
-def _int(value: Any) -> int:
-    return int(0 if value is None else value)
-
-
-def _float(value: Any) -> float:
-    return float(0.0 if value is None else value)
-
-
-def _list(value: Any) -> list[Any]:
-    if not value:
-        return []
-    return list(value.split(",") if isinstance(value, str) else value)
-
-
-def _dict(value: Any) -> dict[Any, Any]:
-    """A dict, or JSON text of one (the command line's ``-s NAME='{...}'``)."""
-    if isinstance(value, str):
-        value = json.loads(value)
-    return dict(value or {})
-
-
-def _field_names(value: Any) -> list[str]:
-    """Item field names: a list, or one comma-separated string."""
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value or ()]
-
-
-_NONE = (None, "", "none", "None")
-
-
-def _float_or_none(value: Any) -> float | None:
-    """A number, or None for "off" (unset, empty, 0 or "none"): no expiry, no cap."""
-    return None if value in _NONE else (float(value) or None)
-
-
-def _int_or_none(value: Any) -> int | None:
-    """A whole number, or None (unset, empty or "none") for the default the setting computes."""
-    return None if value in _NONE else _int(value)
-
-
-def _auto_bool(value: Any) -> bool | None:
-    """True, False, or None for "decide per item" (unset, empty or "auto")."""
-    return None if value in (*_NONE, "auto") else _bool(value)
-
-
-def _workers(value: Any) -> int:
-    """A number of worker processes; unset, empty or "auto": the cores this process may use, minus one
-    for the crawl itself, at least one."""
-    if value not in (None, "", "auto"):
-        return _int(value)
-    cores = os.process_cpu_count() if hasattr(os, "process_cpu_count") else (
-        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
-    return max(1, (cores or 1) - 1)
-
-
-def _upper(value: Any) -> Any:
-    return value.upper() if isinstance(value, str) else value
-
-
-def _lower(value: Any) -> Any:
-    return value.lower() if isinstance(value, str) else value
-
-
 def _index_url(settings: BaseSettings) -> str:
     return index_url_from_settings(settings) or default_index_url()
-
-
-# Checks: is a value (as converted) one the plugin can run with? A value of another type is not: a
-# check may raise TypeError or ValueError for it (Setting.allows turns that into "not allowed").
-
-ACTIONS = ("drop", "flag")
-ON_INDEX_ERROR_CHOICES = ("drop", "pass", "close")
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-BITS_CHOICES = (32, 64, 128)
-REDIS_UNSAFE_CHOICES = ("refuse", "warn")
-
-
-def _int_from(low: int, high: float = math.inf) -> Callable[[Any], bool]:
-    """An integer from ``low`` to ``high``."""
-    return lambda value: isinstance(value, int) and low <= value <= high
-
-
-def _number_from(low: float) -> Callable[[Any], bool]:
-    """A number >= ``low``."""
-    return lambda value: isinstance(value, (int, float)) and low <= value
-
-
-def _number_above(low: float) -> Callable[[Any], bool]:
-    """A finite number > ``low``."""
-    return lambda value: isinstance(value, (int, float)) and low < value < math.inf
-
-
-def _one_of(choices: tuple[Any, ...]) -> Callable[[Any], bool]:
-    return lambda value: value in choices
-
-
-def _nonempty_str(value: Any) -> bool:
-    return isinstance(value, str) and bool(value)
-
-
-def _names(value: list[str]) -> bool:
-    return bool(value) and all(value)
-
-
-def _is_index_url(value: Any) -> bool:
-    if value is None:  # the project's default file
-        return True
-    if not isinstance(value, str):
-        return False
-    from .index import sqlite_path
-
-    try:
-        return sqlite_path(value) is not None or value.split("://", 1)[0].lower() in ("redis", "rediss", "unix")
-    except Exception:  # IndexOpenError: sqlite:// without a path
-        return False
-
-
-def _optional_file(value: Any) -> bool:
-    return value in (None, "") or (isinstance(value, (str, os.PathLike)) and os.path.isfile(value))
-
-
-def _stop_words(value: Any) -> bool:
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return all(isinstance(w, str) for w in value)
-    return _optional_file(value)
-
-
-def _regexes(value: list[Any]) -> bool:
-    try:
-        for pattern in value:
-            re.compile(pattern)
-    except (re.error, TypeError):
-        return False
-    return True
-
-
-def _ttl(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and 0 < value < math.inf)
-
-
-def _max_share(value: Any) -> bool:
-    return value is None or (isinstance(value, (int, float)) and 0 < value <= 1)
 
 
 _UNSET: Any = object()
@@ -235,7 +98,7 @@ class Setting:
     name: str
     default: Any
     #: A raw value (Python, settings text or command-line text) → the value; may raise TypeError or ValueError.
-    convert: Callable[[Any], Any] = _raw
+    convert: Callable[[Any], Any] = as_is
     engine: str | None = None  #: keyword of Deduplicator.open
     index_option: str | None = None  #: key of Deduplicator.open's index_options
     flag: str | None = None  #: argparse dest of its command-line option ``--<flag with dashes>``
@@ -257,8 +120,15 @@ class Setting:
         return None if self.flag is None else "--" + self.flag.replace("_", "-")
 
     def read(self, settings: BaseSettings) -> Any:
-        """Its value in Scrapy ``settings`` (from :func:`effective_settings`), converted, not checked."""
-        return self.gather(settings) if self.gather is not None else self.convert(settings.get(self.name))
+        """Its value in Scrapy ``settings`` (from :func:`effective_settings`), converted, not checked;
+        :class:`SettingError` for a value that cannot be converted."""
+        if self.gather is not None:
+            return self.gather(settings)
+        raw = settings.get(self.name)
+        try:
+            return self.convert(raw)
+        except (TypeError, ValueError) as exc:
+            raise SettingError(self.name, raw, self.allowed or str(exc)) from exc
 
     def allows(self, value: Any) -> bool:
         """Whether the plugin can run with ``value`` (a converted value)."""
@@ -286,62 +156,62 @@ class Setting:
 
 #: Every setting, in the settings reference's order.
 SETTINGS: tuple[Setting, ...] = (
-    Setting("SIMHASH_ENABLED", D.ENABLED, _bool, per_spider=True,
+    Setting("SIMHASH_ENABLED", D.ENABLED, as_bool, per_spider=True,
             allowed="True or False",
             doc="`False`: the pipeline is not loaded (`NotConfigured`), or, set for one spider, does nothing for it."),
     Setting("SIMHASH_INDEX_URL", D.INDEX_URL, gather=_index_url, flag="index",
             allowed="None (the project's .scrapy/simhash/index.sqlite3), a path, or a sqlite:///, redis://, "
-            "rediss:// or unix:// URL", valid=_is_index_url,
+            "rediss:// or unix:// URL", valid=valid_index_url,
             doc="Where the index lives: a SQLite file, or Redis for many machines (`?prefix=NAME` keeps several "
             "indexes in one database). Unset: the project's `.scrapy/simhash/index.sqlite3`, or scrapy-redis's "
             "`REDIS_URL` when scrapy-redis is in use."),
     Setting("SIMHASH_NAMESPACE", D.NAMESPACE, engine="namespace", flag="namespace", per_spider=True,
-            allowed="a non-empty string", valid=_nonempty_str,
+            allowed="a non-empty string", valid=valid_nonempty_str,
             doc="Keeps entries apart within one index: items are compared with the entries of their namespace only "
             "(e.g. one per project or language)."),
-    Setting("SIMHASH_TITLE_FIELD", D.TITLE_FIELD, _field_names, flag="title_field", per_spider=True,
-            allowed="an item field name, a list of them or a comma-separated string", valid=_names,
+    Setting("SIMHASH_TITLE_FIELD", D.TITLE_FIELD, as_field_names, flag="title_field", per_spider=True,
+            allowed="an item field name, a list of them or a comma-separated string", valid=valid_names,
             doc="Item field(s) holding the title: a name, a list or a comma-separated string of candidates; the first "
             "present, non-empty one is used."),
-    Setting("SIMHASH_BODY_FIELD", D.BODY_FIELD, _field_names, flag="body_field", per_spider=True,
-            allowed="an item field name, a list of them or a comma-separated string", valid=_names,
+    Setting("SIMHASH_BODY_FIELD", D.BODY_FIELD, as_field_names, flag="body_field", per_spider=True,
+            allowed="an item field name, a list of them or a comma-separated string", valid=valid_names,
             doc="Item field(s) holding the body: HTML or text, as `str`, `bytes` or a list of paragraphs."),
-    Setting("SIMHASH_URL_FIELD", D.URL_FIELD, _field_names, flag="url_field", per_spider=True,
-            allowed="an item field name, a list of them or a comma-separated string", valid=_names,
+    Setting("SIMHASH_URL_FIELD", D.URL_FIELD, as_field_names, flag="url_field", per_spider=True,
+            allowed="an item field name, a list of them or a comma-separated string", valid=valid_names,
             doc="Item field(s) holding the URL, shown as the original of later duplicates and used by `explain` and "
             "`forget`."),
-    Setting("SIMHASH_TITLE_MAX_DISTANCE", D.TITLE_MAX_DISTANCE, _int, engine="title_max_distance",
+    Setting("SIMHASH_TITLE_MAX_DISTANCE", D.TITLE_MAX_DISTANCE, as_int, engine="title_max_distance",
             flag="title_max_distance",
-            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_int_from(0),
+            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=int_from(0),
             doc="Title tier: two titles within this many bits are one story (when their bodies do not contradict it). "
             "Above what the index was built for, the index must be re-banded (`scrapy-simhash reband`)."),
-    Setting("SIMHASH_BODY_MAX_DISTANCE", D.BODY_MAX_DISTANCE, _int, engine="body_max_distance",
+    Setting("SIMHASH_BODY_MAX_DISTANCE", D.BODY_MAX_DISTANCE, as_int, engine="body_max_distance",
             flag="body_max_distance",
-            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=_int_from(0),
+            allowed="an integer from 0 to SIMHASH_BITS - 1 (bits of difference)", valid=int_from(0),
             doc="Body tier: two bodies within this many bits are one story. Above what the index was built for, the "
             "index must be re-banded."),
-    Setting("SIMHASH_BITS", D.BITS, _int, engine="bits", flag="bits",
-            allowed="32, 64 or 128", valid=_one_of(BITS_CHOICES),
+    Setting("SIMHASH_BITS", D.BITS, as_int, engine="bits", flag="bits",
+            allowed="32, 64 or 128", valid=one_of(BITS_CHOICES),
             doc="Fingerprint size. Recorded in the index, which refuses another value: use a new index."),
-    Setting("SIMHASH_TOP_K", D.TOP_K, _int, engine="top_k", flag="top_k",
-            allowed="a positive integer", valid=_int_from(1),
+    Setting("SIMHASH_TOP_K", D.TOP_K, as_int, engine="top_k", flag="top_k",
+            allowed="a positive integer", valid=int_from(1),
             doc="Body features kept per fingerprint (the heaviest TF-IDF words, ties kept). Recorded in the index, "
             "which refuses another value."),
-    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, _float_or_none, engine="max_share", flag="max_share",
-            allowed="None or 0 (no cap), or a share greater than 0 and at most 1", valid=_max_share,
+    Setting("SIMHASH_MAX_SHARE", D.MAX_SHARE, as_float_or_none, engine="max_share", flag="max_share",
+            allowed="None or 0 (no cap), or a share greater than 0 and at most 1", valid=valid_max_share,
             doc="Cap of any one body word's share of the body's weight, so that no repeated word decides a "
             "fingerprint alone and different stories on one topic stay apart. Recorded in the index, which "
             "refuses another value."),
     Setting("SIMHASH_TITLE_ACTION", D.TITLE_ACTION, engine="title_action", flag="title_action", per_spider=True,
-            allowed='"drop" or "flag"', valid=_one_of(ACTIONS),
+            allowed='"drop" or "flag"', valid=one_of(ACTIONS),
             doc='What a title-tier match does: `"drop"` it, or `"flag"`: pass it on with the verdict in '
             "`SIMHASH_FLAG_FIELD`."),
     Setting("SIMHASH_BODY_ACTION", D.BODY_ACTION, engine="body_action", flag="body_action", per_spider=True,
-            allowed='"drop" or "flag"', valid=_one_of(ACTIONS),
+            allowed='"drop" or "flag"', valid=one_of(ACTIONS),
             doc='What a body-tier or sentence-tier match does: `"drop"` it, or `"flag"` it for review (the verdict in '
             "`SIMHASH_FLAG_FIELD`)."),
     Setting("SIMHASH_FLAG_FIELD", D.FLAG_FIELD,
-            allowed="a non-empty string (an item field name)", valid=_nonempty_str,
+            allowed="a non-empty string (an item field name)", valid=valid_nonempty_str,
             doc='Field that receives the verdict of a flagged (or, with `SIMHASH_ON_INDEX_ERROR = "pass"`, unchecked) '
             "item: status, tier, distance and the original's id, URL, title and first-seen time."),
     Setting("SIMHASH_STORY_FIELD", D.STORY_FIELD,
@@ -350,36 +220,36 @@ SETTINGS: tuple[Setting, ...] = (
             doc="Field that receives every admitted item's story key: its title and body fingerprints in hex, the "
             "same whenever the same text is admitted again, so a storage pipeline can upsert on it and a "
             "re-delivery after a crash stores nothing twice (docs/delivery.md)."),
-    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, _float_or_none, engine="ttl_days", flag="ttl_days", per_spider=True,
-            allowed="None or 0 (never expire), or a positive number of days", valid=_ttl,
+    Setting("SIMHASH_TTL_DAYS", D.TTL_DAYS, as_float_or_none, engine="ttl_days", flag="ttl_days", per_spider=True,
+            allowed="None or 0 (never expire), or a positive number of days", valid=valid_ttl,
             doc="Entries older than this many days stop matching and are purged when the spider opens "
             "(`simhash/expired`); unset: entries never expire."),
-    Setting("SIMHASH_RESET", D.RESET, _bool, engine="reset", per_spider=True,
+    Setting("SIMHASH_RESET", D.RESET, as_bool, engine="reset", per_spider=True,
             allowed="True or False",
             doc="Empty this namespace of the index when the spider opens (`-s SIMHASH_RESET=1`); an index that cannot "
             "answer the thresholds is re-banded for them first, its other namespaces kept."),
-    Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL, _upper,
-            allowed="DEBUG, INFO, WARNING, ERROR or CRITICAL", valid=_one_of(LOG_LEVELS),
+    Setting("SIMHASH_DROP_LOG_LEVEL", D.DROP_LOG_LEVEL, as_upper,
+            allowed="DEBUG, INFO, WARNING, ERROR or CRITICAL", valid=one_of(LOG_LEVELS),
             doc='Level of the one-line `Dropped: near-duplicate …` and `Flagged: …` messages (`"DEBUG"` hides them at '
             "Scrapy's default level)."),
     Setting("SIMHASH_USER_DICT", D.USER_DICT, engine="user_dict", flag="user_dict",
-            allowed="None or the path of an existing file", valid=_optional_file,
+            allowed="None or the path of an existing file", valid=valid_optional_file,
             doc="Path of a jieba user dictionary (`word [freq] [tag]` per line), for words jieba does not know."),
     Setting("SIMHASH_STOP_WORDS", D.STOP_WORDS, engine="stop_words", flag="stop_words",
-            allowed="None, the path of an existing file, or a list of words", valid=_stop_words,
+            allowed="None, the path of an existing file, or a list of words", valid=valid_stop_words,
             doc="Extra stop words, left out of the features: a path (one word per line) or a list."),
-    Setting("SIMHASH_DYNAMIC_THRESHOLD", D.DYNAMIC_THRESHOLD, _bool, engine="dynamic_threshold",
+    Setting("SIMHASH_DYNAMIC_THRESHOLD", D.DYNAMIC_THRESHOLD, as_bool, engine="dynamic_threshold",
             flag="dynamic_threshold",
             allowed="True or False",
             doc="Body threshold by length: 2 bits more under 100 characters, 1 less over 2,000 (the index must be "
             "built or re-banded with it)."),
-    Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, _list, engine="title_patterns", flag="title_pattern",
-            allowed="a list of regular expressions", valid=_regexes, repeated=True,
+    Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, as_list, engine="title_patterns", flag="title_pattern",
+            allowed="a list of regular expressions", valid=valid_regexes, repeated=True,
             doc='Extra regular expressions removed from titles before fingerprinting, e.g. `[r"\\s*-\\s*My Portal$"]` '
             "(site suffixes the built-in list does not know)."),
-    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, _auto_bool, engine="main_content", flag="main_content",
+    Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, as_auto_bool, engine="main_content", flag="main_content",
             allowed='None or "auto" (whole pages only), True (every HTML body) or False (none)',
-            valid=_one_of((None, True, False)),
+            valid=one_of((None, True, False)),
             doc="Reduce bodies to their main text, without navigation, link lists and footers: unset, bodies that "
             "look like a whole page (`<html>`, `<nav>`, 20 links or more) and link-heavy blocks of others; `True` "
             "every HTML body; `False` none."),
@@ -387,68 +257,68 @@ SETTINGS: tuple[Setting, ...] = (
             allowed='an item field name, or None/"" for no per-item opt-out',
             valid=lambda v: v is None or isinstance(v, str),
             doc="An item with this field true is passed on unchecked (`simhash/skipped/opt_out`)."),
-    Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR, _lower,
-            allowed='"drop", "pass" or "close"', valid=_one_of(ON_INDEX_ERROR_CHOICES),
+    Setting("SIMHASH_ON_INDEX_ERROR", D.ON_INDEX_ERROR, as_lower,
+            allowed='"drop", "pass" or "close"', valid=one_of(ON_INDEX_ERROR_CHOICES),
             doc="What a check-and-add that cannot commit once retried (disk full, a lock held too long, Redis gone) "
             'does: `"drop"` the item (nothing unchecked is stored; a story may be lost), `"pass"` it on '
             'unchecked, marked in `SIMHASH_FLAG_FIELD` (reposts may get through), or `"close"` the spider '
             "(`simhash_index_error`)."),
-    Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, _int,
-            allowed="an integer >= 0", valid=_int_from(0),
+    Setting("SIMHASH_INDEX_RETRIES", D.INDEX_RETRIES, as_int,
+            allowed="an integer >= 0", valid=int_from(0),
             doc="Retries of a failed check-and-add before `SIMHASH_ON_INDEX_ERROR` applies (on a worker or the index "
             "thread, never the reactor)."),
-    Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, _float,
-            allowed="a number of seconds >= 0", valid=_number_from(0),
+    Setting("SIMHASH_INDEX_RETRY_DELAY", D.INDEX_RETRY_DELAY, as_float,
+            allowed="a number of seconds >= 0", valid=number_from(0),
             doc="Seconds before the first retry, doubled for each further one."),
-    Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, _float, index_option="busy_timeout",
-            allowed="a number of seconds >= 0", valid=_number_from(0),
+    Setting("SIMHASH_BUSY_TIMEOUT", D.BUSY_TIMEOUT, as_float, index_option="busy_timeout",
+            allowed="a number of seconds >= 0", valid=number_from(0),
             doc="Seconds a check-and-add waits for another process's write lock on a SQLite index; worst case per "
             "item: (retries + 1) × this + the delays."),
-    Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, _int, engine="title_numbers", flag="title_numbers",
-            allowed="a percentage from 0 (off) to 100", valid=_int_from(0, 100),
+    Setting("SIMHASH_TITLE_NUMBERS", D.TITLE_NUMBERS, as_int, engine="title_numbers", flag="title_numbers",
+            allowed="a percentage from 0 (off) to 100", valid=int_from(0, 100),
             doc="A title match counts only when the two bodies' numbers overlap by this percent (or neither has "
             "numbers), so templated headlines over different figures stay apart; `0` turns the guard off."),
-    Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, _int, engine="sentences_shared",
+    Setting("SIMHASH_SENTENCES_SHARED", D.SENTENCES_SHARED, as_int, engine="sentences_shared",
             flag="sentences_shared",
-            allowed="a percentage from 0 (off) to 99", valid=_int_from(0, 99),
+            allowed="a percentage from 0 (off) to 99", valid=int_from(0, 99),
             doc="Sentence tier (`0`: off): an earlier item more than this percent of whose 12 sampled sentences (at "
             "least 2) are in this item, or one of them with bodies within 8 bits, is a duplicate, numbers "
             "agreeing. Catches edited reposts."),
-    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, _dict, index_option="redis_params",
+    Setting("SIMHASH_REDIS_PARAMS", D.REDIS_PARAMS, as_dict, index_option="redis_params",
             gather=lambda settings: redis_params_from_settings(settings),
             allowed="a dict (JSON object on the command line) of Redis client arguments",
             valid=lambda v: isinstance(v, dict),
             doc="Extra Redis client arguments for a `redis://` index (like scrapy-redis's `REDIS_PARAMS`), e.g. "
             '`{"socket_timeout": 10}`.'),
-    Setting("SIMHASH_WORKERS", D.WORKERS, _workers,
+    Setting("SIMHASH_WORKERS", D.WORKERS, as_workers,
             allowed="None (the cores there are, minus one), 0 (no worker processes) or a number of them",
-            valid=_int_from(0),
+            valid=int_from(0),
             doc="Processes that fingerprint and check the items, so the crawl keeps its core: unset, the cores there "
             "are minus one (at least 1); `0`, none (a thread of the crawl process). Spawned and warmed when the "
             "spider opens."),
-    Setting("SIMHASH_WORKER_TIMEOUT", D.WORKER_TIMEOUT, _float,
-            allowed="a positive number of seconds", valid=_number_above(0),
+    Setting("SIMHASH_WORKER_TIMEOUT", D.WORKER_TIMEOUT, as_float,
+            allowed="a positive number of seconds", valid=number_above(0),
             doc="Seconds a call to a worker (up to 16 items: fingerprints and check-and-adds, the index's waits "
             "included) may go unanswered; then the worker is taken for stuck (stopped, hung), its pool is killed and "
             "replaced, and the call's items are sent again. When the crawl is stopped (Ctrl-C, `SIGTERM`) a worker "
             "gets 3 s more at most."),
-    Setting("SIMHASH_MAX_AWAITING", D.MAX_AWAITING, _int_or_none,
+    Setting("SIMHASH_MAX_AWAITING", D.MAX_AWAITING, as_int_or_none,
             allowed="None (64 per worker process, at least 256) or a positive number of items",
-            valid=lambda v: v is None or _int_from(1)(v),
+            valid=lambda v: v is None or int_from(1)(v),
             doc="Items the pipeline holds at once awaiting a verdict (more wait for a place): `None`, 64 per worker "
             "process, at least 256. Items yielded by `start()` are taken from the spider only while the item "
             "pipelines hold fewer (with `ITEM_PIPELINES` rather than the add-on, add "
             "`scrapy_simhash.scrapy.backpressure.StartBackpressure` to `SPIDER_MIDDLEWARES`), so memory stays near "
             "a crawl without the plugin however fast items come."),
-    Setting("SIMHASH_SUMMARY", D.SUMMARY, _bool, allowed="True or False",
+    Setting("SIMHASH_SUMMARY", D.SUMMARY, as_bool, allowed="True or False",
             doc="The add-on prints what the plugin did when the crawl ends (kept, dropped per tier, flagged, the "
             "index): `scrapy_simhash.DedupSummary`."),
-    Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, _int, flag="max_line_bytes",
-            allowed="a positive number of bytes", valid=_int_from(1),
+    Setting("SIMHASH_MAX_LINE_BYTES", D.MAX_LINE_BYTES, as_int, flag="max_line_bytes",
+            allowed="a positive number of bytes", valid=int_from(1),
             doc="`scrapy-simhash dedup` and `import`: an input line (or JSON array element) longer than this is "
             "skipped and counted, never loaded whole."),
     Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe",
-            allowed="'refuse' or 'warn'", valid=_one_of(REDIS_UNSAFE_CHOICES),
+            allowed="'refuse' or 'warn'", valid=one_of(REDIS_UNSAFE_CHOICES),
             doc="A Redis server that may evict keys (`allkeys-*`) or can lose writes it acknowledged (no append-only "
             'file, or `appendfsync no`) forgets entries and re-admits their stories: `"refuse"` it (the spider '
             'closes with `simhash_index_error`), or `"warn"` and use it.'),

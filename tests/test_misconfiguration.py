@@ -58,6 +58,9 @@ def crawl(project: Path, *settings: str) -> subprocess.CompletedProcess[str]:
     ("SIMHASH_ON_INDEX_ERROR=ignore", '"drop", "pass" or "close"'),
     ("SIMHASH_DROP_LOG_LEVEL=LOUD", "DEBUG, INFO, WARNING, ERROR or CRITICAL"),
     ("SIMHASH_INDEX_URL=postgres://db/x", "redis://"),
+    ("SIMHASH_ENABLED=maybe", "True or False"),  # read before the other settings are checked
+    ("SIMHASH_SUMMARY=maybe", "True or False"),  # read by the summary extension, built before the pipeline
+    ("SIMHASH_TITLE_MAX_DISTANCE=2.5", "an integer from 0"),
 ])
 def test_a_bad_setting_stops_the_crawl_with_a_non_zero_exit(project: Path, setting: str, allowed: str) -> None:
     proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{project / 'i.sqlite3'}", setting)
@@ -67,6 +70,19 @@ def test_a_bad_setting_stops_the_crawl_with_a_non_zero_exit(project: Path, setti
     assert f"{name} = {value!r} is not allowed: " in line and allowed in line, line
     assert "cannot open its index" not in proc.stderr  # not blamed on the index
     assert "Crawled (200)" not in proc.stderr  # stopped before any request
+    assert "Traceback" not in proc.stderr  # the one line, not echoed by the event loop with a traceback
+
+
+def test_a_float_where_an_integer_is_meant_is_refused_from_settings_py_too() -> None:
+    """``SIMHASH_TITLE_MAX_DISTANCE = 2.5`` in a project's settings.py is refused as ``-s …=2.5`` is,
+    not cut to 2."""
+    from scrapy.settings import Settings
+
+    from scrapy_simhash.settings import DEFAULTS, SettingError, check_settings
+
+    with pytest.raises(SettingError, match=r"SIMHASH_TITLE_MAX_DISTANCE = 2\.5 is not allowed"):
+        check_settings(Settings({**DEFAULTS, "SIMHASH_TITLE_MAX_DISTANCE": 2.5}))
+    check_settings(Settings({**DEFAULTS, "SIMHASH_TITLE_MAX_DISTANCE": 3.0}))  # a whole number as a float is one
 
 
 def test_good_settings_crawl_and_exit_0(project: Path) -> None:

@@ -122,6 +122,7 @@ from .awaiting import Inbox, Places, wait
 from .backpressure import max_awaiting
 from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
+from .refusal import refuse_to_start
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -198,8 +199,7 @@ class SimhashPipeline:
             if enabled:
                 check_settings(s)
         except SettingError as exc:
-            logger.error("scrapy-simhash: bad setting, the crawl cannot start: %s", exc)
-            raise
+            raise refuse_to_start(exc) from None
         if not enabled:
             raise NotConfigured("scrapy-simhash is disabled (SIMHASH_ENABLED is False)")
         logging.getLogger("scrapy.core.scraper").addFilter(SHORT_DROP_LINE)  # once: filters are a set

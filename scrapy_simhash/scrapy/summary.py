@@ -12,7 +12,8 @@ from scrapy import Spider, signals
 from scrapy.crawler import Crawler
 from scrapy.exceptions import NotConfigured
 
-from ..settings import effective_settings, value
+from ..settings import SettingError, effective_settings, value
+from .refusal import refuse_to_start
 
 
 class DedupSummary:
@@ -30,7 +31,11 @@ class DedupSummary:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> DedupSummary:
-        if not value(effective_settings(crawler.settings, None), "SIMHASH_SUMMARY"):
+        try:
+            on = value(effective_settings(crawler.settings, None), "SIMHASH_SUMMARY")
+        except SettingError as exc:
+            raise refuse_to_start(exc) from None
+        if not on:
             raise NotConfigured("SIMHASH_SUMMARY is False")
         ext = cls(crawler)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
