@@ -193,6 +193,18 @@ def history_lines(paths: list[Path]) -> list[str]:
     return found
 
 
+def test_every_decision_record_is_in_the_index_and_every_citation_exists() -> None:
+    """``docs/decisions/README.md`` lists every record; every ``docs/decisions/NNNN-….md`` the package
+    cites is a record."""
+    decisions = REPO / "docs" / "decisions"
+    index = (decisions / "README.md").read_text("utf-8")
+    records = {p.name for p in decisions.glob("[0-9][0-9][0-9][0-9]-*.md")}
+    assert sorted(name for name in records if f"]({name})" not in index) == []
+    cited = {m.group(1) for path in history_files() for m in re.finditer(r"docs/decisions/(\d{4}-[\w-]+\.md)",
+                                                                         path.read_text("utf-8"))}
+    assert sorted(cited - records) == []
+
+
 def test_the_history_pattern_finds_what_it_is_for() -> None:
     for text in ("(issue 15)", "issues 18, 19", "round 4", "schema 5 → 6", "schemas 3–6", "see benchmarks/README.md",
                  "~0.27 µs", "1.4x faster on zh", "1.6× slower", "py-spy showed", "it used to read"):

@@ -89,7 +89,7 @@ def create_file(file: Path, meta: dict[str, Any]) -> bool:
         try:
             # Nobody sees this file before it is whole and synced (below), then linked: its two
             # transactions (the schema, the switch to WAL) need no journal file and no syncs of
-            # their own (docs/decisions/0304-sqlite-new-file-unsynced.md).
+            # their own (docs/decisions/0303-sqlite-new-file-unsynced.md).
             conn.execute("PRAGMA synchronous=OFF")
             conn.execute("PRAGMA journal_mode=MEMORY")
             conn.executescript(f"BEGIN; {SCHEMA} COMMIT;")
