@@ -263,7 +263,9 @@ class Server:
         except ImportError:  # pragma: no cover - every redis>=4.5 has them
             pass
         kwargs.update(redis_params or {})
-        kwargs.update(decode_responses=True, encoding="utf-8")
+        # RESP2 whatever the client's default (redis-py speaks RESP3 where hiredis is installed): the
+        # index's own reads take a hash's fields as a flat list, as RESP2 sends them
+        kwargs.update(decode_responses=True, encoding="utf-8", protocol=2)
         self._opening(lambda: setattr(self, "client", redis.Redis.from_url(client_url, **kwargs)))
 
     def _opening(self, step: Callable[[], Any]) -> Any:
