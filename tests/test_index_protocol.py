@@ -2,9 +2,10 @@
 real Redis server. Same inputs, same verdicts: exact, tiered, expiring, namespaced, maintainable,
 self-checking, atomic across real processes.
 
-Redis: the server named by ``SIMHASH_TEST_REDIS_URL`` (default ``redis://127.0.0.1:6379/0``; ``.ci/run``
-starts one). Each test uses its own key prefix and deletes its keys afterwards. Without a reachable
-server the Redis half is skipped, with the reason, unless ``CI`` is set: then it fails.
+Redis: the server named by ``SIMHASH_TEST_REDIS_URL``, else one the suite starts itself
+(:mod:`tests.redis_server`). Each test uses its own key prefix and deletes its keys afterwards. Without
+a server (no URL, no ``redis-server`` installed) the Redis half is skipped, with the command that
+enables it, unless ``CI`` is set: then it fails.
 Backend-specific checks (SQLite files, WAL, SIGKILL; Redis connections, passwords, retries) live in
 ``test_index_sqlite.py`` and ``test_index_redis.py``.
 """
@@ -48,11 +49,10 @@ from scrapy_simhash.index import rule as index_rule
 from scrapy_simhash.index.bands import REDIS, SQLITE, records
 from scrapy_simhash.index.redis import index as redis_module
 from scrapy_simhash.index.sqlite import index as sqlite_module
+from tests.redis_server import shared_server_url
 
 REPO = Path(__file__).resolve().parents[1]
 M64 = (1 << 64) - 1
-REDIS_ENV = "SIMHASH_TEST_REDIS_URL"
-DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
 
 
 def q(title_fp: int | None, body_fp: int | None, /, *, tk: int = 2, bk: int = 3, **kw: object) -> Query:
@@ -77,26 +77,28 @@ _server: dict[str, Any] = {}
 
 
 def redis_server_url() -> str:
-    """URL of the test Redis server (no prefix). Skips when none answers, or fails under ``CI``."""
+    """URL of the test Redis server (no prefix): :func:`tests.redis_server.shared_server_url`. Skips
+    when none answers, or fails under ``CI``."""
     if "url" not in _server:
-        url = os.environ.get(REDIS_ENV) or DEFAULT_REDIS
         try:
-            import redis
+            url = shared_server_url()
+        except pytest.skip.Exception as exc:  # no redis-server to start, no URL given
+            _server["url"], _server["error"] = "", str(exc)
+        else:
+            try:
+                import redis
 
-            client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
-            client.ping()
-            client.close()
-            _server["url"], _server["error"] = url, None
-        except Exception as exc:  # ImportError, connection refused, auth…
-            _server["url"], _server["error"] = url, f"{type(exc).__name__}: {exc}"
+                client = redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=5)
+                client.ping()
+                client.close()
+                _server["url"], _server["error"] = url, None
+            except Exception as exc:  # ImportError, connection refused, auth…
+                error = f"no Redis server answers at {url} ({type(exc).__name__}: {exc})"
+                _server["url"], _server["error"] = url, error
     if _server["error"] is not None:
-        reason = (
-            f"no Redis server answers at {_server['url']} ({_server['error']}); "
-            f"start one and set {REDIS_ENV}=redis://127.0.0.1:PORT/0 (.ci/run does)"
-        )
         if os.environ.get("CI"):
-            pytest.fail(f"CI is set, so the Redis tests must run: {reason}", pytrace=False)
-        pytest.skip(reason)
+            pytest.fail(f"CI is set, so the Redis tests must run: {_server['error']}", pytrace=False)
+        pytest.skip(_server["error"])
     return _server["url"]
 
 

@@ -12,12 +12,10 @@ from __future__ import annotations
 import collections
 import itertools
 import json
-import os
 import pickle
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
@@ -39,76 +37,12 @@ from scrapy_simhash.index.owners import new_owner
 from scrapy_simhash.index.redis.index import FORMAT, SCHEMA_VERSION, redacted
 from scrapy_simhash.index.redis.records import decode_record
 from tests.conftest import STORY_EN, STORY_ZH, crawl_settings, repost_with_suffix, run_crawl
+from tests.redis_server import RedisProcess, free_port
 from tests.test_index_protocol import REPO, child_env, raw_redis, redis_server_url, with_prefix
 
 
 def q(title_fp: int | None, body_fp: int | None, /, **kw: Any) -> Query:
     return Query(title_fp=title_fp, body_fp=body_fp, title_k=2, body_k=3, **kw)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class RedisProcess:
-    """A private redis-server on 127.0.0.1 (AOF in its own directory, synced every second) that a test may stop,
-    wipe and restart."""
-
-    def __init__(self, directory: Path, *args: str, password: str | None = None,
-                 tls: tuple[Path, Path] | None = None) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            reason = "redis-server is not installed (apt-get install redis-server; .ci/run does)"
-            if os.environ.get("CI"):
-                pytest.fail(f"CI is set, so the Redis tests must run: {reason}", pytrace=False)
-            pytest.skip(reason)
-        self.port = free_port()
-        self.password = password
-        self.tls = tls
-        ports = ["--port", str(self.port)]
-        if tls:  # TLS only: plain connections are refused
-            ports = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(tls[0]),
-                     "--tls-key-file", str(tls[1]), "--tls-auth-clients", "no"]
-        self.directory = directory
-        self.argv = [binary, *ports, "--bind", "127.0.0.1", "--save", "", "--appendonly", "yes",
-                     "--appendfsync", "everysec", "--dir", str(directory), *args]
-        if password:
-            self.argv += ["--requirepass", password]
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.start()
-
-    @property
-    def url(self) -> str:
-        auth = f":{self.password}@" if self.password else ""
-        return f"{'rediss' if self.tls else 'redis'}://{auth}127.0.0.1:{self.port}/0"
-
-    @property
-    def client_params(self) -> dict[str, Any]:
-        return {"ssl_ca_certs": str(self.tls[0])} if self.tls else {}
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                import redis
-
-                client = redis.Redis.from_url(self.url, **self.client_params)
-                client.ping()
-                client.close()
-                return
-            except Exception:
-                if time.monotonic() > deadline or self.proc.poll() is not None:
-                    raise
-                time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-        self.proc = None
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ import pytest
 
 from scrapy_simhash.index import IndexOpenError, IndexWriteError, Query, SimhashIndexError, open_index
 from scrapy_simhash.index.redis.index import RedisIndex
+from tests.redis_server import RedisProcess
 from tests.test_index_protocol import raw_redis
-from tests.test_index_redis import RedisProcess
 
 
 def story(n: int, *, repost: bool = False, rng_seed: int = 7) -> Query:
