@@ -210,18 +210,22 @@ class Guard:
         """On each (re)connection: the server still holds this namespace as this process last saw it
         (the marker it opened, an id counter not below the ids it reserved). A restart from an
         older snapshot passes the marker check (the snapshot holds it) but not the counter's."""
-        self._same_as_seen(link.send([("MGET", self._k.marker, self._k.seq)])[0], IndexWriteError)
+        seen = self._top
+        self._same_as_seen(link.send([("MGET", self._k.marker, self._k.seq)])[0], seen, IndexWriteError)
 
-    def _same_as_seen(self, reply: Any, error: type[SimhashIndexError]) -> None:
+    def _same_as_seen(self, reply: Any, seen: int, error: type[SimhashIndexError]) -> None:
+        """``reply`` (the marker and the id counter, read after this process had reserved ids up to
+        ``seen``) shows the namespace as this process saw it. ``seen`` is taken before the read is
+        sent: ids another thread reserves meanwhile may be above the counter the read returns."""
         if isinstance(reply, Exception):
             raise reply
         mark, seq = reply
         if mark is None or b":reband:" not in mark:  # a re-banding's own calls connect meanwhile
             self._checked_mark(mark, error is IndexWriteError)
-        if self._mark is None or self._top <= 0:
+        if self._mark is None or seen <= 0:
             return
-        if seq is None or not seq.isdigit() or int(seq) < self._top:
-            self._counter_went_back(int(seq) if seq is not None and seq.isdigit() else None, self._top, error)
+        if seq is None or not seq.isdigit() or int(seq) < seen:
+            self._counter_went_back(int(seq) if seq is not None and seq.isdigit() else None, seen, error)
 
 
 class View(StoreView):

@@ -453,9 +453,10 @@ class RedisIndex(Guard, Maintenance, QueryChecks):
     def heartbeat(self, owner: str) -> None:
         """Keep ``owner``'s pending entries its own for another :data:`LEASE` seconds (every
         check-and-add does too), so that no process on another host takes it for dead."""
+        seen = self._top
         replies = self._server.attempts("heartbeat", lambda link: link.send(
             [("SET", self._k.alive(owner), 1, "EX", LEASE), ("MGET", self._k.marker, self._k.seq)]), write=True)
-        self._same_as_seen(replies[1], IndexWriteError)
+        self._same_as_seen(replies[1], seen, IndexWriteError)
 
     def _entries_by_id(self, doing: str, ids: Sequence[int]) -> dict[int, Entry]:
         """The entries with these ids that still exist."""
