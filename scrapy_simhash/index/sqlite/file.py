@@ -33,9 +33,10 @@ from sqlitedict import SqliteDict
 from ..bands import bands_for, records
 from ..base import IndexOpenError, IndexParams, IndexWriteError, SimhashIndexError
 from ..meta import verify_meta
+from .checks import check_rows
 from .fd import descriptor
 from .schema import SCHEMA
-from .tables import NAMESPACE_BITS, Rows, check_rows, check_storage_meta, value_bits
+from .tables import NAMESPACE_BITS, Rows, check_storage_meta, value_bits
 from .values import codec
 from .wal import check_wal
 
