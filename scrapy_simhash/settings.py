@@ -320,8 +320,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("SIMHASH_REDIS_UNSAFE", D.REDIS_UNSAFE, index_option="redis_unsafe", flag="redis_unsafe",
             allowed="'refuse' or 'warn'", valid=one_of(REDIS_UNSAFE_CHOICES),
             doc="A Redis server that may evict keys (`allkeys-*`) or can lose writes it acknowledged (no append-only "
-            'file, or `appendfsync no`) forgets entries and re-admits their stories: `"refuse"` it (the spider '
-            'closes with `simhash_index_error`), or `"warn"` and use it.'),
+            'file, or `appendfsync no`) forgets entries and re-admits their stories: `"refuse"` it (the crawl '
+            'cannot start: `scrapy crawl` exits with status 1), or `"warn"` and use it.'),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

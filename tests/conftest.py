@@ -152,6 +152,20 @@ async def run_crawl(settings: dict[str, Any], items: list[Any], spidercls: type[
     return crawler
 
 
+async def refused_crawl(settings: dict[str, Any], items: list[Any], spidercls: type[Spider] = ItemsSpider) -> str:
+    """A crawl whose index cannot be opened: refused while the crawler is built (so ``scrapy crawl``
+    exits 1), before any item; returns the refusal (``simhash_index_error: …``)."""
+    from scrapy_simhash.scrapy.refusal import IndexCannotOpen
+
+    crawler = get_crawler(spidercls, settings)
+    with pytest.raises(IndexCannotOpen) as excinfo:
+        await crawler.crawl(items=items)
+    assert crawler.spider.collected == []
+    reason = str(excinfo.value)
+    assert reason.startswith("simhash_index_error: "), reason
+    return reason
+
+
 @pytest.fixture
 def url() -> Iterator[str]:
     """A fresh prefix on the shared test server; its keys are deleted afterwards."""

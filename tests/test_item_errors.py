@@ -19,7 +19,7 @@ import pytest_twisted
 
 from scrapy_simhash.cli import main
 from scrapy_simhash.index import Query, open_index
-from tests.conftest import crawl_settings, run_crawl
+from tests.conftest import crawl_settings, refused_crawl, run_crawl
 from tests.test_index_protocol import raw_redis, redis_server_url, with_prefix
 from tests.test_index_redis import poison_band
 
@@ -130,13 +130,12 @@ def test_cli_dedup_reports_the_one_line_it_cannot_decide(tmp_path: Path, capsys:
 
 
 @pytest_twisted.ensureDeferred
-async def test_a_poisoned_redis_key_at_open_closes_the_spider_cleanly(tmp_path: Path, caplog: Any) -> None:
+async def test_a_poisoned_redis_key_at_open_refuses_the_crawl_cleanly(tmp_path: Path, caplog: Any) -> None:
     url = with_prefix(redis_server_url(), f"items-{os.urandom(6).hex()}")
     with open_index(url) as ix:
         raw = raw_redis(url.split("?")[0])
         raw.delete(f"{ix._base}n")
         raw.hset(f"{ix._base}n", "not", "a counter")  # the entry counter is a hash: the open fails
-    crawler = await run_crawl(crawl_settings(tmp_path / "unused", SIMHASH_INDEX_URL=url), _items("x"))
-    assert str(crawler.stats.get_value("finish_reason")).startswith("simhash_index_error")
-    assert crawler.spider.collected == []
+    reason = await refused_crawl(crawl_settings(tmp_path / "unused", SIMHASH_INDEX_URL=url), _items("x"))
+    assert "counters present" in reason, reason
     assert "Traceback" not in caplog.text

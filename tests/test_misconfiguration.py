@@ -13,8 +13,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import scrapy
 
+from scrapy_simhash import Deduplicator
 from tests.conftest import REPO
+from tests.redis_server import free_port
+
+SCRAPY = tuple(int(p) for p in scrapy.__version__.split(".")[:2])
 
 SPIDER = textwrap.dedent('''
     import scrapy
@@ -93,9 +98,30 @@ def test_good_settings_crawl_and_exit_0(project: Path) -> None:
     assert "scrapy-simhash summary for spider 'items'" in proc.stdout  # shipped with the add-on
 
 
-def test_an_index_that_cannot_be_opened_keeps_its_own_message(project: Path) -> None:
-    bad = project / "not-an-index.sqlite3"
-    bad.write_bytes(b"not a database" * 100)
-    proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{bad}")
-    assert "cannot open its index" in proc.stderr and "not-an-index.sqlite3" in proc.stderr
+def _unopenable(project: Path, case: str) -> tuple[list[str], str]:
+    """Settings whose index cannot be opened, and what the error line names."""
+    if case == "corrupt":
+        bad = project / "not-an-index.sqlite3"
+        bad.write_bytes(b"not a database" * 100)
+        return [f"SIMHASH_INDEX_URL=sqlite:///{bad}"], "not-an-index.sqlite3"
+    if case == "unwritable path":  # its directory would be under a regular file (root ignores file modes)
+        (project / "a-file").write_text("")
+        return [f"SIMHASH_INDEX_URL=sqlite:///{project / 'a-file' / 'i.sqlite3'}"], "a-file"
+    if case == "unreachable redis":
+        return [f"SIMHASH_INDEX_URL=redis://127.0.0.1:{free_port()}/0"], "127.0.0.1"
+    narrow = project / "narrow.sqlite3"  # made with the default thresholds, asked for more
+    Deduplicator.open(f"sqlite:///{narrow}").close()
+    return [f"SIMHASH_INDEX_URL=sqlite:///{narrow}", "SIMHASH_TITLE_MAX_DISTANCE=12"], "cannot answer these queries"
+
+
+@pytest.mark.parametrize("case", ["corrupt", "unwritable path", "unreachable redis", "thresholds"])
+def test_an_index_that_cannot_be_opened_exits_non_zero_with_its_own_message(project: Path, case: str) -> None:
+    settings, named = _unopenable(project, case)
+    proc = crawl(project, *settings, "SIMHASH_INDEX_RETRIES=0")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    [line] = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert "scrapy-simhash cannot open its index" in line and named in line, line
     assert "bad setting" not in proc.stderr and "is not allowed" not in proc.stderr
+    assert "Crawled (200)" not in proc.stderr  # refused before any request
+    if SCRAPY >= (2, 14):  # Scrapy 2.13's Twisted crawler process prints the failure again, as text
+        assert "Traceback" not in proc.stderr

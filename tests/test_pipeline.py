@@ -11,7 +11,7 @@ import attrs
 import pytest
 import pytest_twisted
 import scrapy
-from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
+from scrapy.exceptions import DropItem, NotConfigured
 from scrapy.logformatter import LogFormatter
 from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
@@ -26,12 +26,11 @@ from tests.conftest import (
     CollectorPipeline,
     ItemsSpider,
     crawl_settings,
+    refused_crawl,
     repost_with_new_title,
     repost_with_suffix,
     run_crawl,
 )
-
-SCRAPY = tuple(int(p) for p in scrapy.__version__.split(".")[:2])
 
 
 def with_url(item: dict, url: str) -> dict:
@@ -237,14 +236,7 @@ async def test_per_item_opt_out(tmp_path):
 async def test_index_that_cannot_be_opened_stops_the_spider(tmp_path, caplog):
     bad = tmp_path / "not-an-index.sqlite3"
     bad.write_bytes(b"this is not a database" * 100)
-    if SCRAPY >= (2, 18):  # CloseSpider from open_spider closes the spider with our reason
-        crawler = await run_crawl(crawl_settings(bad), ORIGINALS)
-        assert crawler.spider.collected == []
-        assert stat(crawler, "finish_reason").startswith("simhash_index_error")
-    else:  # older Scrapy fails the crawl at open with the same exception
-        with pytest.raises(CloseSpider) as excinfo:
-            await run_crawl(crawl_settings(bad), ORIGINALS)
-        assert excinfo.value.reason.startswith("simhash_index_error")
+    await refused_crawl(crawl_settings(bad), ORIGINALS)
     assert "not-an-index.sqlite3" in caplog.text
     assert bad.read_bytes() == b"this is not a database" * 100  # untouched
 

@@ -534,7 +534,7 @@ def test_an_emptied_wal_whose_frames_were_all_checkpointed_is_no_damage(sources:
 def test_an_unwritable_shm_is_refused_at_open_and_a_crawl_ends_with_the_error(sources: dict[str, Path],
                                                                              tmp_path: Path) -> None:
     """SQLite maps the -shm and writes it at every transaction: an immutable one is named at a
-    writable open (a real ``scrapy runspider`` ends with the index error, not SIGBUS); reading
+    writable open (a real ``scrapy runspider`` is refused at open, exit status 1, not SIGBUS); reading
     tools still open the file read-only."""
     path = copy_of(sources, "pending", tmp_path)
     shm = Path(f"{path}-shm")
@@ -553,9 +553,9 @@ def test_an_unwritable_shm_is_refused_at_open_and_a_crawl_ends_with_the_error(so
             assert ix.count() == len(FPS)
         crawl = subprocess.run([*faults.crawl_command(items, path, kept, tmp_path), "-s", "LOG_LEVEL=INFO"],
                                capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
-    assert crawl.returncode == 0, (crawl.returncode, crawl.stderr[-2000:])  # not -7: SIGBUS
-    assert f"Closing spider (simhash_index_error: index {path} cannot be written: {shm} is immutable" in crawl.stderr
-    assert "'finish_reason': 'simhash_index_error" in crawl.stderr and "Traceback" not in crawl.stderr
+    assert crawl.returncode == 1, (crawl.returncode, crawl.stderr[-2000:])  # refused at open; not -7: SIGBUS
+    assert f"cannot open its index sqlite:///{path}: index {path} cannot be written: {shm} is immutable" in crawl.stderr
+    assert "Crawled (200)" not in crawl.stderr and "Traceback" not in crawl.stderr
     assert not kept.exists() or not kept.read_text()
     with open_index(path) as ix:
         assert ix.count() == len(FPS)

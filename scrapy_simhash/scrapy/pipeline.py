@@ -58,8 +58,11 @@ passed on unchecked and counted (``simhash/skipped/bad_input``).
 When the index fails
 --------------------
 An index that cannot be opened (missing directory rights, not ours, corrupt, truncated, built with
-other parameters, read-only) closes the spider at open with reason ``simhash_index_error: …``; the
-file is never modified. A check-and-add that cannot be committed during the crawl (disk full,
+other parameters, read-only, a Redis that is unreachable or refused as unsafe) is opened, and refused,
+while the crawler is built: one ERROR line, :class:`~.refusal.IndexCannotOpen` raised, no request
+made, and ``scrapy crawl`` exits with status 1; the file is never modified. (A pipeline built by
+hand, without ``from_crawler``, opens its index at ``open_spider`` and closes the spider with reason
+``simhash_index_error: …`` instead.) A check-and-add that cannot be committed during the crawl (disk full,
 another process holding the write lock past ``SIMHASH_BUSY_TIMEOUT`` seconds, I/O error) is retried
 ``SIMHASH_INDEX_RETRIES`` times, ``SIMHASH_INDEX_RETRY_DELAY`` seconds apart and doubling, by sleeping
 on the index thread (never on the reactor; the items behind it wait, in order). Then it counts in
@@ -97,14 +100,13 @@ import gc
 import logging
 import os
 import sqlite3
-from collections.abc import Sequence
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from itemadapter import ItemAdapter
-from scrapy import Field, Item, signals
+from scrapy import signals
 from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 
@@ -114,7 +116,6 @@ from ..fingerprint.fingerprinter import Fingerprints, UnreadableField
 from ..index import SimhashIndexError, sqlite_path
 from ..index.owners import new_owner
 from ..settings import SettingError, check_settings, effective_settings, engine_options, misspelled_settings, value
-from ..timefmt import iso
 from ..workers.fingerprints import FingerprintPool, _settle
 from ..workers.groupcommit import GroupCommit
 from ..workers.process import decide_with_retries, fingerprinter_options, index_options
@@ -122,11 +123,13 @@ from .awaiting import Inbox, Places, wait
 from .backpressure import max_awaiting
 from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
-from .refusal import refuse_to_start
+from .fields import FieldWriter, first_field, flag_value, story_key
+from .refusal import IndexCannotOpen, refuse_to_start
 
 if TYPE_CHECKING:
     from scrapy import Spider
     from scrapy.crawler import Crawler
+    from scrapy.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -142,31 +145,6 @@ ZERO_STATS = (
 )
 
 
-def _first_field(adapter: ItemAdapter, names: Sequence[str]) -> tuple[str | None, Any]:
-    """The first of ``names`` whose value is not empty, and that value (None, None if none is)."""
-    for name in names:
-        found = adapter.get(name)
-        if found not in (None, "", b"", [], ()):
-            return name, found
-    return None, None
-
-
-def story_key(verdict: Verdict) -> str:
-    """An admitted item's story key: its title and body fingerprints in hex (zeros for one it has
-    none of), the same whenever the same text is admitted again (after a release, in another crawl)."""
-    return f"{verdict.title_fp or 0:016x}{verdict.body_fp or 0:016x}"
-
-
-def _flag_value(verdict: Verdict | dict[str, Any]) -> dict[str, Any]:
-    """The flag field's value: the verdict, times in ISO 8601 UTC as the command line writes them."""
-    if isinstance(verdict, dict):
-        return verdict
-    flag = verdict.as_dict()
-    if flag["original"] is not None:
-        flag["original"] = {**flag["original"], "first_seen": iso(flag["original"]["first_seen"])}
-    return flag
-
-
 class SimhashPipeline:
     """Item pipeline running the tiered simhash rule; see the module docstring."""
 
@@ -176,13 +154,15 @@ class SimhashPipeline:
         self.dedup: Deduplicator | None = None
         self._fingerprints: FingerprintPool | None = None
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
-        self._flag_classes: dict[tuple[type, str], type] = {}  # (item class, field) → its subclass with the field
-        self._warned_set: set[str] = set()  # fields warned about
+        self._fields = FieldWriter()
         self._warned_fields: set[str] = set()
         self._closing = False
         self._engine_ran = False
         self._inbox: Inbox | None = None
         self._places = Places(1)  # sized at open
+        #: What opening the index found: expired entries purged, entries released, the dead crawls'
+        #: journals read, entries, whether the index's directory was created.
+        self._opened: tuple[int, int, dict[str, set[int]], int, bool] = (0, 0, {}, 0, False)
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
 
     @classmethod
@@ -204,6 +184,11 @@ class SimhashPipeline:
             raise NotConfigured("scrapy-simhash is disabled (SIMHASH_ENABLED is False)")
         logging.getLogger("scrapy.core.scraper").addFilter(SHORT_DROP_LINE)  # once: filters are a set
         pipeline = cls(crawler)
+        if getattr(crawler, "spider", None) is not None:  # Scrapy >= 2.13 builds the spider first
+            try:
+                pipeline._open_index(s)
+            except IndexCannotOpen as exc:
+                raise refuse_to_start(exc) from None
         crawler.signals.connect(pipeline._item_scraped, signal=signals.item_scraped)
         crawler.signals.connect(pipeline._item_scraped, signal=item_stored)  # (StoredMark: sooner)
         crawler.signals.connect(pipeline._item_dropped, signal=signals.item_dropped)
@@ -235,32 +220,19 @@ class SimhashPipeline:
         self.index_retries = value(s, "SIMHASH_INDEX_RETRIES")
         self.index_retry_delay = value(s, "SIMHASH_INDEX_RETRY_DELAY")
         self._index_errors = 0
+        if self.dedup is None:  # a pipeline built without from_crawler
+            try:
+                self._open_index(s)
+            except IndexCannotOpen as exc:
+                raise CloseSpider(str(exc)) from exc
+        assert self.dedup is not None
         index_url = value(s, "SIMHASH_INDEX_URL")
+        expired, recovered, read, initial, new_directory = self._opened
         path = sqlite_path(index_url)
-        new_directory = path is not None and not Path(path).parent.exists()
-        try:
-            self.dedup = Deduplicator.open(index_url, owner=new_owner(), **engine_options(s))
-            expired = self.dedup.purge_expired()
-            journals = Journal.directory(self.dedup.index.location, self.dedup.index.namespace)
-            read: dict[str, set[int]] = {}  # the journals of dead crawls: what they stored last
-
-            def delivered(owner: str) -> set[int]:
-                read[owner] = Journal.read(journals, owner)
-                return read[owner]
-
-            recovered = self.dedup.index.recover(delivered)  # entries of crawls that died before delivering them
-            for owner in read:
-                Journal(journals, owner).remove()
-            initial = self.dedup.index.count()
-        except (SimhashIndexError, sqlite3.Error, ValueError, TypeError, OSError) as exc:
-            logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
-            if self.dedup is not None:
-                self.dedup.close()
-                self.dedup = None
-            raise CloseSpider(f"simhash_index_error: {exc}") from exc
         if new_directory and path is not None:
             logger.info("scrapy-simhash: created the directory %s for a new index (it did not exist)",
                         Path(path).parent.resolve())
+        journals = Journal.directory(self.dedup.index.location, self.dedup.index.namespace)
         if self.dedup.owner is not None:
             self._delivery.journal = Journal(journals, self.dedup.owner)
         for key in ZERO_STATS:
@@ -303,6 +275,34 @@ class SimhashPipeline:
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
         self._places = Places(max_awaiting(s))
 
+    def _open_index(self, s: Settings) -> None:
+        """Open the index, purge what expired and release the entries of crawls that died; raises
+        :class:`IndexCannotOpen` (logged in one line) when it cannot."""
+        index_url = value(s, "SIMHASH_INDEX_URL")
+        path = sqlite_path(index_url)
+        new_directory = path is not None and not Path(path).parent.exists()
+        try:
+            self.dedup = Deduplicator.open(index_url, owner=new_owner(), **engine_options(s))
+            expired = self.dedup.purge_expired()
+            journals = Journal.directory(self.dedup.index.location, self.dedup.index.namespace)
+            read: dict[str, set[int]] = {}  # the journals of dead crawls: what they stored last
+
+            def delivered(owner: str) -> set[int]:
+                read[owner] = Journal.read(journals, owner)
+                return read[owner]
+
+            recovered = self.dedup.index.recover(delivered)  # entries of crawls that died before delivering them
+            for owner in read:
+                Journal(journals, owner).remove()
+            initial = self.dedup.index.count()
+        except (SimhashIndexError, sqlite3.Error, ValueError, TypeError, OSError) as exc:
+            logger.error("scrapy-simhash cannot open its index %s: %s", index_url, exc)
+            if self.dedup is not None:
+                self.dedup.close()
+                self.dedup = None
+            raise IndexCannotOpen(f"simhash_index_error: {exc}") from exc
+        self._opened = (expired, recovered, read, initial, new_directory)
+
     def _engine_stopping(self) -> bool:
         """Has the engine, once seen running, stopped running (Ctrl-C, ``SIGTERM``, ``CloseSpider``)?
         Read on the worker pool's timer thread (a plain attribute read)."""
@@ -344,7 +344,7 @@ class SimhashPipeline:
             if self.skip_field and adapter.get(self.skip_field):
                 self.stats.inc_value("simhash/skipped/opt_out")
                 return item
-            fields = {part: _first_field(adapter, names) for part, names in (
+            fields = {part: first_field(adapter, names) for part, names in (
                 ("title", self.title_fields), ("body", self.body_fields), ("url", self.url_fields))}
             if len(self._warned_fields) < 3 and None in (fields["title"][0], fields["body"][0], fields["url"][0]):
                 self._warn_missing_fields(adapter)  # (a field with a value has its name among the item's)
@@ -379,7 +379,7 @@ class SimhashPipeline:
             if verdict.entry_id is not None:
                 self._delivery.track(item, verdict.entry_id)
             if self.story_field:
-                self._set_field(item, self.story_field, story_key(verdict))
+                self._fields.set(item, self.story_field, story_key(verdict), "story keys")
             return item
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
@@ -484,7 +484,7 @@ class SimhashPipeline:
             adapter = ItemAdapter(item)
         except TypeError:  # not an item ItemAdapter knows
             return None
-        url, title = _first_field(adapter, self.url_fields), _first_field(adapter, self.title_fields)
+        url, title = first_field(adapter, self.url_fields), first_field(adapter, self.title_fields)
         return None if url is None and title is None else (str(url), str(title))
 
     def _item_scraped(self, item: Any, **kwargs: Any) -> None:
@@ -548,27 +548,7 @@ class SimhashPipeline:
             engine.close_spider(self.crawler.spider, reason)
 
     def _flag(self, item: Any, verdict: Verdict | dict[str, Any]) -> Any:
-        """Put the verdict in the flag field (see :meth:`_set_field`)."""
-        if not self._set_field(item, self.flag_field, _flag_value(verdict)):
+        """Put the verdict in the flag field (see :class:`~.fields.FieldWriter`)."""
+        if not self._fields.set(item, self.flag_field, flag_value(verdict), "flags"):
             self.stats.inc_value("simhash/flag_field_missing")
         return item
-
-    def _set_field(self, item: Any, field: str, content: Any) -> bool:
-        """Set ``field`` of the item; a ``scrapy.Item`` that does not declare the field is moved to a
-        subclass that does, so exporters see it. False (warned once per field) where it cannot be set."""
-        if isinstance(item, Item) and field not in item.fields:
-            cls = type(item)
-            moved = self._flag_classes.get((cls, field))
-            if moved is None:
-                moved = type(cls.__name__, (cls,), {field: Field()})
-                self._flag_classes[cls, field] = moved
-            item.__class__ = moved
-        try:
-            ItemAdapter(item)[field] = content
-        except (KeyError, AttributeError, TypeError):
-            if field not in self._warned_set:
-                self._warned_set.add(field)
-                logger.warning("scrapy-simhash cannot set field %r on %s items: declare it to see %s", field,
-                               type(item).__name__, "flags" if field == self.flag_field else "story keys")
-            return False
-        return True
