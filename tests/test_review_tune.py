@@ -150,10 +150,10 @@ def test_twenty_labels_of_the_example_tune_and_explain(example: dict[str, Path])
     assert snapshot(d) == before
 
     # explain: the label of a decided URL
-    url = decisions[0].pair.later.url
-    assert url is not None
+    url, original = decisions[0].pair.later.url, decisions[0].pair.earlier.url
+    assert url is not None and original is not None
     out = ok(run("explain", url, "--index", index)).stdout
-    assert "labelled same story as" in out and decisions[0].pair.earlier.url in out
+    assert f"labelled same story as {original}" in out
     data = json.loads(ok(run("explain", url, "--index", index, "--json")).stdout)
     assert data["labels"][0]["label"] == "same" and data["labels"][0]["by"] == "manifest"
     assert snapshot(d) == before
@@ -304,17 +304,18 @@ def test_stopwords_proposes_site_chrome_and_writes_a_stop_words_file(example: di
     proc = ok(run("stopwords", chromed, "--index", example["index"], "--min-items", "5", "--min-share", "0.9",
                   "-o", out))
     assert "of 8 entries of namespace 'default'" in proc.stdout  # the 8 stories, not their 17 copies
-    proposed = re.findall(r"^\s+[\d.]+%\s+\d+\s+(\S+)$", proc.stdout, re.M)
+    proposed = re.findall(r"^\s+[\d.]+%\s+[\d,]+\s+[\d.]+%\s+(\S+)$", proc.stdout, re.M)
     chrome_words = set(Fingerprinter().features.words(CHROME))
-    assert {"华夏", "转载", "版权"} <= chrome_words
-    assert set(proposed) == chrome_words  # the chrome, and no word of the 8 different stories
+    # the chrome's words that are rare in general text, and no word of the 8 different stories
+    assert {"华夏", "快讯", "转载", "版权", "本站", "声明"} <= set(proposed) <= chrome_words
     assert "re-index" in proc.stderr.lower() and "--reset --stop-words" in proc.stderr
     text = out.read_text("utf-8")
     assert text.startswith("# my words\n已有词\n# scrapy-simhash stopwords")
     words = [w for w in text.splitlines() if w and not w.startswith("#")]
     assert set(proposed) <= set(words) and len(words) == len(set(words))
-    # SIMHASH_STOP_WORDS reads it: the chrome words are no features any more
-    assert Fingerprinter(stop_words=out).features.words(CHROME) == []
+    # SIMHASH_STOP_WORDS reads it: the proposed words are no features any more
+    left = Fingerprinter(stop_words=out).features.words(CHROME)
+    assert not set(left) & set(proposed)
     # a second run adds nothing twice
     ok(run("stopwords", chromed, "--index", example["index"], "--min-items", "5", "--min-share", "0.9", "-o", out))
     assert out.read_text("utf-8") == text

@@ -439,7 +439,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     # stopwords
     p = add("stopwords", "propose stop words: words in a large share of your items (site chrome)",
             "Count in how many items' bodies (cleaned as the pipeline cleans them) each word appears and "
-            "propose those in at least --min-share of them: site chrome, disclaimers, bylines. With --index, "
+            "propose those in at least --min-share of them that the fingerprint's IDF weighs as rare (at "
+            "least --min-lift times more common here than in general text): site chrome, disclaimers, "
+            "bylines, not common language. With --index, "
             "only the items that are entries of the namespace count (one copy per story: a much reposted "
             "story does not make its own words common). -o appends the new ones to a stop words file "
             "(SIMHASH_STOP_WORDS reads it). The index is only read; fingerprints made with other stop words "
@@ -451,6 +453,9 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
                    help="append the proposed words this file lacks (one a line; created if missing)")
     p.add_argument("--min-share", type=_share, default=0.3, metavar="SHARE",
                    help="propose words in at least this share of the items (0-1)")
+    p.add_argument("--min-lift", type=_positive_float, default=50, metavar="TIMES",
+                   help="… and at least TIMES as often as the word's IDF says it appears in general text (its "
+                        "weight treats it as rare: site chrome, not common language)")
     p.add_argument("--min-items", type=_positive_int, default=20, metavar="N",
                    help="propose nothing from fewer items than this")
     p.add_argument("--top", type=_positive_int, default=50, metavar="N", help="propose at most N words")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -434,13 +435,16 @@ def run_stopwords(args: argparse.Namespace) -> int:
         return 1
     proposed = sorted(
         ((n, w) for w, n in frequency.items()
-         if n >= args.min_share * counted and not any(c.isdigit() for c in w)),
+         if n >= args.min_share * counted and not any(c.isdigit() for c in w)
+         and n / counted >= args.min_lift * _general_share(features, w)),
         key=lambda t: (-t[0], t[1]),
     )[: args.top]
-    print(f"{len(proposed):,} words in at least {args.min_share:.0%} of {counted:,} {scope} "
-          "(already stop words and numbers left out):")
+    print(f"{len(proposed):,} words in at least {args.min_share:.0%} of {counted:,} {scope} and at least "
+          f"{args.min_lift:g} times as common as in general text (already stop words and numbers left out):")
+    if proposed:
+        print(f"  {'share':>6}  {'items':>7}  {'general':>7}  word")
     for n, w in proposed:
-        print(f"  {n / counted:6.1%}  {n:>7,}  {w}")
+        print(f"  {n / counted:6.1%}  {n:>7,}  {_general_share(features, w):7.2%}  {w}")
     if args.output and proposed:
         added = _write_stop_words(Path(args.output), [w for _, w in proposed], args, counted)
         print(f"stopwords: {added:,} new words written to {args.output}", file=sys.stderr)
@@ -450,6 +454,12 @@ def run_stopwords(args: argparse.Namespace) -> int:
           f"EXPORT --index {shown(args.index) if args.index else 'PATH_OR_URL'} --reset --stop-words FILE', or "
           "crawl with -s SIMHASH_RESET=1 and SIMHASH_STOP_WORDS = FILE in settings.py.", file=sys.stderr)
     return 0
+
+
+def _general_share(features: Any, word: str) -> float:
+    """The share of general text documents holding ``word`` that its IDF stands for (jieba's table is
+    ln(N / df); a word the table lacks weighs as its median does, so it counts as that rare)."""
+    return math.exp(-features.idf.get(word, features.median_idf))
 
 
 def _write_stop_words(path: Path, words: Sequence[str], args: argparse.Namespace, counted: int) -> int:
