@@ -436,7 +436,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
                               "whether a re-band is needed")
     tier_options(p, actions=False)
 
-    # stopwords
+    # stopwords (its defaults: docs/decisions/0812-stop-words-share.md)
     p = add("stopwords", "propose stop words: words in a large share of your items (site chrome)",
             "Count in how many items' bodies (cleaned as the pipeline cleans them) each word appears and "
             "propose those in at least --min-share of them that the fingerprint's IDF weighs as rare (at "

@@ -20,6 +20,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -328,6 +329,7 @@ def run_tune(args: argparse.Namespace) -> int:
     print("\nTP/FP: pairs the setting calls duplicates, labelled same/different; FN/TN: pairs it admits; ?: outcome "
           "unknown (counted as a mistake in the ranking); [95% Wilson interval]")
     print(f"suggested: {_settings_line(suggested.setting)}")
+    print(_margins(scores, suggested))
     for line in [*notes, *reband]:
         print(line)
     return 0
@@ -365,6 +367,26 @@ def _table(rows: Sequence[tuple[Score, str]], decisions: bool) -> str:
     out = ["  ".join(h.rjust(w) for h, w in zip(head, widths, strict=True))]
     out += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + (f"  ← {m}" if m else "") for r, m in lines]
     return "\n".join(out)
+
+
+def _margins(scores: Sequence[Score], best: Score) -> str:
+    """How far each threshold can move from the suggestion, the other held, and score as well."""
+    by_setting = {sc.setting: sc.pessimistic_f1 for sc in scores}
+    s = best.setting
+
+    def run(field: str) -> str:
+        value = getattr(s, field)
+        ok = [v for v in range(0, 129)
+              if by_setting.get(replace(s, **{field: v})) == best.pessimistic_f1]
+        low = high = value
+        while low - 1 in ok:
+            low -= 1
+        while high + 1 in ok:
+            high += 1
+        return f"{low}-{high}" if low != high else str(low)
+
+    return (f"as good on these labels: title max distance {run('title_max_distance')} (body {s.body_max_distance}), "
+            f"body max distance {run('body_max_distance')} (title {s.title_max_distance})")
 
 
 def _tune_notes(labels: Sequence[Label], same: int) -> list[str]:
