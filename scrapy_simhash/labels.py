@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -147,7 +148,6 @@ class Label:
     at: str
     by: str
     line: int = 0  # 1-based line in its file
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def same(self) -> bool:
@@ -309,8 +309,7 @@ def nearest_earlier(entries: list[Entry], start: int, tier: Tier) -> Iterator[tu
 
 
 def now_iso() -> str:
-    import time
-
+    """Now, as labels write it (ISO 8601 UTC, to the second)."""
     return iso(time.time()) or ""
 
 

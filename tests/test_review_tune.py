@@ -224,6 +224,9 @@ def test_tune_recovers_a_wider_body_threshold(tmp_path: Path) -> None:
     table = ok(run("tune", path, "--index", location)).stdout
     assert f"re-band first (the index answers title up to 2, body up to 3): scrapy-simhash reband {location} " \
            "--title-max-distance 2 --body-max-distance 5" in table
+    url = f"sqlite:///{location}"  # an absolute path: four slashes, all kept in the command shown
+    table = ok(run("tune", path, "--index", url)).stdout
+    assert f"scrapy-simhash reband {url} --title-max-distance 2" in table
     assert snapshot(index_dir) == stored and snapshot(tmp_path) == before
 
 
@@ -323,3 +326,23 @@ def test_stopwords_proposes_site_chrome_and_writes_a_stop_words_file(example: di
     few = run("stopwords", chromed, "--min-items", "1000")
     assert few.returncode == 1 and "too few" in few.stderr
     assert os.path.getsize(out) == len(text.encode("utf-8"))
+
+
+def test_review_and_tune_on_a_redis_index(example: dict[str, Path], tmp_path: Path) -> None:
+    """The same loop on Redis: the labels go where --labels says (no directory next to the index)."""
+    from tests.redis_server import shared_server_url
+
+    url = f"{shared_server_url()}?prefix=review-{os.getpid()}-{random.getrandbits(32):x}"
+    ok(run("dedup", example["items"], "--index", url, "-q"))
+    labels = tmp_path / "labels.jsonl"
+    shown = review_from_manifest("--index", url, "--labels", labels, "--items", example["items"])
+    assert "20 labelled (same story 9, different 11)" in shown
+    assert len(read_labels(labels)) == 20
+    table = ok(run("tune", labels, "--index", url)).stdout
+    current = next(line for line in table.splitlines() if "current" in line)
+    assert re.search(r"\b9\s+0\s+0\s+11\s+0\s", current) and "9/9" in current, table
+    decided = next(lb for lb in read_labels(labels) if lb.pair.kind == "decision")
+    assert decided.pair.later.url is not None
+    out = ok(run("explain", decided.pair.later.url, "--index", url, "--labels", labels)).stdout
+    assert "labelled same story as" in out
+    ok(run("reset", "--index", url, "--yes"))

@@ -235,7 +235,7 @@ def run_review(args: argparse.Namespace) -> int:
     print(f"\nreview: {labelled:,} labelled (same story {counts['same']:,}, different {counts['different']:,}), "
           f"{counts['skipped']:,} skipped; labels in {path}", file=sys.stderr)
     if labelled:
-        print(f"next: scrapy-simhash tune {shown(str(path))} --index {shown(args.index)}", file=sys.stderr)
+        print(f"next: scrapy-simhash tune {path} --index {shown(args.index)}", file=sys.stderr)
     return 0
 
 
