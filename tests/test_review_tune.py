@@ -130,6 +130,7 @@ def test_twenty_labels_of_the_example_tune_and_explain(example: dict[str, Path])
     labels.unlink(missing_ok=True)
     shown = review_from_manifest("--index", index, "--items", example["items"], "--by", "manifest")
     assert "20 labelled (same story 9, different 11)" in shown
+    assert "“SURABAYA, Indonesia/JAKARTA (Reuters) - Indonesian rescuers" in shown  # a body, as the person reads it
     records = read_labels(labels)
     assert len(records) == 20
     decisions = [lb for lb in records if lb.pair.kind == "decision"]

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 #: Entries kept in memory for the near-miss search (the most recent ones).
 NEAR_MISS_WINDOW = 20_000
+#: Characters of each body ``review --items`` shows.
+SNIPPET_CHARS = 160
 
 
 def labels_path(args: argparse.Namespace) -> Path:
@@ -87,22 +89,27 @@ def _read_labels(path: Path, namespace: str | None, command: str) -> list[Label]
 # ------------------------------------------------------------------------------------------------
 
 
-def _item_sides(args: argparse.Namespace, fingerprinter: Fingerprinter, urls: set[str]) -> dict[str, Side]:
-    """The fingerprints and signatures of the items of ``--items`` whose URL is in ``urls``."""
+def _item_sides(args: argparse.Namespace, fingerprinter: Fingerprinter, fingerprint: set[str],
+                text: set[str]) -> tuple[dict[str, Side], dict[str, str]]:
+    """From the items of ``--items``: the fingerprints and signatures of those whose URL is in
+    ``fingerprint``, and the start of the cleaned body of those in ``text`` (what the person reads)."""
     sides: dict[str, Side] = {}
+    snippets: dict[str, str] = {}
     for item in _items(args.items, args.max_line_bytes):
         _, url = pick(item, args.url_field)
-        if not isinstance(url, str) or url not in urls or url in sides:
+        if not isinstance(url, str) or url in snippets or (url not in fingerprint and url not in text):
             continue
         _, title = pick(item, args.title_field)
         _, body = pick(item, args.body_field)
         try:
-            fps = fingerprinter.fingerprint(title, body)
+            snippets[url] = fingerprinter.clean_body(body)[:SNIPPET_CHARS] if body is not None else ""
+            if url in fingerprint:
+                fps = fingerprinter.fingerprint(title, body)
+                sides[url] = Side(url, None, fps.title_text or None, fps.title, fps.body, fps.numbers, fps.sentences,
+                                  fps.short_body, fps.figures)
         except (TypeError, ValueError):
             continue
-        sides[url] = Side(url, None, fps.title_text or None, fps.title, fps.body, fps.numbers, fps.sentences,
-                          fps.short_body, fps.figures)
-    return sides
+    return sides, snippets
 
 
 def _items(name: str, max_bytes: int) -> Iterator[dict[str, Any]]:
@@ -136,40 +143,40 @@ def _title_fp(fingerprinter: Fingerprinter, index: BandIndex, entries: Sequence[
 # ------------------------------------------------------------------------------------------------
 
 
-def gather_pairs(args: argparse.Namespace, index: BandIndex, fingerprinter: Fingerprinter | None,
-                 damage: Damage) -> list[Pair]:
-    """Recent decisions (newest first), then the closest near misses of each tier."""
+def gather_pairs(args: argparse.Namespace, index: BandIndex, fingerprinter: Fingerprinter,
+                 damage: Damage) -> tuple[list[Pair], dict[str, str]]:
+    """Recent decisions (newest first), then the closest near misses of each tier; with ``--items``,
+    the start of each pair's bodies by URL."""
     bits = index.params.bits
-    decisions = index.decisions(args.recent, damaged=damage)
+    decisions = [d for d in index.decisions(args.recent, damaged=damage) if d.original is not None]
     entries = list(index.entries(latest=NEAR_MISS_WINDOW, damaged=damage))
-    items: dict[str, Side] = {}
-    if args.items and fingerprinter is not None:
-        items = _item_sides(args, fingerprinter, {d.url for d in decisions if d.url})
-    title_fp = None
-    if fingerprinter is not None:
-        title_fp = _title_fp(fingerprinter, index, [d.original for d in decisions if d.original] or entries)
-    pairs: list[Pair] = []
-    for d in decisions:
-        pair = decision_pair(d, bits=bits, item=items.get(d.url or ""), title_fp=title_fp)
-        if pair is not None:
-            pairs.append(pair)
     thresholds = {"title": args.title_max_distance, "body": args.body_max_distance}
+    near: list[Pair] = []
     start = max(1, len(entries) - args.recent)
     for tier in ("title", "body"):
-        near = sorted(nearest_earlier(entries, start, tier), key=lambda t: (t[2] <= thresholds[tier], t[2]))
+        found = sorted(nearest_earlier(entries, start, tier), key=lambda t: (t[2] <= thresholds[tier], t[2]))
         # the closest over the threshold first (admitted, yet close), then any within it (kept by a guard)
-        for i, j, _ in near[: args.near]:
-            pairs.append(entry_pair(entries[i], entries[j], tier, bits=bits))
+        near += [entry_pair(entries[i], entries[j], tier, bits=bits) for i, j, _ in found[: args.near]]
+    items: dict[str, Side] = {}
+    snippets: dict[str, str] = {}
+    if args.items:
+        decided = {d.url for d in decisions if d.url}
+        shown_urls = decided | {d.original.url for d in decisions if d.original and d.original.url}
+        shown_urls |= {u for p in near for u in (p.later.url, p.earlier.url) if u}
+        items, snippets = _item_sides(args, fingerprinter, decided, shown_urls)
+    title_fp = _title_fp(fingerprinter, index, [d.original for d in decisions if d.original] or entries)
+    pairs = [p for d in decisions
+             if (p := decision_pair(d, bits=bits, item=items.get(d.url or ""), title_fp=title_fp)) is not None]
     seen: set[tuple[str, str]] = set()
     unique = []
-    for p in pairs:
+    for p in [*pairs, *near]:
         if p.key not in seen:
             seen.add(p.key)
             unique.append(p)
-    return unique
+    return unique, snippets
 
 
-def _describe(pair: Pair, thresholds: dict[str, int]) -> str:
+def _describe(pair: Pair, thresholds: dict[str, int], snippets: dict[str, str]) -> str:
     if pair.kind == "decision":
         what = "dropped" if pair.status == "duplicate" else pair.status
         head = f"{what} by the {pair.tier} tier, distance {pair.distance}"
@@ -182,6 +189,8 @@ def _describe(pair: Pair, thresholds: dict[str, int]) -> str:
         ref = f"entry #{s.entry}" if s.entry is not None else "not stored"
         lines.append(f"  {name + ':':9}{s.title or '(no title stored)'}")
         lines.append(f"  {'':9}{s.url or '(no URL)'}  ({ref})")
+        if s.url in snippets:
+            lines.append(f"  {'':9}“{' '.join(snippets[s.url].split())}…”")
     parts = []
     for tier, d in (("title", pair.title_distance), ("body", pair.body_distance)):
         parts.append(f"{tier} {'unknown' if tier in pair.unknown else ('-' if d is None else d)}")
@@ -206,7 +215,7 @@ def run_review(args: argparse.Namespace) -> int:
             fingerprinter = make_fingerprinter({**fingerprinter_options(args), "bits": index.params.bits})
         except (OSError, ValueError) as exc:
             raise CliError(describe(exc)) from exc
-        pairs = gather_pairs(args, index, fingerprinter, damage)
+        pairs, snippets = gather_pairs(args, index, fingerprinter, damage)
     finally:
         index.close()
     damage.warn("review", args.index)
@@ -219,7 +228,7 @@ def run_review(args: argparse.Namespace) -> int:
     counts: Counter[str] = Counter()
     print(f"{len(todo):,} pairs to review ({labelled_before:,} of {len(pairs):,} already labelled in {path})")
     for n, pair in enumerate(todo, 1):
-        print(f"\n[{n}/{len(todo)}] {_describe(pair, thresholds)}")
+        print(f"\n[{n}/{len(todo)}] {_describe(pair, thresholds, snippets)}")
         answer = _ask()
         if answer == "quit":
             break
