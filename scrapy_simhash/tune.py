@@ -17,7 +17,8 @@ apart (``?``), and the ranking counts it as a mistake (pessimistic), so that a s
 better for leaving pairs unknown. The index's own recorded decisions (unlabelled) are replayed the
 same way to show how many of them each setting would still make.
 
-The suggestion is the setting with the best pessimistic F1 score; among equals, the one nearest the
+Body thresholds are replayed as fixed ones (``SIMHASH_DYNAMIC_THRESHOLD`` moves them by the body's
+length, which a label does not keep). The suggestion is the setting with the best pessimistic F1 score; among equals, the one nearest the
 current settings (docs/decisions/0811-tune-ranking.md).
 """
 
@@ -182,25 +183,45 @@ def candidates(current: Setting, title_up_to: int, body_up_to: int) -> list[Sett
             for b in range(max(body_up_to, current.body_max_distance) + 1) for n in numbers for s in sentences]
 
 
+class _Replays:
+    """:func:`replay` of one pair, once per distinct outcome: a threshold enters the rule only as
+    "is the pair's distance within it", so the verdict depends on the setting through
+    (title distance ≤ title threshold, body distance ≤ body threshold, number guard, sentence tier)."""
+
+    def __init__(self, pair: Pair) -> None:
+        self.pair = pair
+        self.known: dict[tuple[bool | None, bool | None, int, int], bool | None] = {}
+
+    def __call__(self, s: Setting) -> bool | None:
+        td, bd = self.pair.title_distance, self.pair.body_distance
+        key = (None if td is None else td <= s.title_max_distance, None if bd is None else bd <= s.body_max_distance,
+               s.title_numbers, s.sentences_shared)
+        if key not in self.known:
+            self.known[key] = replay(self.pair, s)
+        return self.known[key]
+
+
 def score(labels: Sequence[Label], settings: Sequence[Setting], decisions: Sequence[Pair] = ()) -> list[Score]:
     """Each setting's counts on ``labels`` and on the recorded ``decisions``, in ``settings`` order."""
+    labelled = [(_Replays(label.pair), label.same) for label in labels]
+    recorded = [_Replays(pair) for pair in decisions]
     out = []
     for s in settings:
         tp = fp = fn = tn = us = ud = 0
-        for label in labels:
-            verdict = replay(label.pair, s)
+        for replays, same in labelled:
+            verdict = replays(s)
             if verdict is None:
-                us += label.same
-                ud += not label.same
+                us += same
+                ud += not same
             elif verdict:
-                tp += label.same
-                fp += not label.same
+                tp += same
+                fp += not same
             else:
-                fn += label.same
-                tn += not label.same
+                fn += same
+                tn += not same
         kept = unknown = 0
-        for pair in decisions:
-            verdict = replay(pair, s)
+        for replays in recorded:
+            verdict = replays(s)
             kept += verdict is True
             unknown += verdict is None
         out.append(Score(s, tp, fp, fn, tn, us, ud, len(decisions), kept, unknown))

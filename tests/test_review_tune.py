@@ -24,7 +24,7 @@ import pytest
 from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 from scrapy_simhash.index import IndexParams, open_index
 from scrapy_simhash.labels import Label, Pair, Side, append_label, default_labels_path, read_labels
-from scrapy_simhash.tune import Setting, replay, wilson
+from scrapy_simhash.tune import Setting, candidates, replay, score, wilson
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "example_project"
@@ -347,3 +347,17 @@ def test_review_and_tune_on_a_redis_index(example: dict[str, Path], tmp_path: Pa
     out = ok(run("explain", decided.pair.later.url, "--index", url, "--labels", labels)).stdout
     assert "labelled same story as" in out
     ok(run("reset", "--index", url, "--yes"))
+
+
+def test_score_counts_every_replay() -> None:
+    """The counts of every candidate setting are those of replaying each pair under it."""
+    rng = random.Random(9)
+    labels = [Label(_pair(rng, n, rng.randint(0, 8), rng.randint(0, 14)), rng.choice(("same", "different")),
+                    "", "") for n in range(60)]
+    settings = candidates(Setting(2, 3, 70, 50), 6, 10)
+    for s, sc in zip(settings, score(labels, settings), strict=True):
+        verdicts = [(replay(lb.pair, s), lb.same) for lb in labels]
+        assert (sc.tp, sc.fp, sc.fn, sc.tn) == (
+            sum(v is True and same for v, same in verdicts), sum(v is True and not same for v, same in verdicts),
+            sum(v is False and same for v, same in verdicts), sum(v is False and not same for v, same in verdicts),
+        ), s
