@@ -416,7 +416,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     p = add("tune", "precision and recall of other settings on your labels; the best one to paste",
             "Replay every labelled pair (and, with --index, the index's recorded decisions) under other "
             "title and body thresholds, number guards and sentence tiers, and print for each setting the "
-            "pairs it calls duplicates against the labels: precision and recall with 95%% Wilson intervals, "
+            "pairs it calls duplicates against the labels: precision and recall with 95 % Wilson intervals, "
             "the current settings' row, the suggested one, and whether the index must be re-banded for it. "
             "Writes nothing: --apply prints the suggested settings block to paste into settings.py.",
             ["index.labels.jsonl", "index.labels.jsonl --index index.sqlite3",
