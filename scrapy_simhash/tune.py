@@ -18,8 +18,8 @@ better for leaving pairs unknown. The index's own recorded decisions (unlabelled
 same way to show how many of them each setting would still make.
 
 Body thresholds are replayed as fixed ones (``SIMHASH_DYNAMIC_THRESHOLD`` moves them by the body's
-length, which a label does not keep). The suggestion is the setting with the best pessimistic F1 score; among equals, the one nearest the
-current settings (docs/decisions/0811-tune-ranking.md).
+length, which a label does not keep). The suggestion is the setting with the best pessimistic F1
+score; among equals, the one nearest the current settings (docs/decisions/0811-tune-ranking.md).
 """
 
 from __future__ import annotations
