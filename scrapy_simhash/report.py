@@ -41,6 +41,7 @@ from typing import Any
 
 from .index import BandIndex, Entry, Tier
 from .index.damage import report as report_damage
+from .labels import nearest_earlier
 
 #: The tiers with a fingerprint and a threshold: histograms and near misses.
 FINGERPRINT_TIERS: tuple[Tier, ...] = ("title", "body")
@@ -197,26 +198,10 @@ def gather(
     start = max(1, n - budget_recent)
     data.examined = n - start if n > 1 else 0
     for tier in FINGERPRINT_TIERS:
-        attr = "title_fp" if tier == "title" else "body_fp"
-        fps = [getattr(e, attr) for e in entries]
-        for i in range(start, n):
-            fp = fps[i]
-            if fp is None:
-                continue
-            best, best_j = None, -1
-            for j in range(i):
-                other = fps[j]
-                if other is None:
-                    continue
-                dist = (fp ^ other).bit_count()
-                if best is None or dist < best:
-                    best, best_j = dist, j
-                    if dist == 0:
-                        break
-            if best is not None:
-                e = entries[i]
-                data.near.append(Pair(tier, best, "new" if best > thresholds[tier] else "entries", e.url, e.title,
-                                      entries[best_j], when=e.first_seen))
+        for i, j, best in nearest_earlier(entries, start, tier):
+            e = entries[i]
+            data.near.append(Pair(tier, best, "new" if best > thresholds[tier] else "entries", e.url, e.title,
+                                  entries[j], when=e.first_seen))
     data.sources.append(
         f"nearest earlier entry of the {data.examined:,} most recent entries, compared with up to "
         f"{max(n - 1, 0):,} earlier ones"

@@ -114,10 +114,12 @@ def open_dedup(
 
 
 def shown(location: str) -> str:
-    """An index location as messages show it: a Redis URL without its password."""
+    """An index location as messages show it: a Redis URL without its password (a path or a SQLite URL
+    as given: re-assembling ``sqlite:////abs/path`` would lose a slash)."""
     from ..index.redis.client import redacted
 
-    return redacted(location) if "://" in str(location) else str(location)
+    text = str(location)
+    return redacted(text) if "://" in text and not text.lower().startswith("sqlite:") else text
 
 
 def open_index_for(args: argparse.Namespace, readonly: bool = False) -> BandIndex:

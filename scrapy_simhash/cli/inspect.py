@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..index.damage import entry_damage
+from ..labels import Label, LabelsError, default_labels_path, labels_of_url, read_labels
 from .common import (
     GZIP_MAGIC,
     CliError,
@@ -206,6 +207,10 @@ def run_explain(args: argparse.Namespace) -> int:
         data = {"url": args.url, "status": "new", "entry": entry_dict(entry)}
     else:
         data = {"url": args.url, "status": None}
+    labels = _labels_of(args)
+    if decision is not None or entry is not None:
+        data["labels"] = [{"label": lb.label, "kind": lb.pair.kind, "later": lb.pair.later.url,
+                           "earlier": lb.pair.earlier.url, "at": lb.at, "by": lb.by} for lb in labels]
     if args.json:
         print_json(data)
     elif decision is not None:
@@ -224,7 +229,23 @@ def run_explain(args: argparse.Namespace) -> int:
         print(f"{args.url}: no decision and no entry for this URL in namespace {args.namespace!r}",
               file=sys.stderr)
         return 1
+    for lb in labels if not args.json else ():
+        other = lb.pair.earlier if lb.pair.later.url == args.url else lb.pair.later
+        story = "same story" if lb.same else "different stories"
+        print(f"  labelled {story} as {other.url or other.key} ({lb.pair.kind.replace('_', ' ')}; "
+              f"by {lb.by or '?'} on {lb.at or '?'})")
     return 0
+
+
+def _labels_of(args: argparse.Namespace) -> list[Label]:
+    """The labels of pairs holding ``args.url`` (none when there is no labels file)."""
+    path = Path(args.labels) if args.labels else default_labels_path(args.index)
+    if path is None or not path.is_file():
+        return []
+    try:
+        return labels_of_url(read_labels(path, args.namespace, bad=lambda n, why: None), args.url)
+    except LabelsError as exc:
+        raise CliError(str(exc)) from exc
 
 
 def run_report(args: argparse.Namespace) -> int:

@@ -98,6 +98,20 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _non_negative_int(value: str) -> int:
+    n = int(value)
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, not {n}")
+    return n
+
+
+def _share(value: str) -> float:
+    x = float(value)
+    if not 0 < x <= 1:
+        raise argparse.ArgumentTypeError(f"must be a share above 0 and at most 1, not {value}")
+    return x
+
+
 def _positive_float(value: str) -> float:
     x = float(value)
     if not x > 0 or math.isinf(x):
@@ -204,6 +218,21 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
                 help="sentence tier (0: off): more than PCT %% of an earlier story's sampled sentences "
                      "here → duplicate (50 recommended; 0: off)")
 
+    def optional_index_options(p: argparse.ArgumentParser, what: str) -> None:
+        g = p.add_argument_group("index (optional)")
+        help_index = f"index file path or URL: {what}"
+        if in_project:
+            help_index += "; default: the project's"
+        index(g, metavar="PATH_OR_URL", help=help_index)
+        setting(g, "SIMHASH_NAMESPACE", help="index namespace (SIMHASH_NAMESPACE); labels of other namespaces "
+                                             "are left out")
+        redis_unsafe(g)
+
+    def labels_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--labels", metavar="PATH",
+                       help="the labels file (default: next to a SQLite index, its name with .labels.jsonl; "
+                            "required for Redis)")
+
     def json_option(p: argparse.ArgumentParser) -> None:
         p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
@@ -269,6 +298,7 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
             ["https://example.com/news/1.html --index index.sqlite3",
              "https://example.com/news/1.html --index index.sqlite3 --json"])
     p.add_argument("url", metavar="URL", help="the URL of an item a crawl or a dedup run checked")
+    labels_option(p)
     json_option(p)
     index_options(p)
 
@@ -354,6 +384,85 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     distance_options(g, title_help="the title tier's threshold the page shows",
                      body_help="the body tier's threshold the page shows")
     index_options(p)
+
+    # review
+    p = add("review", "label decisions and near misses as same story / different story",
+            "Show recent decisions (dropped or flagged items and the original each matched) and near misses "
+            "(entries admitted as new and their nearest earlier entry by title or body), one pair at a time, "
+            "and ask: same story or different? Each answer is appended at once to the labels file, JSON lines "
+            "(next to a SQLite index: index.sqlite3 → index.labels.jsonl; a Redis index needs --labels). Pairs "
+            "already labelled are not asked again. Answers are read from stdin, one a line (s, d, k to skip, "
+            "q to stop): a terminal, or a file of answers piped in. The index is only read. The index keeps "
+            "no dropped item's body: give the crawl's export with --items (crawled with SIMHASH_TITLE_ACTION "
+            "and SIMHASH_BODY_ACTION = flag, so that no item is dropped) for labels that tune can replay "
+            "in full.",
+            ["--index index.sqlite3", "--index index.sqlite3 --items items.jsonl --by alice",
+             "--index redis://localhost:6379/0 --labels labels.jsonl --near 20"])
+    labels_option(p)
+    p.add_argument("--items", metavar="FILE",
+                   help="the crawl's items (as dedup reads them): the decided items' own fingerprints")
+    p.add_argument("--recent", type=_positive_int, default=1000, metavar="N",
+                   help="recent decisions and entries examined")
+    p.add_argument("--near", type=_positive_int, default=10, metavar="N",
+                   help="near misses offered per tier, closest first")
+    p.add_argument("--limit", type=_positive_int, metavar="N", help="ask about at most N pairs this time")
+    p.add_argument("--by", metavar="NAME", help="who labels (default: the login name)")
+    _setting_option(p, d, "SIMHASH_MAX_LINE_BYTES", metavar="BYTES", help="skip a longer line of --items")
+    index_options(p)
+    field_options(p)
+    tier_options(p, actions=False)
+
+    # tune
+    p = add("tune", "precision and recall of other settings on your labels; the best one to paste",
+            "Replay every labelled pair (and, with --index, the index's recorded decisions) under other "
+            "title and body thresholds, number guards and sentence tiers, and print for each setting the "
+            "pairs it calls duplicates against the labels: precision and recall with 95 % Wilson intervals, "
+            "the current settings' row, the suggested one, and whether the index must be re-banded for it. "
+            "Writes nothing: --apply prints the suggested settings block to paste into settings.py.",
+            ["index.labels.jsonl", "index.labels.jsonl --index index.sqlite3",
+             "index.labels.jsonl --apply >> settings_tuned.py", "labels.jsonl --body-up-to 12 --json"])
+    p.add_argument("labels_file", metavar="LABELS", help="the labels file review wrote")
+    p.add_argument("--title-up-to", type=_non_negative_int, default=6, metavar="BITS",
+                   help="title thresholds tried: 0 to BITS")
+    p.add_argument("--body-up-to", type=_non_negative_int, default=10, metavar="BITS",
+                   help="body thresholds tried: 0 to BITS")
+    p.add_argument("--top", type=_positive_int, default=10, metavar="N", help="best settings shown")
+    p.add_argument("--recent", type=_positive_int, default=1000, metavar="N",
+                   help="recorded decisions of --index replayed")
+    p.add_argument("--apply", action="store_true",
+                   help="print only the suggested settings block (nothing is written anywhere)")
+    json_option(p)
+    optional_index_options(p, "the index whose recorded decisions are replayed too, and whose bands say "
+                              "whether a re-band is needed")
+    tier_options(p, actions=False)
+
+    # stopwords (its defaults: docs/decisions/0812-stop-words-share.md)
+    p = add("stopwords", "propose stop words: words in a large share of your items (site chrome)",
+            "Count in how many items' bodies (cleaned as the pipeline cleans them) each word appears and "
+            "propose those in at least --min-share of them that the fingerprint's IDF weighs as rare (at "
+            "least --min-lift times more common here than in general text): site chrome, disclaimers, "
+            "bylines, not common language. With --index, "
+            "only the items that are entries of the namespace count (one copy per story: a much reposted "
+            "story does not make its own words common). -o appends the new ones to a stop words file "
+            "(SIMHASH_STOP_WORDS reads it). The index is only read; fingerprints made with other stop words "
+            "differ, so use a new list on a re-indexed namespace.",
+            ["items.jsonl", "items.jsonl --index index.sqlite3 -o stopwords.txt",
+             "items.jsonl --min-share 0.5 --stop-words stopwords.txt"])
+    p.add_argument("input", metavar="INPUT", help=INPUT_HELP)
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="append the proposed words this file lacks (one a line; created if missing)")
+    p.add_argument("--min-share", type=_share, default=0.3, metavar="SHARE",
+                   help="propose words in at least this share of the items (0-1)")
+    p.add_argument("--min-lift", type=_positive_float, default=50, metavar="TIMES",
+                   help="… and at least TIMES as often as the word's IDF says it appears in general text (its "
+                        "weight treats it as rare: site chrome, not common language)")
+    p.add_argument("--min-items", type=_positive_int, default=20, metavar="N",
+                   help="propose nothing from fewer items than this")
+    p.add_argument("--top", type=_positive_int, default=50, metavar="N", help="propose at most N words")
+    _setting_option(p, d, "SIMHASH_MAX_LINE_BYTES", metavar="BYTES", help="skip a longer line")
+    optional_index_options(p, "count only the items that are entries of the namespace")
+    field_options(p)
+    tier_options(p, actions=False)
     return parser
 
 
