@@ -97,6 +97,7 @@ import gc
 import logging
 import os
 import sqlite3
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from functools import partial
@@ -123,6 +124,7 @@ from .backpressure import max_awaiting
 from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .refusal import refuse_to_start
+from .runs import RunRecorder
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -184,6 +186,7 @@ class SimhashPipeline:
         self._inbox: Inbox | None = None
         self._places = Places(1)  # sized at open
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
+        self._run: RunRecorder | None = None  # this crawl's latency and record in the index's history
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
@@ -302,6 +305,8 @@ class SimhashPipeline:
             timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
         self._places = Places(max_awaiting(s))
+        self._run = RunRecorder.start(index, getattr(spider, "name", None), self.stats,
+                                      value(s, "SIMHASH_MONITOR_RUNS"))
 
     def _engine_stopping(self) -> bool:
         """Has the engine, once seen running, stopped running (Ctrl-C, ``SIGTERM``, ``CloseSpider``)?
@@ -331,6 +336,9 @@ class SimhashPipeline:
                 logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
                              "crawl releases their entries and may pass them on again", exc)
             self.stats.set_value("simhash/final", self.dedup.index.count())
+            if self._run is not None:
+                self._run.finish()
+                self._run = None
             self.dedup.close()
             self.dedup = None
 
@@ -339,6 +347,7 @@ class SimhashPipeline:
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         if self.dedup is None:
             return item
+        entered = time.perf_counter()
         try:
             adapter = ItemAdapter(item)
             if self.skip_field and adapter.get(self.skip_field):
@@ -359,6 +368,8 @@ class SimhashPipeline:
                     return self._bad_input(item, fields[exc.part][0], url, exc)
                 if not await self._original_released(verdict):
                     break
+        if self._run is not None:
+            self._run.decided(time.perf_counter() - entered)
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
         if isinstance(verdict, (SimhashIndexError, sqlite3.Error)):
