@@ -120,3 +120,65 @@ def test_the_suite_fails_a_crawl_whose_dedup_rate_jumps_and_passes_a_normal_one(
     runs = json.loads(listed.stdout)
     assert [r["checked"] for r in runs] == [17] * 4 and all(r["spider"] == "news" for r in runs)
     assert runs[0]["dedup_rate"] > 0.9 and {round(r["dedup_rate"], 4) for r in runs[1:]} == {round(9 / 17, 4)}
+
+
+# -- each monitor on the stats it reads ------------------------------------------------------------------
+
+QUIET = {"simhash/index": "/x/index.sqlite3", "simhash/index_error": 0, "simhash/unchecked": 0,
+         "simhash/workers_died": 0, "simhash/latency/p95_ms": 40.0, "simhash/dedup_rate": 0.5,
+         "simhash/history/runs": 3, "simhash/history/dedup_rate_median": 0.5,
+         "simhash/history/dedup_rate_min": 0.45, "simhash/history/dedup_rate_max": 0.55}
+
+
+def _failed(stats: dict[str, Any], **settings: Any) -> dict[str, str]:
+    """The suite run by Spidermon's runner over ``stats``: failed monitors → their messages."""
+    from scrapy import Spider
+    from scrapy.utils.test import get_crawler
+    from spidermon.runners import MonitorRunner
+
+    from scrapy_simhash.monitoring import SimhashMonitorSuite
+
+    result = MonitorRunner().run(SimhashMonitorSuite(), stats=stats, crawler=get_crawler(Spider, settings))
+    assert not result.errors, result.errors
+    return {test.monitor_name: trace for test, trace in result.failures}
+
+
+@pytest.mark.parametrize(("stat", "setting", "limit"), [
+    ("simhash/index_error", "SIMHASH_MONITOR_MAX_INDEX_ERRORS", 0),
+    ("simhash/unchecked", "SIMHASH_MONITOR_MAX_UNCHECKED", 0),
+    ("simhash/workers_died", "SIMHASH_MONITOR_MAX_WORKERS_DIED", 0),
+    ("simhash/latency/p95_ms", "SIMHASH_MONITOR_LATENCY_P95_MS", 2000.0),
+])
+def test_each_threshold_monitor_fails_above_its_setting_only(stat: str, setting: str, limit: float) -> None:
+    assert _failed(QUIET) == {}
+    assert _failed({**QUIET, stat: limit}) == {}
+    failed = _failed({**QUIET, stat: limit + 1})
+    assert len(failed) == 1 and setting in next(iter(failed.values())) and stat in next(iter(failed.values()))
+    assert _failed({**QUIET, stat: limit + 1}, **{setting: limit + 1}) == {}
+
+
+def test_the_dedup_rate_monitor_compares_with_the_median_of_enough_runs() -> None:
+    (name, message), = _failed({**QUIET, "simhash/dedup_rate": 0.7}).items()
+    assert name == "scrapy-simhash dedup rate"
+    assert "dedup rate 70.0% is outside the band of the last 3 runs of this spider: median 50.0% ± 15.0%" in message
+    assert _failed({**QUIET, "simhash/dedup_rate": 0.3}) != {}  # a fall too
+    assert _failed({**QUIET, "simhash/dedup_rate": 0.64}) == {}
+    assert _failed({**QUIET, "simhash/dedup_rate": 0.7}, SIMHASH_MONITOR_DEDUP_TOLERANCE=0.25) == {}
+    assert _failed({**QUIET, "simhash/dedup_rate": 0.7, "simhash/history/runs": 2}) == {}  # no band yet
+    assert _failed({**QUIET, "simhash/dedup_rate": 0.7, "simhash/history/runs": 2}, SIMHASH_MONITOR_MIN_RUNS=2) != {}
+
+
+def test_a_crawl_the_pipeline_did_not_run_in_passes() -> None:
+    assert _failed({"item_scraped_count": 3}) == {}
+
+
+def test_without_spidermon_the_import_names_the_install_command() -> None:
+    proc = subprocess.run([sys.executable, "-c", "import sys; sys.modules['spidermon'] = None; "
+                           "import scrapy_simhash.monitoring"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert proc.returncode == 1
+    assert "ImportError: scrapy_simhash.monitoring needs Spidermon, which is not installed: pip install " \
+           "'scrapy-simhash[monitoring]'" in proc.stderr, proc.stderr
+    plain = subprocess.run([sys.executable, "-c", "import sys; sys.modules['spidermon'] = None; import scrapy_simhash; "
+                            "import scrapy_simhash.scrapy.pipeline"], capture_output=True, text=True, cwd=REPO,
+                           timeout=60)
+    assert plain.returncode == 0, plain.stderr  # the plugin itself never needs it

@@ -154,17 +154,19 @@ class Maintenance:
             pipe.hlen(key)
             if pipe.execute()[-1] > RUNS_KEPT:
                 kept, _ = self._decoded_runs(client.hgetall(key))
-                gone = {r.id for r in kept[RUNS_KEPT:]}
-                gone |= {f.decode("utf-8", "replace") for f in client.hkeys(key)} - {r.id for r in kept}
-                if gone:
-                    client.hdel(key, *gone)
+                if kept[RUNS_KEPT:]:
+                    client.hdel(key, *(r.id for r in kept[RUNS_KEPT:]))
 
         self._server.retrying("record run", write, write=True)
 
     def runs(self, limit: int = RUNS_KEPT, *, damaged: Damaged | None = None) -> list[Run]:
         """The ``limit`` most recent runs of this namespace, newest first; a damaged record is
         described to ``damaged`` and left out, or without it raises :class:`SimhashIndexError`."""
-        raw = self._server.retrying("runs", lambda client: client.hgetall(self._k.runs), write=False)
+        try:
+            raw = self._server.retrying("runs", lambda client: client.hgetall(self._k.runs), write=False)
+        except UnicodeDecodeError as exc:
+            report_damage(damaged, self.location, f"the run records of {self._k.runs.decode()!r} are not text: {exc}")
+            return []
         found, problems = self._decoded_runs(raw)
         for problem in problems:
             report_damage(damaged, self.location, problem)
@@ -177,7 +179,7 @@ class Maintenance:
         for field, record in raw.items():
             try:
                 run = run_from_json(record)
-                if run.id.encode() != field:
+                if run.id != field:
                     raise ValueError(f"run record {shown(field)} holds run {run.id!r}")
                 found.append(run)
             except ValueError as exc:
