@@ -70,7 +70,8 @@ class _SimhashMonitor(Monitor):  # type: ignore[misc]
         if not self.ran():
             return
         found, limit = self.stat(key), self.setting(setting)
-        self.assertLessEqual(found, limit, msg=f"{found} {what} ({key}), more than {setting} = {limit}")
+        if found > limit:
+            self.fail(f"{found} {what} ({key}), more than {setting} = {limit}")
 
 
 @monitors.name("scrapy-simhash dedup rate")
@@ -89,15 +90,15 @@ class DedupRateMonitor(_SimhashMonitor):
         median = float(self.stat("simhash/history/dedup_rate_median"))
         tolerance = self.setting("SIMHASH_MONITOR_DEDUP_TOLERANCE")
         low, high = max(0.0, median - tolerance), min(1.0, median + tolerance)
-        self.assertTrue(
-            low <= rate <= high,
-            msg=f"dedup rate {rate:.1%} is outside the band of the last {runs} runs of this spider: median "
+        if not low <= rate <= high:
+            self.fail(
+                f"dedup rate {rate:.1%} is outside the band of the last {runs} runs of this spider: median "
                 f"{median:.1%} ± {tolerance:.1%} (SIMHASH_MONITOR_DEDUP_TOLERANCE), lowest "
                 f"{float(self.stat('simhash/history/dedup_rate_min')):.1%}, highest "
                 f"{float(self.stat('simhash/history/dedup_rate_max')):.1%}. A jump: pages that look alike (a "
                 "changed template, a body selector that now catches boilerplate); a fall: text that is no "
-                "longer the article's",
-        )
+                "longer the article's"
+            )
 
 
 @monitors.name("scrapy-simhash index errors")

@@ -34,6 +34,7 @@ from sqlitedict import SqliteDict
 from scrapy_simhash import Deduplicator
 from scrapy_simhash.engine import required_params
 from scrapy_simhash.index import IndexOpenError, ParameterMismatch, SimhashIndexError, open_index
+from scrapy_simhash.index.sqlite.file import SCHEMA_VERSION
 from tests.conftest import REPO, STORY_EN, STORY_ZH, STORY_ZH_2, crawl_settings, repost_with_suffix, run_crawl
 
 SCRAPY = tuple(int(p) for p in scrapy.__version__.split(".")[:2])
@@ -277,12 +278,13 @@ async def test_index_of_another_schema_version_is_refused_untouched(tmp_path: Pa
     conn.commit()
     conn.close()
     before = digest(path)
-    message = f"{path} has schema version 7 .*; this scrapy-simhash reads version 1: .*no converter exists"
+    message = (f"{path} has schema version 7 .*; this scrapy-simhash reads version {SCHEMA_VERSION}: "
+               ".*no converter exists")
     with pytest.raises(IndexOpenError, match=message):
         Deduplicator.open(f"sqlite:///{path}").close()
     assert_cli_refuses(path, tmp_path, "dedup", "stats", "check")
     reason = await assert_crawl_closes(path)
-    assert f"{path} has schema version 7" in reason and "reads version 1" in reason, reason
+    assert f"{path} has schema version 7" in reason and f"reads version {SCHEMA_VERSION}" in reason, reason
     assert digest(path) == before
 
 

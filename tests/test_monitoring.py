@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("spidermon")
 
-from tests.conftest import REPO  # noqa: E402
+from tests.conftest import REPO
 
 EXAMPLE = REPO / "example_project"
 SITE = EXAMPLE / "site"
@@ -93,7 +93,7 @@ def _crawl(project: Path, *args: str, fails: bool = False) -> tuple[dict[str, An
 @pytest.mark.slow
 def test_the_suite_fails_a_crawl_whose_dedup_rate_jumps_and_passes_a_normal_one(tmp_path: Path) -> None:
     project = _project(tmp_path)
-    for day in range(2):  # the history: two finished runs of the site as it is
+    for _ in range(2):  # the history: two finished runs of the site as it is
         stats, results, log = _crawl(project)
         assert results and set(results.values()) == {"OK"}, log[-3000:]
     assert float(stats["simhash/dedup_rate"]) == pytest.approx(9 / 17, abs=1e-4)  # the manifest's 9 reposts

@@ -24,7 +24,7 @@ from scrapy_simhash.index import SimhashIndexError, open_index
 from scrapy_simhash.index.runs import RUNS_KEPT, Run, new_run_id
 from scrapy_simhash.scrapy.runs import Latency
 from tests.conftest import REPO, STORY_EN, STORY_ZH, STORY_ZH_2, crawl_settings, repost_with_suffix, run_crawl
-from tests.test_index_protocol import Backend, RedisBackend, backend, make_backend, redis_server_url  # noqa: F401
+from tests.test_index_protocol import Backend, RedisBackend, make_backend
 
 ITEMS = [{**STORY_ZH, "url": "http://a.example/1"}, {**STORY_ZH_2, "url": "http://a.example/2"},
          {**STORY_EN, "url": "http://a.example/3"}, {**repost_with_suffix(STORY_ZH), "url": "http://b.example/1"}]
@@ -51,15 +51,23 @@ def test_latency_quantiles_are_within_one_percent_in_bounded_memory() -> None:
 # -- the history, on both backends ---------------------------------------------------------------------
 
 
-def test_runs_are_kept_newest_first_bounded_replaced_by_id_and_survive_a_reset(backend: Backend) -> None:
-    with backend.open() as ix:
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    b = make_backend(request.param, tmp_path)
+    yield b
+    b.cleanup()
+
+
+
+def test_runs_are_kept_newest_first_bounded_replaced_by_id_and_survive_a_reset(store: Backend) -> None:
+    with store.open() as ix:
         assert ix.runs() == []
         started = [Run(id=new_run_id(1_700_000_000 + i), started=1_700_000_000 + i, spider="news")
                    for i in range(RUNS_KEPT + 5)]
         for run in started:
             ix.record_run(run)
-        ended = started[-1].ending({"new": 8, "title": 5, "body": 4, "items": 17}, {"p50": 1.5, "p95": 9.0, "max": 12},
-                                   at=1_700_000_100)
+        ended = started[-1].ending({"new": 8, "title": 5, "body": 4, "items": 17},
+                                   {"p50": 1.5, "p95": 9.0, "max": 12}, at=1_700_000_100)
         ix.record_run(ended)  # replaces its start
         runs = ix.runs()
         assert [r.id for r in runs] == [r.id for r in reversed(started)][:RUNS_KEPT]  # the oldest five went
@@ -69,18 +77,18 @@ def test_runs_are_kept_newest_first_bounded_replaced_by_id_and_survive_a_reset(b
         assert [r.id for r in ix.runs(3)] == [r.id for r in runs[:3]]
         ix.reset()  # the namespace's crawls are not its stories
         assert ix.runs() == runs
-    with backend.open(readonly=True) as ro:  # read without Scrapy, read-only
+    with store.open(readonly=True) as ro:  # read without Scrapy, read-only
         assert ro.runs(1) == [ended]
-    with backend.open(namespace="other") as other:
+    with store.open(namespace="other") as other:
         assert other.runs() == []
 
 
-def _damage(backend: Backend, record: str) -> None:
-    if isinstance(backend, RedisBackend):
-        key = f"{backend.prefix('index')}:{{default}}:runs"
-        backend.raw.hset(key, "bad", record)
+def _damage(store: Backend, record: str) -> None:
+    if isinstance(store, RedisBackend):
+        key = f"{store.prefix('index')}:{{default}}:runs"
+        store.raw.hset(key, "bad", record)
     else:
-        conn = sqlite3.connect(backend.location())
+        conn = sqlite3.connect(store.location())
         conn.execute("INSERT INTO run(ns, id, started, record) VALUES (1, 'bad', 5, ?)", (record,))
         conn.commit()
         conn.close()
@@ -89,11 +97,11 @@ def _damage(backend: Backend, record: str) -> None:
 @pytest.mark.parametrize("record", ["not json", "[1]", json.dumps({"id": "bad", "started": "noon"}),
                                     json.dumps({"id": "bad", "started": 5, "counts": {"new": -1}}),
                                     json.dumps({"id": "bad", "started": 5, "latency_ms": {"p95": "slow"}})])
-def test_a_damaged_run_record_is_named_and_left_out_or_refused(backend: Backend, record: str) -> None:
-    with backend.open() as ix:
+def test_a_damaged_run_record_is_named_and_left_out_or_refused(store: Backend, record: str) -> None:
+    with store.open() as ix:
         good = Run(id=new_run_id(), started=10.0, spider="news")
         ix.record_run(good)
-        _damage(backend, record)
+        _damage(store, record)
         problems: list[str] = []
         assert ix.runs(damaged=problems.append) == [good]
         assert len(problems) == 1 and "run" in problems[0], problems
@@ -104,11 +112,9 @@ def test_a_damaged_run_record_is_named_and_left_out_or_refused(backend: Backend,
 # -- crawls ----------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["sqlite", "redis"])
-def index_url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    b = make_backend(request.param, tmp_path)
-    yield b.url()
-    b.cleanup()
+@pytest.fixture
+def index_url(store: Backend) -> str:
+    return store.url()
 
 
 @pytest_twisted.ensureDeferred

@@ -21,7 +21,8 @@ from typing import Any
 
 from .damage import shown, time_damage
 
-#: Runs kept per namespace: the oldest record goes when a new one is written beyond this many.
+#: Runs kept per namespace: the oldest record goes when a new one is written beyond this many
+#: (docs/decisions/0800-monitor-defaults.md).
 RUNS_KEPT = 50
 #: What a run counts (the pipeline's ``simhash/*`` stats at the close): every item it saw
 #: (``items``), admitted (``new``), dropped by each tier, flagged, passed on unchecked for lack of

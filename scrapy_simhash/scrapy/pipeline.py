@@ -55,6 +55,13 @@ is an iterator is read up to :data:`~scrapy_simhash.text.normalize.MAX_PARTS` pa
 included) and :data:`~scrapy_simhash.text.normalize.MAX_READ_SECONDS`: beyond, it is unreadable,
 passed on unchecked and counted (``simhash/skipped/bad_input``).
 
+Watching a crawl
+----------------
+Each item's decision latency (entering the pipeline to its verdict) is timed, and the crawl's record
+(start at open, end and counts at close) goes to the index's history of runs; at close the latency
+quantiles, the dedup rate and the band of earlier runs are stats (:mod:`.runs`), before Scrapy's
+``spider_closed``, for the Spidermon suite of :mod:`scrapy_simhash.monitoring` (docs/monitoring.md).
+
 When the index fails
 --------------------
 An index that cannot be opened (missing directory rights, not ours, corrupt, truncated, built with

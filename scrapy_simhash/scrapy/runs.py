@@ -42,7 +42,8 @@ class Latency:
     value and at most about 1,300 buckets exist (up to a day) however many items come; the maximum
     is kept exactly."""
 
-    #: Each bucket's upper bound over the one below: ``sqrt(GROWTH) - 1`` is the largest relative error.
+    #: Each bucket's upper bound over the one below: ``sqrt(GROWTH) - 1`` is the largest relative error
+    #: (docs/decisions/0800-monitor-defaults.md).
     GROWTH = 1.02
     #: Milliseconds at or below which every latency shares the first bucket.
     FLOOR_MS = 0.001
