@@ -52,7 +52,7 @@ __all__ = [
 ]
 
 
-class _SimhashMonitor(Monitor):  # type: ignore[misc]
+class _SimhashMonitor(Monitor):
     """What the monitors share: the crawl's settings as the plugin reads them, its stats."""
 
     def setting(self, name: str) -> Any:
@@ -143,7 +143,7 @@ class WorkersMonitor(_SimhashMonitor):
         self.at_most("simhash/workers_died", "SIMHASH_MONITOR_MAX_WORKERS_DIED", "fingerprint workers died")
 
 
-class SimhashMonitorSuite(MonitorSuite):  # type: ignore[misc]
+class SimhashMonitorSuite(MonitorSuite):
     """Every scrapy-simhash monitor: add it to ``SPIDERMON_SPIDER_CLOSE_MONITORS``."""
 
     monitors = [DedupRateMonitor, IndexErrorMonitor, UncheckedMonitor, LatencyMonitor, WorkersMonitor]
