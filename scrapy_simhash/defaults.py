@@ -83,3 +83,19 @@ MAX_AWAITING: int | None = None
 SUMMARY = True
 #: The command line skips (and counts) an input line longer than this, without loading it whole.
 MAX_LINE_BYTES = 50_000_000
+
+# Monitors (scrapy_simhash.monitoring, Spidermon; docs/monitoring.md, docs/decisions/0800-monitor-defaults.md)
+#: Finished runs of the same spider whose dedup rates make the band a run is compared with.
+MONITOR_RUNS = 10
+#: Fewer earlier runs than this: the dedup-rate monitor has no band yet and passes.
+MONITOR_MIN_RUNS = 3
+#: How far (a share, 0 to 1) a run's dedup rate may be from the median of the band's runs.
+MONITOR_DEDUP_TOLERANCE = 0.15
+#: The decision latency's 95th percentile above this many milliseconds fails the latency monitor.
+MONITOR_LATENCY_P95_MS = 2000.0
+#: More check-and-adds that failed than this fails the index-error monitor.
+MONITOR_MAX_INDEX_ERRORS = 0
+#: More items passed on unchecked than this fails the unchecked monitor.
+MONITOR_MAX_UNCHECKED = 0
+#: More fingerprint workers that died than this fails the workers monitor.
+MONITOR_MAX_WORKERS_DIED = 0

@@ -124,6 +124,11 @@ def number_from(low: float) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, (int, float)) and low <= value
 
 
+def number_between(low: float, high: float) -> Callable[[Any], bool]:
+    """A number from ``low`` to ``high``."""
+    return lambda value: isinstance(value, (int, float)) and low <= value <= high
+
+
 def number_above(low: float) -> Callable[[Any], bool]:
     """A finite number > ``low``."""
     return lambda value: isinstance(value, (int, float)) and low < value < math.inf

@@ -56,6 +56,7 @@ from .setting_values import (
     as_workers,
     int_from,
     number_above,
+    number_between,
     number_from,
     one_of,
     valid_index_url,
@@ -322,6 +323,34 @@ SETTINGS: tuple[Setting, ...] = (
             doc="A Redis server that may evict keys (`allkeys-*`) or can lose writes it acknowledged (no append-only "
             'file, or `appendfsync no`) forgets entries and re-admits their stories: `"refuse"` it (the crawl '
             'cannot start: `scrapy crawl` exits with status 1), or `"warn"` and use it.'),
+    Setting("SIMHASH_MONITOR_RUNS", D.MONITOR_RUNS, as_int, allowed="a positive number of runs", valid=int_from(1),
+            doc="The band a crawl's dedup rate is compared with: the dedup rates of this many finished runs of the "
+            "same spider before it, from the index's history (`simhash/history/*` stats; `scrapy-simhash runs`)."),
+    Setting("SIMHASH_MONITOR_MIN_RUNS", D.MONITOR_MIN_RUNS, as_int, allowed="a positive number of runs",
+            valid=int_from(1),
+            doc="The dedup-rate monitor (`scrapy_simhash.monitoring`) compares a run only once this many earlier "
+            "runs make its band; before, it passes."),
+    Setting("SIMHASH_MONITOR_DEDUP_TOLERANCE", D.MONITOR_DEDUP_TOLERANCE, as_float,
+            allowed="a share from 0 to 1", valid=number_between(0, 1),
+            doc="The dedup-rate monitor fails a run whose dedup rate (duplicates over items checked) is further "
+            "than this from the median of its band (0.15: 15 points), the fluctuation alert of a site that "
+            "changed its template or a feed that repeats itself."),
+    Setting("SIMHASH_MONITOR_LATENCY_P95_MS", D.MONITOR_LATENCY_P95_MS, as_float,
+            allowed="a positive number of milliseconds", valid=number_above(0),
+            doc="The latency monitor fails a run whose decision latency's 95th percentile "
+            "(`simhash/latency/p95_ms`: an item entering the pipeline to its verdict) is above this."),
+    Setting("SIMHASH_MONITOR_MAX_INDEX_ERRORS", D.MONITOR_MAX_INDEX_ERRORS, as_int,
+            allowed="a number of items, 0 or more", valid=int_from(0),
+            doc="The index-error monitor fails a run with more check-and-adds that failed after their retries "
+            "(`simhash/index_error`) than this."),
+    Setting("SIMHASH_MONITOR_MAX_UNCHECKED", D.MONITOR_MAX_UNCHECKED, as_int,
+            allowed="a number of items, 0 or more", valid=int_from(0),
+            doc="The unchecked monitor fails a run that passed on more items unchecked "
+            "(`simhash/unchecked`, `SIMHASH_ON_INDEX_ERROR = \"pass\"`) than this."),
+    Setting("SIMHASH_MONITOR_MAX_WORKERS_DIED", D.MONITOR_MAX_WORKERS_DIED, as_int,
+            allowed="a number of workers, 0 or more", valid=int_from(0),
+            doc="The workers monitor fails a run in which more fingerprint workers died "
+            "(`simhash/workers_died`: killed, out of memory; their items were sent again) than this."),
 )
 
 BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}

@@ -37,7 +37,7 @@ def test_entry_layout(tmp_path: Path) -> None:
         conn = ix._conn
         assert conn is not None
         meta = dict(conn.execute("SELECT key, value FROM simhash_meta").fetchall())
-        assert json.loads(meta["schema_version"]) == SCHEMA_VERSION == 1  # the first release's
+        assert json.loads(meta["schema_version"]) == SCHEMA_VERSION == 8  # the first release's
         for tier in ("title", "body"):  # keyed on the fp XOR the namespace mask, then the time: no ns column
             columns = [(r[1], r[2]) for r in conn.execute(f"PRAGMA index_xinfo(entry_{tier})") if r[5]]
             assert columns == [(-2, None), (4, "first_seen")], columns

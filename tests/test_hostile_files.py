@@ -32,6 +32,7 @@ from sqlitedict import SqliteDict
 from scrapy_simhash import Deduplicator
 from scrapy_simhash.engine import required_params
 from scrapy_simhash.index import IndexOpenError, ParameterMismatch, SimhashIndexError, open_index
+from scrapy_simhash.index.sqlite.file import SCHEMA_VERSION
 from tests.conftest import (
     REPO,
     STORY_EN,
@@ -69,6 +70,15 @@ def payload(marker: Path) -> bytes:
 
 def digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def rows(path: Path, *, but: str) -> list[str]:
+    """Every schema object and row of the file as SQL, but the rows of table ``but``."""
+    conn = sqlite3.connect(path)
+    try:
+        return [line for line in conn.iterdump() if not line.startswith(f'INSERT INTO "{but}"')]
+    finally:
+        conn.close()
 
 
 def make_index(path: Path, **options: Any) -> Path:
@@ -164,7 +174,7 @@ async def test_pickle_payload_in_every_value_column_of_a_valid_index(tmp_path: P
     index = make_index(tmp_path / "i.sqlite3")
     keep = KEEP_STRUCTURE
     assert poison(index, payload(marker), keep=keep, skip_tables=("simhash_meta",)) >= 10
-    before = digest(index)
+    before = rows(index, but="run")
     crawler = await run_crawl(crawl_settings(index), [*ITEMS, {**ITEMS[0], "url": "https://c.example/0"}])
     stats = crawler.stats.get_stats()
     passed = [i["url"] for i in crawler.spider.collected]
@@ -178,8 +188,13 @@ async def test_pickle_payload_in_every_value_column_of_a_valid_index(tmp_path: P
         stored = {r[0] for r in conn.execute("SELECT url FROM entry")}
         conn.close()
         assert set(passed) <= stored
-    else:
-        assert digest(index) == before
+    else:  # every stored row untouched; the crawl's one write is its own run, its index errors counted
+        assert rows(index, but="run") == before
+        conn = sqlite3.connect(index)
+        ((run_id, record),) = conn.execute("SELECT id, record FROM run").fetchall()
+        conn.close()
+        assert run_id == stats["simhash/run"]
+        assert json.loads(record)["counts"]["index_errors"] == stats["simhash/index_error"]
 
 
 def test_wrongly_typed_stored_values_are_a_clear_index_error(tmp_path: Path, marker: Path) -> None:
@@ -275,12 +290,13 @@ async def test_index_of_another_schema_version_is_refused_untouched(tmp_path: Pa
     conn.commit()
     conn.close()
     before = digest(path)
-    message = f"{path} has schema version 7 .*; this scrapy-simhash reads version 1: .*no converter exists"
+    message = (f"{path} has schema version 7 .*; this scrapy-simhash reads version {SCHEMA_VERSION}: "
+               ".*no converter exists")
     with pytest.raises(IndexOpenError, match=message):
         Deduplicator.open(f"sqlite:///{path}").close()
     assert_cli_refuses(path, tmp_path, "dedup", "stats", "check")
     reason = await assert_crawl_closes(path)
-    assert f"{path} has schema version 7" in reason and "reads version 1" in reason, reason
+    assert f"{path} has schema version 7" in reason and f"reads version {SCHEMA_VERSION}" in reason, reason
     assert digest(path) == before
 
 

@@ -284,7 +284,7 @@ def recording_version(path: Path, version: object) -> None:
     conn.close()
 
 
-@pytest.mark.parametrize("version", [0, 2, 7, "1", None])
+@pytest.mark.parametrize("version", [0, 1, 2, 7, "8", None])
 def test_a_file_of_another_schema_version_is_refused_untouched_saying_what_to_do(path: Path, version: object) -> None:
     """Any version but this one's (an older development build's, a later one's, not a number) is
     refused at open, writable or read-only, and by re-banding, naming both versions and what to
@@ -292,13 +292,13 @@ def test_a_file_of_another_schema_version_is_refused_untouched_saying_what_to_do
     recording_version(path, version)
     before = file_state(path)
     expected = (rf"index {re.escape(str(path))} has schema version {re.escape(repr(version))} \(created by "
-                rf"scrapy-simhash [^)]+\); this scrapy-simhash reads version 1: .*no converter exists for a format "
-                r"no release wrote: delete it or use a new index file and let it fill again \(SIMHASH_RESET / "
-                r"--reset does not help\)")
+                rf"scrapy-simhash [^)]+\); this scrapy-simhash reads version {SCHEMA_VERSION}: .*no converter exists "
+                r"for a format no release wrote: delete it or use a new index file and let it fill again "
+                r"\(SIMHASH_RESET / --reset does not help\)")
     for kwargs in ({}, {"readonly": True}, {"params": IndexParams()}):
         with pytest.raises(IndexOpenError, match=expected) as e:
             open_index(path, **kwargs)  # type: ignore[arg-type]
-        newer = isinstance(version, int) and version > 1
+        newer = isinstance(version, int) and version > SCHEMA_VERSION
         assert ("upgrade scrapy-simhash if a newer release made it" in str(e.value)) == newer
     from scrapy_simhash.index.sqlite.reband import reband
 
@@ -316,7 +316,8 @@ def test_a_file_of_another_schema_version_is_refused_by_the_command_line(path: P
                               capture_output=True, text=True, cwd=REPO, timeout=120)
         assert proc.returncode == 2, (command, proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr and proc.stdout == "", (command, proc.stderr)
-        assert f"{path} has schema version 7" in proc.stderr and "reads version 1" in proc.stderr, proc.stderr
+        assert f"{path} has schema version 7" in proc.stderr, proc.stderr
+        assert f"reads version {SCHEMA_VERSION}" in proc.stderr, proc.stderr
         assert "no converter exists" in proc.stderr, proc.stderr
     assert file_state(path) == before
 

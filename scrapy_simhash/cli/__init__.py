@@ -6,10 +6,10 @@ tier options come from the project's ``SIMHASH_*`` settings).
 
 Subcommands: ``dedup`` (JSONL in → kept items and one decision per line out) and ``import`` (warm an
 index, summary only), both in :mod:`.dedup`; ``check`` (verdict for one item without adding it, plus its nearest
-entries), ``explain`` (why a URL was dropped), ``stats``, ``export``, ``purge``, ``reset``,
-``reband`` (rebuild an index's band rows for other thresholds), ``forget``, ``report`` (a
-self-contained HTML page about the thresholds), ``review`` (label pairs as same story or not),
-``tune`` (the labels replayed under other settings) and ``stopwords`` (stop words from your items).
+entries), ``explain`` (why a URL was dropped), ``stats``, ``runs`` (the recent crawls), ``export``,
+``purge``, ``reset``, ``reband`` (rebuild an index's band rows for other thresholds), ``forget``, ``report``
+(a self-contained HTML page about the thresholds), ``review`` (label pairs as same story or not), ``tune``
+(the labels replayed under other settings) and ``stopwords`` (stop words from your items).
 
 Exit status: 0 on success (bad input lines are reported, counted and skipped, they do not fail a
 run); 1 when ``explain``/``forget`` find nothing, or when the input or the index broke off in the
@@ -26,8 +26,8 @@ add no dependency to a Scrapy project.
 
 Modules: :mod:`.parser` (every option), :mod:`.dedup` (``dedup``, ``import``), :mod:`.inspect`
 (``check``, ``explain``, ``report``), :mod:`.maintain` (``stats``, ``export``, ``purge``, ``reset``,
-``reband``, ``forget``), :mod:`.review` (``review``, ``tune``, ``stopwords``) and :mod:`.common` (what
-they share). Each imports only
+``reband``, ``forget``), :mod:`.review` (``review``, ``tune``, ``stopwords``), :mod:`.runs` (``runs``) and
+:mod:`.common` (what they share). Each imports only
 :mod:`.common` and the engine, never another subcommand's module.
 """
 
@@ -44,6 +44,7 @@ from .inspect import run_check, run_explain, run_report
 from .maintain import index_stats, run_export, run_forget, run_purge, run_reband, run_reset, run_stats
 from .parser import BUILTIN_DEFAULTS, build_parser
 from .review import run_review, run_stopwords, run_tune
+from .runs import run_runs
 
 __all__ = [
     "BUILTIN_DEFAULTS",
@@ -63,6 +64,7 @@ __all__ = [
     "run_report",
     "run_reset",
     "run_review",
+    "run_runs",
     "run_stats",
     "run_stopwords",
     "run_tune",
@@ -74,6 +76,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "check": run_check,
     "explain": run_explain,
     "stats": run_stats,
+    "runs": run_runs,
     "export": run_export,
     "purge": run_purge,
     "reset": run_reset,

@@ -309,6 +309,17 @@ def build_parser(prog: str = PROG, defaults: Mapping[str, Any] | None = None) ->
     json_option(p)
     index_options(p)
 
+    # runs
+    p = add("runs", "the namespace's recent crawls: counts, dedup rate, decision latency",
+            "Print the crawls of the namespace the index remembers (the last 50), newest first: when each "
+            "started and ended (a crawl that was killed has no end), its spider, what it admitted, dropped per "
+            "tier, flagged, skipped and passed on unchecked, its index errors and dead workers, its dedup rate "
+            "(duplicates over items checked) and its decision latency (50th and 95th percentile, maximum, ms).",
+            ["--index index.sqlite3", "--index redis://localhost:6379/0 --limit 5 --json"])
+    p.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="the N most recent runs")
+    json_option(p)
+    index_options(p)
+
     # export
     p = add("export", "entries as JSON lines",
             "Write every entry of the namespace, oldest first: id, namespace, url, title, first_seen (ISO "

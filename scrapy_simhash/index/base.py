@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from .runs import Run
 
 Tier = Literal["title", "body", "sentence"]
 #: The fingerprint (banded) tiers. ``"sentence"`` is the tier on exact sentences after them (see Query).
@@ -256,6 +259,15 @@ class BandIndex(Protocol):
         ``latest`` most recent ones, still oldest first (the report's window: not the whole index).
         An entry holding a value the index never writes (:mod:`.damage`) is described to ``damaged``
         and skipped; without ``damaged``, it raises :class:`SimhashIndexError`."""
+
+    def record_run(self, run: Run) -> None:
+        """Write the record of a crawl of this namespace (:mod:`.runs`), replacing the one with its id
+        (its start, written when it opened); beyond :data:`.runs.RUNS_KEPT` records, the oldest go."""
+
+    def runs(self, limit: int = 50, *, damaged: Callable[[str], None] | None = None) -> list[Run]:
+        """The ``limit`` most recent runs of this namespace, newest first (works read-only). A record
+        the index never writes is described to ``damaged`` and left out; without it, it raises
+        :class:`SimhashIndexError`."""
 
     def close(self) -> None:
         """Release the connection; idempotent."""

@@ -55,6 +55,13 @@ is an iterator is read up to :data:`~scrapy_simhash.text.normalize.MAX_PARTS` pa
 included) and :data:`~scrapy_simhash.text.normalize.MAX_READ_SECONDS`: beyond, it is unreadable,
 passed on unchecked and counted (``simhash/skipped/bad_input``).
 
+Watching a crawl
+----------------
+Each item's decision latency (entering the pipeline to its verdict) is timed, and the crawl's record
+(start at open, end and counts at close) goes to the index's history of runs; at close the latency
+quantiles, the dedup rate and the band of earlier runs are stats (:mod:`.runs`), before Scrapy's
+``spider_closed``, for the Spidermon suite of :mod:`scrapy_simhash.monitoring` (docs/monitoring.md).
+
 When the index fails
 --------------------
 An index that cannot be opened (missing directory rights, not ours, corrupt, truncated, built with
@@ -100,6 +107,7 @@ import gc
 import logging
 import os
 import sqlite3
+import time
 from concurrent.futures import Future
 from functools import partial
 from pathlib import Path
@@ -125,6 +133,7 @@ from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .fields import FieldWriter, first_field, flag_value, story_key
 from .refusal import IndexCannotOpen, refuse_to_start
+from .runs import RunRecorder
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -164,6 +173,7 @@ class SimhashPipeline:
         #: journals read, entries, whether the index's directory was created.
         self._opened: tuple[int, int, dict[str, set[int]], int, bool] = (0, 0, {}, 0, False)
         self._delivery = DeliveryTracker(self._key, flush=self._flush_fates)
+        self._run: RunRecorder | None = None  # this crawl's latency and record in the index's history
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SimhashPipeline:
@@ -274,6 +284,8 @@ class SimhashPipeline:
             timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
         self._places = Places(max_awaiting(s))
+        self._run = RunRecorder.start(index, getattr(spider, "name", None), self.stats,
+                                      value(s, "SIMHASH_MONITOR_RUNS"))
 
     def _open_index(self, s: Settings) -> None:
         """Open the index, purge what expired and release the entries of crawls that died; raises
@@ -331,6 +343,9 @@ class SimhashPipeline:
                 logger.error("scrapy-simhash: could not record what became of the last items (%s); the next "
                              "crawl releases their entries and may pass them on again", exc)
             self.stats.set_value("simhash/final", self.dedup.index.count())
+            if self._run is not None:
+                self._run.finish()
+                self._run = None
             self.dedup.close()
             self.dedup = None
 
@@ -339,6 +354,7 @@ class SimhashPipeline:
     async def process_item(self, item: Any, spider: Spider | None = None) -> Any:
         if self.dedup is None:
             return item
+        entered = time.perf_counter()
         try:
             adapter = ItemAdapter(item)
             if self.skip_field and adapter.get(self.skip_field):
@@ -359,6 +375,8 @@ class SimhashPipeline:
                     return self._bad_input(item, fields[exc.part][0], url, exc)
                 if not await self._original_released(verdict):
                     break
+        if self._run is not None:
+            self._run.decided(time.perf_counter() - entered)
         if fps.main_text:
             self.stats.inc_value("simhash/main_text")
         if isinstance(verdict, (SimhashIndexError, sqlite3.Error)):

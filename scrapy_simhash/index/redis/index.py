@@ -57,7 +57,7 @@ from .store import ID, ITEM_ERRORS, Keys, namespace_base
 
 logger = logging.getLogger(__name__)
 #: The one format of the key space this version reads and writes.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 #: Seconds an *added* outcome is remembered under its request token, and a process's pending
 #: entries stay its own without a check-and-add or heartbeat (``docs/decisions/0102-redis-transactions.md``).
 TOKEN_TTL = 120

@@ -22,6 +22,7 @@ from ..base import Decision, Entry, SimhashIndexError
 from ..damage import Damaged, decision_damage, entry_damage, shown
 from ..damage import report as report_damage
 from ..meta import stats_dict
+from ..runs import RUNS_KEPT, Run, newest_first, run_from_json
 from .client import Arg, Link, Server, command
 from .records import decode_record
 from .store import CHAR_TIER, FULL, HOLDER, ID, ID_LIMIT, Keys, View, glob_escape, namespace_base, unpack_ids
@@ -125,6 +126,7 @@ class Maintenance:
         def run(client: Any) -> int:
             n = self._counter(client.get(self._base + "n"), self._base + "n")
             mark, seq = client.mget(self._base + "meta", self._base + "seq")
+            runs = client.hgetall(self._k.runs)  # the namespace's crawls, not its stories: kept
             unlink_scanned(client, pattern)
             # emptied on purpose: still ours (the same marker, an id counter that never goes back,
             # so no id is given twice), and crawlers that opened it go on
@@ -134,10 +136,55 @@ class Maintenance:
             pipe.set(self._base + "seq", seq or 0)
             pipe.set(self._base + "n", 0)
             pipe.set(self._base + "nbands", 0)
+            if runs:
+                pipe.hset(self._k.runs, mapping=runs)
             pipe.execute()
             return n
 
         return int(self._server.retrying("reset", run, write=True))
+
+    def record_run(self, run: Run) -> None:
+        """Write ``run``'s record (replacing its start), and keep the :data:`~..runs.RUNS_KEPT` newest."""
+        self._server.writable()
+        key = self._k.runs
+
+        def write(client: Any) -> None:
+            pipe = client.pipeline(transaction=True)
+            pipe.hset(key, run.id, run.to_json())
+            pipe.hlen(key)
+            if pipe.execute()[-1] > RUNS_KEPT:
+                kept, _ = self._decoded_runs(client.hgetall(key))
+                if kept[RUNS_KEPT:]:
+                    client.hdel(key, *(r.id for r in kept[RUNS_KEPT:]))
+
+        self._server.retrying("record run", write, write=True)
+
+    def runs(self, limit: int = RUNS_KEPT, *, damaged: Damaged | None = None) -> list[Run]:
+        """The ``limit`` most recent runs of this namespace, newest first; a damaged record is
+        described to ``damaged`` and left out, or without it raises :class:`SimhashIndexError`."""
+        try:
+            raw = self._server.retrying("runs", lambda client: client.hgetall(self._k.runs), write=False)
+        except UnicodeDecodeError as exc:
+            report_damage(damaged, self.location, f"the run records of {self._k.runs.decode()!r} are not text: {exc}")
+            return []
+        found, problems = self._decoded_runs(raw)
+        for problem in problems:
+            report_damage(damaged, self.location, problem)
+        return found[: max(0, limit)]
+
+    @staticmethod
+    def _decoded_runs(raw: dict[Any, Any]) -> tuple[list[Run], list[str]]:
+        """The runs of a ``runs`` hash, newest first, and what is wrong with the fields that hold none."""
+        found, problems = [], []
+        for field, record in raw.items():
+            try:
+                run = run_from_json(record)
+                if run.id != field:
+                    raise ValueError(f"run record {shown(field)} holds run {run.id!r}")
+                found.append(run)
+            except ValueError as exc:
+                problems.append(str(exc))
+        return newest_first(found), problems
 
     def count(self) -> int:
         """Entries in this namespace."""

@@ -107,6 +107,7 @@ class Keys:
         self.fp_bytes = bits // 8
         self.marker, self.seq, self.n, self.nbands = base + b"meta", base + b"seq", base + b"n", base + b"nbands"
         self.hours, self.pending, self.decided = base + b"hours", base + b"pending", base + b"decided"
+        self.runs = base + b"runs"  # hash: run id → its record (scrapy_simhash.index.runs)
         self.parts = {tier: [(base + b"b%d%s%d:" % (gen, TIER_CHAR[tier], n), band_field_bits(width))
                              for n, (_, width) in enumerate(layout.parts)] for tier, layout in tiers.items()}
         self._low = 8 * self.fp_bytes - HOLDER_KEY_BITS

@@ -43,7 +43,7 @@ from .wal import check_wal
 #: The one layout of the tables (:data:`.schema.SCHEMA`) and of the meta record this version reads and
 #: writes. A file recording any other version is refused at open, saying both (:func:`.meta.other_version`;
 #: docs/decisions/0304-sqlite-schema-version.md).
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 8
 META_TABLE = "simhash_meta"
 #: SQLite's page cache a connection keeps, in KiB (docs/decisions/0301-sqlite-page-cache.md).
 CACHE_KIB = 32768

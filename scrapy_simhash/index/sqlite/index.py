@@ -51,6 +51,7 @@ from ..damage import Damaged, decision_damage
 from ..damage import report as report_damage
 from ..meta import FORMAT, TITLE_CHARS, QueryChecks, check_params, new_meta, stats_dict
 from ..owners import alive as owners_alive
+from ..runs import RUNS_KEPT, Run, newest_first, run_from_json
 from . import dense as sqlite_dense
 from . import maintain
 from .file import META_TABLE, SCHEMA_VERSION, create_file, open_file, sqlite_error
@@ -492,6 +493,30 @@ class SqliteIndex(QueryChecks):
             if n < maintain.PAGE or cursor is None:
                 return
             last = cursor
+
+    # -- runs -------------------------------------------------------------------------------------
+
+    def record_run(self, run: Run) -> None:
+        """Write ``run``'s record (replacing its start), and keep the :data:`~.runs.RUNS_KEPT` newest."""
+        with self._write("record run") as conn:
+            conn.execute("INSERT OR REPLACE INTO run(ns, id, started, record) VALUES (?, ?, ?, ?)",
+                         (self._ns_id, run.id, run.started, run.to_json()))
+            conn.execute("DELETE FROM run WHERE ns = ?1 AND id NOT IN (SELECT id FROM run WHERE ns = ?1"
+                         " ORDER BY started DESC, id DESC LIMIT ?2)", (self._ns_id, RUNS_KEPT))
+
+    def runs(self, limit: int = RUNS_KEPT, *, damaged: Damaged | None = None) -> list[Run]:
+        """The ``limit`` most recent runs of this namespace, newest first; a damaged record is
+        described to ``damaged`` and left out, or without it raises :class:`SimhashIndexError`."""
+        raw = self._read("runs", lambda tables: tables.conn.execute(
+            "SELECT record FROM run WHERE ns = ? ORDER BY started DESC, id DESC LIMIT ?",
+            (self._ns_id, max(0, limit))).fetchall(), [])
+        found = []
+        for (record,) in raw:
+            try:
+                found.append(run_from_json(record))
+            except ValueError as exc:
+                report_damage(damaged, self.location, str(exc))
+        return newest_first(found)
 
     def close(self) -> None:
         """Close the connection (idempotent)."""

@@ -90,6 +90,14 @@ CREATE TABLE request (
     at REAL NOT NULL
 ) WITHOUT ROWID;
 CREATE INDEX request_at ON request(at);
+CREATE TABLE run (
+    ns INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    started REAL NOT NULL,
+    record TEXT NOT NULL,  -- the whole run as JSON (runs.Run.to_json)
+    PRIMARY KEY (ns, id)
+) WITHOUT ROWID;
+CREATE INDEX run_started ON run(ns, started);
 """
 #: Seconds a request token is kept (a resend comes as soon as a fresh worker process is up).
 REQUEST_TTL = 600

@@ -76,6 +76,11 @@ What is stored where, and why
     The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
     original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
     queries with a URL are recorded; one row per URL keeps the table bounded.
+``run`` (``WITHOUT ROWID``, primary key ``(ns, id)``)
+    The namespace's last :data:`~scrapy_simhash.index.runs.RUNS_KEPT` crawls
+    (:mod:`scrapy_simhash.index.runs`): when each started and ended, what it counted and its
+    decision latency, as one JSON record; ``started`` is a column too, to keep the newest. A reset
+    keeps them: they are the namespace's crawls, not its stories.
 
 Fingerprints: ``bits`` ≤ 64 are stored as SQLite's signed 64-bit integers through
 :func:`~scrapy_simhash.fingerprint.simhash.to_signed64` /
