@@ -31,7 +31,9 @@ to tell apart, not a title's):
   ``template``: the two titles carry the same site suffix or leading label (``…_百度贴吧``,
   ``投诉主题：…``);
   ``one-apart``: the titles differ only in their first one to three characters (a place, a
-  name): ``东营女上門`` / ``侯马女上門``, spam ads over empty bodies.
+  name): ``东营女上門`` / ``侯马女上門``, spam ads over empty bodies (bodies of under 200
+  characters count as different unless their letters and digits are equal: one ad posted for two
+  cities is left out).
   At most :data:`PER_GROUP` pairs per shared word, suffix or tail, so that one topic does not
   fill a category.
 
@@ -96,6 +98,7 @@ _WS = re.compile(r"\s+")
 _TAG = re.compile(r"<[^>]*>")
 _HAN_RUN = re.compile(r"[\u3400-\u9fff]+")
 _WORD = re.compile(r"\w+")
+_NON_WORD = re.compile(r"[\W_]+")
 _SUFFIX = re.compile(r"(?:_|\||\s-\s)\s*([^_|]{2,16})$")
 _LEADING_LABEL = re.compile(r"^(?:【[^】]{1,8}】|\[[^\]]{1,8}\]|[^\s:：!！]{2,6}[:：])")
 
@@ -272,7 +275,9 @@ def one_apart_pairs(docs: Sequence[Doc]) -> list[tuple[str, str, str, str]]:
                 return False  # a difference at both ends of the cut: that cut's pair, no other's
             if len(a.body) >= MIN_BODY and len(b.body) >= MIN_BODY:
                 return containment(a.five(), b.five()) < OTHER_TEXT
-            return len(a.body) < MIN_BODY and len(b.body) < MIN_BODY and a.body != b.body or not a.body
+            # a short or empty body: one ad posted for two cities when the words are equal (left out)
+            words_a, words_b = _NON_WORD.sub("", a.body), _NON_WORD.sub("", b.body)
+            return not (words_a and words_a == words_b)
         out += _group_pairs("one-apart", groups, apart)
     return out
 
@@ -407,7 +412,7 @@ def summary(pairs: Sequence[tuple[str, str, str, str]], joins: dict[str, list[bo
 def render(split: str, pairs: Sequence[tuple[str, str, str, str]], joins: dict[str, list[bool]]) -> str:
     s = summary(pairs, joins)
     cols = POSITIVE + NEGATIVE + ("different",)
-    lines = [f"titles alone, {split} split: pairs joined (count, share)", ""]
+    lines = [f"titles alone, {split}: pairs joined (count, share)", ""]
     lines.append("| system | " + " | ".join(cols) + " |")
     lines.append("|---|" + "---|" * len(cols))
     for system, row in s.items():
@@ -464,7 +469,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mh = minhash_joins(pairs)  # type: ignore[arg-type]
     if mh is not None:
         joins["minhash@0.5"] = mh
-    print(render(args.split, pairs, joins))  # type: ignore[arg-type]
+    print(render(f"pairs of {args.pairs}" if args.pairs else f"{args.split} split", pairs, joins))  # type: ignore[arg-type]
     if args.json:
         args.json.write_text(json.dumps(summary(pairs, joins), indent=1), "utf-8")  # type: ignore[arg-type]
     return 0
