@@ -87,6 +87,7 @@ def test_a_site_label_behind_a_built_in_one(tmp_path):
     [
         ("六小龄童姓什么", "六小龄童什么时候死的"),  # 六小龄童 outweighed the rest: one fingerprint
         ("今天你的心情怎么样", "和信贷怎么样"),  # two words each, 怎么样 the heavier: one fingerprint
+        ("女宝宝好听的小名", "马宝宝好听的小名"),  # the three heavier words outvoted the one that differs
     ],
 )
 def test_one_word_does_not_decide_a_short_title(a, b):

@@ -21,7 +21,7 @@ ties are kept: docs/decisions/0009-top-k.md.
 
 A title has a handful of words, and the heaviest of two or three decides every bit alone
 ("六小龄童姓什么" and "六小龄童什么时候死的" both hash to 六小龄童, "和信贷怎么样" and "今天你的心情怎么样"
-to 怎么样). Titles are capped too, at :data:`TITLE_MAX_SHARE`: a title of four words or fewer weighs
+to 怎么样). Titles are capped too, at :data:`TITLE_MAX_SHARE`: a title of five words or fewer weighs
 them all the same, a longer one lowers its heaviest words to that share
 (docs/decisions/0521-title-share.md).
 
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = defaults.TOP_K
 #: No title feature weighs more than this share of the title's total weight (docs/decisions/0521-title-share.md).
-TITLE_MAX_SHARE = 0.25
+TITLE_MAX_SHARE = 0.2
 #: How a word's count in the text becomes its term frequency.
 TF_MODES: dict[str, Callable[[int], float]] = {
     "linear": float,
