@@ -140,7 +140,7 @@ def title_key(title: str) -> str:
 
 
 class Doc:
-    __slots__ = ("id", "lang", "title", "key", "body", "grams", "sentences")
+    __slots__ = ("body", "grams", "id", "key", "lang", "sentences", "title")
 
     def __init__(self, doc_id: str, lang: str, title: str, body: str) -> None:
         self.id, self.lang, self.title, self.body = doc_id, lang, title, body
@@ -178,7 +178,7 @@ def label_pairs(docs: Sequence[Doc]) -> list[tuple[str, str, str, str]]:
     out, seen = [], set()
     for d in docs:
         plain = d.title
-        if d.lang == "zh" and len(plain) < 6 or d.lang == "en" and len(_WORD.findall(plain)) < 3:
+        if (d.lang == "zh" and len(plain) < 6) or (d.lang == "en" and len(_WORD.findall(plain)) < 3):
             continue
         if d.key in seen or _LEADING_LABEL.match(plain) or _SUFFIX.search(plain):
             continue  # one pair per headline, and plain titles only
@@ -350,7 +350,7 @@ def engine_joins(pairs: Sequence[tuple[str, str, str, str]], options: dict[str, 
     fingerprinter = Fingerprinter(**options)
     params = required_params(fingerprinter.bits, 2, 3, False, fingerprinter.features_version)
     index = PairIndex(params)
-    dedup = Deduplicator(index, fingerprinter, **own)  # type: ignore[arg-type]
+    dedup = Deduplicator(index, fingerprinter, **own)
     joined = []
     for _, _, first, second in pairs:
         index.clear()
@@ -362,7 +362,7 @@ def engine_joins(pairs: Sequence[tuple[str, str, str, str]], options: dict[str, 
 
 def minhash_joins(pairs: Sequence[tuple[str, str, str, str]], threshold: float = 0.5) -> list[bool] | None:
     try:
-        from datasketch import MinHash
+        from datasketch import MinHash  # type: ignore[import-untyped]
     except ImportError:
         print("datasketch not installed: MinHash baseline skipped", file=sys.stderr)
         return None
@@ -448,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.pairs:
         pairs = [tuple(json.loads(line)) for line in args.pairs.read_text("utf-8").splitlines()]
         if args.joins_only:
-            print(json.dumps(engine_joins(pairs, options)))  # type: ignore[arg-type]
+            print(json.dumps(engine_joins(pairs, options)))
             return 0
     else:
         from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
@@ -456,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pairs = build_pairs(args.split, Fingerprinter())
     if args.dump_pairs:
         args.dump_pairs.write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs), "utf-8")
-    joins: dict[str, list[bool]] = {"scrapy-simhash": engine_joins(pairs, dict(options))}  # type: ignore[arg-type]
+    joins: dict[str, list[bool]] = {"scrapy-simhash": engine_joins(pairs, dict(options))}
     if args.base:
         import tempfile
 
@@ -466,12 +466,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             joins["previous"] = base_joins(args.base, Path(f.name), args.option)
         finally:
             os.unlink(f.name)
-    mh = minhash_joins(pairs)  # type: ignore[arg-type]
+    mh = minhash_joins(pairs)
     if mh is not None:
         joins["minhash@0.5"] = mh
-    print(render(f"pairs of {args.pairs}" if args.pairs else f"{args.split} split", pairs, joins))  # type: ignore[arg-type]
+    print(render(f"pairs of {args.pairs}" if args.pairs else f"{args.split} split", pairs, joins))
     if args.json:
-        args.json.write_text(json.dumps(summary(pairs, joins), indent=1), "utf-8")  # type: ignore[arg-type]
+        args.json.write_text(json.dumps(summary(pairs, joins), indent=1), "utf-8")
     return 0
 
 
