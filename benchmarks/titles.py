@@ -350,7 +350,7 @@ def engine_joins(pairs: Sequence[tuple[str, str, str, str]], options: dict[str, 
     fingerprinter = Fingerprinter(**options)
     params = required_params(fingerprinter.bits, 2, 3, False, fingerprinter.features_version)
     index = PairIndex(params)
-    dedup = Deduplicator(index, fingerprinter, **own)
+    dedup = Deduplicator(index, fingerprinter, **own)  # type: ignore[arg-type]
     joined = []
     for _, _, first, second in pairs:
         index.clear()
