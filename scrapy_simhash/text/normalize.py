@@ -343,6 +343,7 @@ _TITLE_TAG_RE = re.compile(rf"(?!(?<=\s)\s)\s*[\[(]\s*(?:{_TAG_WORDS})\s*[\])]\s
 _LEADING_BRACKET_RE = re.compile(r"^\s*\[[^\[\]]{1,8}\]\s*")
 # "转：" / "转载：" / "原创：" prefixes and a bare trailing " 原创".
 _TITLE_PREFIX_RE = re.compile(r"^\s*(?:(?:转载|转帖|转|原创|独家)\s*[:：]|(?:转载|原创|独家)\s)\s*")
+_TITLE_TRAILING_MARK_RE = re.compile(r"(?<!\s)\s+(?:原创|转载)\s*$")  # from the start of a run, as above
 # Leading flash marks: an exclamation of one to four Han characters ("快讯！", "突发!", "重磅！",
 # "震惊！", "死刑！": emphasis whose story the rest of the title tells), a flash or media label
 # before a colon ("突发：", "快讯:", "视频："), and the wire services' and portals' English prefixes
@@ -363,7 +364,6 @@ _FLASH_RE = re.compile(
     # so that "Live-action …" keeps its word
     rf"|(?i:{_WIRE_WORDS})\s*[:|]|(?:{_WIRE_WORDS})\s*-)\s*)+(?=\S.{{5}})"
 )
-_TITLE_TRAILING_MARK_RE = re.compile(r"(?<!\s)\s+(?:原创|转载)\s*$")  # from the start of a run, as above
 _SITE_WORDS_RE = re.compile(
     r"网|新闻|报|频道|在线|日报|时报|晚报|客户端|门户|资讯|电视|广播|传媒|媒体|杂志|周刊|论坛|社区|"
     r"\.com|\.cn|\.net|\.org|"
@@ -432,19 +432,22 @@ def _is_site_suffix(head: str, sep: str, seg: str) -> bool:
 def normalize_title(
     raw: str | bytes | Iterable[str] | None, extra_patterns: Iterable[str | re.Pattern[str]] = ()
 ) -> str:
-    """Clean headline: :func:`normalize_text` plus removal of site suffixes and repost marks.
+    """Clean headline: :func:`normalize_text` plus removal of site suffixes, repost marks, flash marks
+    and labels.
 
     Removed: a trailing ``_网易新闻``, `` - 新浪新闻``, ``|凤凰网``, `` - BBC News``, `` | Reuters`` …
     (a short segment after ``_``, ``|`` or a spaced `` - ``; after a bare ``-`` only when it names a
     site, e.g. contains 网/新闻/报/频道/.com), repeated while one remains; repost marks and tags
-    such as ``（转载）``, ``【转】``, ``[原创]``, ``(组图)``, ``【独家】`` and a ``转：`` prefix; and every
-    match of ``extra_patterns`` (regexes applied to the width/punctuation-normalized title, before
-    the built-in rules).
+    such as ``（转载）``, ``【转】``, ``[原创]``, ``(组图)``, ``【独家】`` and a ``转：`` prefix; leading
+    flash marks such as ``快讯！``, ``突发：``, ``BREAKING:``, ``UPDATE 2-``; and every match of
+    ``extra_patterns`` (regexes applied to the width/punctuation-normalized title, first in each
+    round of the built-in rules, so that a site's label behind a built-in one goes too).
     """
     text = _normalize_chars(to_text(raw).replace("\n", " "))
+    patterns = tuple(extra_patterns)
     for _ in range(4):
         before = text
-        for pattern in extra_patterns:  # each round: a site's own label behind a built-in one goes too
+        for pattern in patterns:
             text = re.sub(pattern, "", text).strip()
         text = _FLASH_RE.sub("", text)
         # each pattern only where the text holds a character it cannot match without: a bracket (the
