@@ -298,6 +298,7 @@ class Deduplicator:
             short_body=fps.short_body,
             figures=fps.figures,
             request_id=request_id,
+            title_features=fps.title_features,
             owner=self.owner,
         )
 

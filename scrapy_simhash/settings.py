@@ -246,8 +246,9 @@ SETTINGS: tuple[Setting, ...] = (
             "built or re-banded with it)."),
     Setting("SIMHASH_TITLE_PATTERNS", D.TITLE_PATTERNS, as_list, engine="title_patterns", flag="title_pattern",
             allowed="a list of regular expressions", valid=valid_regexes, repeated=True,
-            doc='Extra regular expressions removed from titles before fingerprinting, e.g. `[r"\\s*-\\s*My Portal$"]` '
-            "(site suffixes the built-in list does not know)."),
+            doc='Extra regular expressions removed from titles before fingerprinting: a site\'s own suffixes, prefixes '
+            'and labels the built-in lists do not know, e.g. `[r"\\s*-\\s*My Portal$", r"^本台快讯[:：]"]`. They '
+            "run in each round of the built-in rules, so a label behind a built-in mark goes too."),
     Setting("SIMHASH_MAIN_CONTENT", D.MAIN_CONTENT, as_auto_bool, engine="main_content", flag="main_content",
             allowed='None or "auto" (whole pages only), True (every HTML body) or False (none)',
             valid=one_of((None, True, False)),

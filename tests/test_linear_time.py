@@ -146,6 +146,10 @@ CASES = [
     Case(("text.normalize._TITLE_TRAILING_MARK_RE",), normalize_title, lambda n: "标题" + "(图)" * n + "原创x"),
     Case(("text.normalize._LEADING_BRACKET_RE",), normalize_title, lambda n: "[" * (4 * n) + "x"),
     Case(("text.normalize._TITLE_PREFIX_RE",), normalize_title, lambda n: "转载" * (2 * n) + ":"),
+    Case(("text.normalize._FLASH_RE",), normalize_title, lambda n: "突发！" * (2 * n) + "x"),  # marks, too short a rest
+    Case(("text.normalize._FLASH_RE",), normalize_title, lambda n: "快" + "!" * (4 * n) + "x"),
+    Case(("text.normalize._FLASH_RE",), normalize_title, lambda n: "UPDATE 2-" * n + " " * (4 * n) + "x"),
+    Case(("text.normalize._FLASH_RE",), normalize_title, lambda n: "快讯:" * n + "快讯" * (2 * n)),
     Case(("text.normalize._SITE_WORDS_RE", "text.normalize._DIGIT_RE"), normalize_title,
          lambda n: "标题 - " + "Daily" * n + "1"),
     # features, fingerprint signatures, segmentation

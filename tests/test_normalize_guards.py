@@ -90,6 +90,7 @@ def unguarded_title(raw: str) -> str:
     text = unguarded_chars(normalize.to_text(raw).replace("\n", " "))
     for _ in range(4):
         before = text
+        text = normalize._FLASH_RE.sub("", text)
         text = normalize._TITLE_TAG_RE.sub(" ", text).strip()
         text = normalize._LEADING_BRACKET_RE.sub("", text)
         text = normalize._TITLE_PREFIX_RE.sub("", text)
@@ -106,7 +107,7 @@ def unguarded_title(raw: str) -> str:
 _TITLE_BITS = [
     "[", "]", "(", ")", "【", "】", "（", "）", "转载", "转帖", "转", "原创", "独家", "图", "组图", "视频",
     "Video", "photos", ":", "：", " ", "  ", "\t", "-", " - ", "_", "|", "»", "::", "新闻", "网", "BBC News",
-    "中", "文", "a", "1", "*", "\n",
+    "中", "文", "a", "1", "*", "\n", "快讯", "!", "！", "突发", "UPDATE 2", "BREAKING",
 ]
 titles = st.lists(st.sampled_from(_TITLE_BITS), max_size=14).map("".join)
 

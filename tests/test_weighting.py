@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from scrapy_simhash import Deduplicator
 from scrapy_simhash.engine import DEFAULT_BODY_MAX_DISTANCE
-from scrapy_simhash.fingerprint.features import FeatureExtractor, cap_shares
+from scrapy_simhash.fingerprint.features import TITLE_MAX_SHARE, FeatureExtractor, cap_shares
 from scrapy_simhash.fingerprint.fingerprinter import Fingerprinter
 
 from .conftest import read_jsonl
@@ -100,12 +100,15 @@ def test_sublinear_tf(mode, tf):
     assert fx.weights("疫苗 " * 20)["疫苗"] == pytest.approx(tf * once)
 
 
-def test_cap_applies_to_bodies_not_titles():
+def test_max_share_applies_to_bodies_titles_have_their_own_cap():
     fx = FeatureExtractor(max_share=0.05)
     text = "疫苗 " * 20 + " ".join(f"词{i}" for i in range(40))
     body = fx.body_features(text)
     assert max(body.values()) <= 0.05 * sum(body.values()) * (1 + 1e-9)
     assert fx.title_features("疫苗 疫苗 疫苗 山东") == FeatureExtractor().title_features("疫苗 疫苗 疫苗 山东")
+    title = FeatureExtractor().title_features("疫苗 疫苗 疫苗 山东 " + " ".join(f"词{i}" for i in range(10)))
+    assert max(title.values()) <= TITLE_MAX_SHARE * sum(title.values()) * (1 + 1e-9)
+    assert len(set(FeatureExtractor().title_features("疫苗 疫苗 疫苗 山东").values())) == 1  # too few words: all equal
 
 
 @pytest.mark.parametrize("bad", [{"tf": "cubic"}, {"max_share": 0}, {"max_share": 1.5}])

@@ -14,10 +14,16 @@ Term frequency counts linearly by default (``tf="linear"``), so a word repeated 
 carry a fifth of a body's weight and decide most bits alone: different stories on one topic (疫苗,
 "vr") then collide. ``max_share`` (0.1 by default) bounds that: it lowers the heaviest body
 features to one level so that, once lowered, none holds more than that share of the body's total
-weight (titles keep their weights: too few words to cap). ``tf="log"`` (``1 + ln n``) or
+weight. ``tf="log"`` (``1 + ln n``) or
 ``tf="sqrt"`` (``√n``) count repeats sublinearly instead: they flatten every repeated word, not only
 the dominant one, and cost more recall (docs/decisions/0008-max-share.md). Why ``top_k`` is 64 and
 ties are kept: docs/decisions/0009-top-k.md.
+
+A title has a handful of words, and the heaviest of two or three decides every bit alone
+("六小龄童姓什么" and "六小龄童什么时候死的" both hash to 六小龄童, "和信贷怎么样" and "今天你的心情怎么样"
+to 怎么样). Titles are capped too, at :data:`TITLE_MAX_SHARE`: a title of five words or fewer weighs
+them all the same, a longer one lowers its heaviest words to that share
+(docs/decisions/0521-title-share.md).
 
 jieba's dictionary is loaded once per process and shared by every extractor with the same user
 dictionary.
@@ -47,6 +53,8 @@ from .simhash import simhash
 logger = logging.getLogger(__name__)
 
 DEFAULT_TOP_K = defaults.TOP_K
+#: No title feature weighs more than this share of the title's total weight (docs/decisions/0521-title-share.md).
+TITLE_MAX_SHARE = 0.2
 #: How a word's count in the text becomes its term frequency.
 TF_MODES: dict[str, Callable[[int], float]] = {
     "linear": float,
@@ -260,13 +268,14 @@ class FeatureExtractor:
                 self._blocks_state = state
             return compiled.fingerprint(
                 text, *route_args,
-                self.top_k if body else 0, (self.max_share or 0.0) if body else 0.0, self._tf_compiled, bits)
+                self.top_k if body else 0, (self.max_share or 0.0) if body else TITLE_MAX_SHARE, self._tf_compiled,
+                bits)
         features = self.body_features(text) if body else self.title_features(text)
         return len(features), simhash(features, bits)
 
     def title_features(self, text: str) -> dict[str, float]:
-        """All words of a title, TF-IDF weighted."""
-        return self.weights(text)
+        """All words of a title, TF-IDF weighted, each capped at :data:`TITLE_MAX_SHARE` of their total."""
+        return cap_shares(self.weights(text), TITLE_MAX_SHARE)
 
     def body_features(self, text: str) -> dict[str, float]:
         """The ``top_k`` heaviest words of a body (and those tied with the last of them), each

@@ -67,6 +67,7 @@ class Fingerprints:
     figures: bool = False  # the body is figure-heavy (signatures.FIGURE_HEAVY_SHARE): body matches need its numbers
     short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
     main_text: bool = False  # the body was a page, reduced to its main text (stat simhash/main_text)
+    title_features: int = 0  # how many features the title fingerprint votes (the rule's TITLE_ALONE_FEATURES)
 
     @property
     def usable(self) -> bool:
@@ -155,19 +156,24 @@ class Fingerprinter:
         body_text = _read("body", lambda raw: self._clean_body(raw, page), body)
         body_fp = self._body_fp(body_text)
         short = short_body_digest(body_text) if body_fp is None else None
+        title_features, title_fp = self._title_features_fp(title_text)
         return Fingerprints(
-            self._title_fp(title_text), body_fp, title_text, len(body_text),
+            title_fp, body_fp, title_text, len(body_text),
             # no body to speak of: no numbers to compare either (a title-only copy matches its title)
             number_signature(body_text) if body_fp is not None or short is not None else None,
             sentence_signature(body_text) if self.sentences else (),
-            figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page,
+            figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page, title_features,
         )
 
     def _title_fp(self, text: str) -> int | None:
+        return self._title_features_fp(text)[1]
+
+    def _title_features_fp(self, text: str) -> tuple[int, int | None]:
+        """``(number of features, fingerprint)`` of a normalized title; ``(0, None)`` when too short."""
         if len(text) < self.min_title_chars:
-            return None
+            return 0, None
         count, fingerprint = self.features.fingerprint(text, body=False, bits=self.bits)
-        return fingerprint if count >= _MIN_TITLE_FEATURES else None
+        return (count, fingerprint) if count >= _MIN_TITLE_FEATURES else (0, None)
 
     def _body_fp(self, text: str) -> int | None:
         if len(text) < self.min_body_chars:

@@ -24,7 +24,7 @@ TIERS: tuple[Tier, ...] = ("title", "body")
 #: and checked at open: an index of another version is refused, its fingerprints being incomparable.
 #: Bumped by any change that moves a fingerprint or a signature of the same input: normalization,
 #: main-text extraction, segmentation, features and their weights, the hashes, the signatures' formats.
-FEATURES_VERSION = "5"
+FEATURES_VERSION = "6"
 
 class SimhashIndexError(Exception):
     """Base of the errors an index raises (named apart from the builtin ``IndexError``)."""
@@ -133,6 +133,8 @@ class Query:
     ``owner``: when set (:func:`.owners.new_owner`), the entry an
     added item gets is *pending* until :meth:`BandIndex.deliver` (its item reached storage) or
     :meth:`BandIndex.release` (it was dropped downstream); a pending entry matches like any other.
+    ``title_features``: how many features the title fingerprint votes; fewer than
+    :data:`~.rule.TITLE_ALONE_FEATURES` and the title does not decide alone (None: unknown, it does).
     """
 
     title_fp: int | None
@@ -151,6 +153,7 @@ class Query:
     figures: bool = False
     request_id: str | None = None
     owner: str | None = None
+    title_features: int | None = None
 
 
 @dataclass(frozen=True)

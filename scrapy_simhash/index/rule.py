@@ -9,7 +9,9 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    over other texts, is a title match over different stories. With the number guard on
    (``title_numbers`` > 0 and the item has a number signature), only entries whose body numbers
    agree with the item's (:func:`numbers_agree`) count: a recurring headline over a report with
-   other figures is news, and the body tier decides it.
+   other figures is news, and the body tier decides it. A title of fewer than
+   :data:`TITLE_ALONE_FEATURES` features (``title_features``) does not decide alone: its match
+   needs bodies that agree, never a side without a body (``bodies_agree(..., alone=False)``).
 2. **Body tier.** The entry whose body fingerprint is nearest (≤ ``body_k``), same ties. When the
    item's body is figure-heavy (``figures``: templated earnings reports sit within a few bits of
    each other) and the number guard is on, only entries whose numbers agree count.
@@ -69,6 +71,10 @@ TITLE_BODY_DISTANCE = 20
 #: the sentence tier ignores it, which also keeps the tier's lookups short in long crawls
 #: (docs/decisions/0006-sentence-boilerplate.md).
 SENTENCE_MAX_HOLDERS = 32
+#: A title fingerprint of fewer features than this is a vote of two or three words: two different
+#: short titles ("东营女上門" / "侯马女上門", spam over empty bodies; question titles) meet too often
+#: for such a title to join items whose bodies say nothing (docs/decisions/0522-title-alone.md).
+TITLE_ALONE_FEATURES = 4
 #: The first page of holders the title and figure checks read (each next page twice the last): a
 #: fingerprint many entries hold costs one page when its first holders fit
 #: (docs/decisions/0007-holders-page.md).
@@ -131,21 +137,21 @@ def numbers_agree(a: str | None, b: str | None, min_percent: int, empty_agrees: 
     return 100 * shared >= min_percent * min(len(xs), len(ys))
 
 
-def bodies_agree(query: Query, entry: Entry) -> bool:
+def bodies_agree(query: Query, entry: Entry, alone: bool = True) -> bool:
     """Do the two bodies leave a title match standing?
 
     Both fingerprinted: yes when within :data:`TITLE_BODY_DISTANCE` bits, or when the entry's
     stored sentence sample shares a sentence with the item's (a truncated copy, a repost inside a
     portal page). Both too short to fingerprint: yes when their digests are equal. One
     fingerprinted, the other short: no (two answers under one question). A side without any body
-    (a title-only item, a body of a few characters): yes, the title decides.
+    (a title-only item, a body of a few characters): ``alone``, whether the title decides alone.
     """
     if query.body_fp is not None and entry.body_fp is not None:
         if (query.body_fp ^ entry.body_fp).bit_count() <= TITLE_BODY_DISTANCE:
             return True
         return not set(entry.sentences).isdisjoint(query.sentences)
     if (query.body_fp is None and query.short_body is None) or (entry.body_fp is None and entry.short_body is None):
-        return True
+        return alone
     return query.short_body is not None and query.short_body == entry.short_body
 
 
@@ -240,8 +246,10 @@ def peek(store: Store, query: Query) -> Match | None:
     not_before = -math.inf if query.not_before is None else query.not_before
     guarded = query.title_numbers > 0 and query.numbers is not None
     if query.title_fp is not None:
+        alone = query.title_features is None or query.title_features >= TITLE_ALONE_FEATURES
+
         def title_accept(e: Entry) -> bool:
-            if not bodies_agree(query, e):
+            if not bodies_agree(query, e, alone):
                 return False
             return not guarded or numbers_agree(query.numbers, e.numbers, query.title_numbers)
 

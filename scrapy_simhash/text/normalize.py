@@ -344,6 +344,26 @@ _LEADING_BRACKET_RE = re.compile(r"^\s*\[[^\[\]]{1,8}\]\s*")
 # "转：" / "转载：" / "原创：" prefixes and a bare trailing " 原创".
 _TITLE_PREFIX_RE = re.compile(r"^\s*(?:(?:转载|转帖|转|原创|独家)\s*[:：]|(?:转载|原创|独家)\s)\s*")
 _TITLE_TRAILING_MARK_RE = re.compile(r"(?<!\s)\s+(?:原创|转载)\s*$")  # from the start of a run, as above
+# Leading flash marks: an exclamation of one to four Han characters ("快讯！", "突发!", "重磅！",
+# "震惊！", "死刑！": emphasis whose story the rest of the title tells), a flash or media label
+# before a colon ("突发：", "快讯:", "视频："), and the wire services' and portals' English prefixes
+# ("BREAKING:", "UPDATE 2-", "EXCLUSIVE-", "CORRECTED - ", "Analysis: "). A colon after other words
+# is content ("外媒：", "深圳：" name a source or a place) and stays; so does an exclamation with
+# digits ("1个月2起！"). Several marks in a row go at once, so that a title with one mark more
+# than its repost ends the same; only when at least 6 characters remain: a mark that is the title stays.
+_WIRE_WORDS = (
+    r"BREAKING(?:\s+NEWS)?|UPDATE(?:\s+\d{1,2})?|(?:CORRECTED|REFILE|RPT)(?:\s*-\s*UPDATE(?:\s+\d{1,2})?)?|"
+    r"EXCLUSIVE|WRAPUP(?:\s+\d{1,2})?|FACTBOX|ANALYSIS|INSIGHT|EXPLAINER|LIVE|WATCH|VIDEO|PHOTOS?|URGENT|FLASH|"
+    r"ALERT|JUST\s+IN|DEVELOPING|SPECIAL\s+REPORT"
+)
+_FLASH_RE = re.compile(
+    r"^\s*(?:(?:[\u3400-\u9fff]{1,4}\s*[!！]+"
+    r"|(?:快讯|快报|速报|突发|重磅|最新|刚刚|紧急|紧急提醒|提醒|注意|关注|头条|热点|滚动|直播|更新|视频|图文|组图|"
+    r"现场|辟谣|官宣|独家|原创|转载|转发|扩散|分享)\s*[:：]"
+    # "Breaking: " in any case; with a hyphen only in capitals, the wire style ("UPDATE 2-", "EXCLUSIVE-"),
+    # so that "Live-action …" keeps its word
+    rf"|(?i:{_WIRE_WORDS})\s*[:|]|(?:{_WIRE_WORDS})\s*-)\s*)+(?=\S.{{5}})"
+)
 _SITE_WORDS_RE = re.compile(
     r"网|新闻|报|频道|在线|日报|时报|晚报|客户端|门户|资讯|电视|广播|传媒|媒体|杂志|周刊|论坛|社区|"
     r"\.com|\.cn|\.net|\.org|"
@@ -412,20 +432,24 @@ def _is_site_suffix(head: str, sep: str, seg: str) -> bool:
 def normalize_title(
     raw: str | bytes | Iterable[str] | None, extra_patterns: Iterable[str | re.Pattern[str]] = ()
 ) -> str:
-    """Clean headline: :func:`normalize_text` plus removal of site suffixes and repost marks.
+    """Clean headline: :func:`normalize_text` plus removal of site suffixes, repost marks, flash marks
+    and labels.
 
     Removed: a trailing ``_网易新闻``, `` - 新浪新闻``, ``|凤凰网``, `` - BBC News``, `` | Reuters`` …
     (a short segment after ``_``, ``|`` or a spaced `` - ``; after a bare ``-`` only when it names a
     site, e.g. contains 网/新闻/报/频道/.com), repeated while one remains; repost marks and tags
-    such as ``（转载）``, ``【转】``, ``[原创]``, ``(组图)``, ``【独家】`` and a ``转：`` prefix; and every
-    match of ``extra_patterns`` (regexes applied to the width/punctuation-normalized title, before
-    the built-in rules).
+    such as ``（转载）``, ``【转】``, ``[原创]``, ``(组图)``, ``【独家】`` and a ``转：`` prefix; leading
+    flash marks such as ``快讯！``, ``突发：``, ``BREAKING:``, ``UPDATE 2-``; and every match of
+    ``extra_patterns`` (regexes applied to the width/punctuation-normalized title, first in each
+    round of the built-in rules, so that a site's label behind a built-in one goes too).
     """
     text = _normalize_chars(to_text(raw).replace("\n", " "))
-    for pattern in extra_patterns:
-        text = re.sub(pattern, "", text).strip()
+    patterns = tuple(extra_patterns)
     for _ in range(4):
         before = text
+        for pattern in patterns:
+            text = re.sub(pattern, "", text).strip()
+        text = _FLASH_RE.sub("", text)
         # each pattern only where the text holds a character it cannot match without: a bracket (the
         # tags, the leading bracket), 转, 原 or 独 (the prefixes 转载 转帖 转 原创 独家, the trailing marks)
         brackets = "[" in text or "(" in text
