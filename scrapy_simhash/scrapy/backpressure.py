@@ -20,7 +20,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
-from twisted.internet.defer import Deferred
+from twisted.internet.defer import CancelledError, Deferred
 
 from ..settings import effective_settings, value
 
@@ -50,8 +50,12 @@ async def _pause(seconds: float) -> None:
         from twisted.internet import reactor
 
         slept: Deferred[None] = Deferred()
-        cast(Any, reactor).callLater(seconds, slept.callback, None)
-        await slept
+        call = cast(Any, reactor).callLater(seconds, slept.callback, None)
+        try:
+            await slept
+        except CancelledError:  # the engine stops reading start(): raised as asyncio's, which the engine
+            call.cancel()  # takes as its own stop; Twisted's would be logged as an error of start()
+            raise asyncio.CancelledError from None
         return
     await asyncio.sleep(seconds)
 
