@@ -305,34 +305,67 @@ def test_items_that_queue_up_go_to_a_worker_together() -> None:
     assert all(len(pairs) <= MAX_BATCH for pairs, in calls)
 
 
-def test_items_a_moment_apart_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Items that arrive a few milliseconds apart, as a crawl's do, while the worker is idle, wait
-    for each other (LINGER) and go in one call, so they come back together and share one index
-    transaction; each still gets its own fingerprints."""
-    monkeypatch.setattr(workers, "LINGER", 0.5)  # longer than this loop takes on a busy machine
+def _counting_calls(pool: FingerprintPool) -> list[int]:
+    """The size of each call the pool sends to its worker from now on, in order."""
+    executor: Any = pool._executor
+    sizes: list[int] = []
+    submit = executor.submit
+    executor.submit = lambda fn, *args: sizes.append(len(args[0])) or submit(fn, *args)
+    return sizes
+
+
+def test_a_lone_item_to_an_idle_pool_goes_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An item that finds the worker idle is sent alone at once, not held for others: with a linger
+    longer than the test may take, each lone item still comes back, each in a call of its own."""
+    monkeypatch.setattr(workers, "LINGER", 3600.0)
     here = Fingerprinter()
     pool = FingerprintPool(1, {}, here.fingerprint)
-    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 2
+    stories = [STORY_ZH, STORY_EN, STORY_ZH_2]
     try:
         pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up and idle
-        executor: Any = pool._executor
-        calls: list[tuple[Any, ...]] = []
-        submit = executor.submit
-        executor.submit = lambda fn, *args: calls.append(args) or submit(fn, *args)
-        futures = []
-        for s in stories:
-            futures.append(pool.submit(s["title"], s["body"]))
-            time.sleep(0.003)
+        sizes = _counting_calls(pool)
+        got = [pool.submit(s["title"], s["body"]).result(timeout=120) for s in stories]
+    finally:
+        pool.shutdown()
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert sizes == [1, 1, 1]
+
+
+def test_items_that_arrive_while_the_worker_is_busy_share_its_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches form under load: the first item of a burst goes at once, alone; those that arrive while
+    its call is out (the worker stopped here, so the call stays out) go in one call as soon as the
+    worker is idle again, without waiting for the linger; each still gets its own fingerprints."""
+    monkeypatch.setattr(workers, "LINGER", 3600.0)
+    monkeypatch.setattr(workers, "IN_FLIGHT", 1)  # no second call queued behind the worker's
+    here = Fingerprinter()
+    pool = FingerprintPool(1, {}, here.fingerprint)
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 3
+    try:
+        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up and idle
+        sizes = _counting_calls(pool)
+        (pid,) = pool.pids()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            futures = [pool.submit(stories[0]["title"], stories[0]["body"])]
+            deadline = time.monotonic() + 60
+            while not sizes and time.monotonic() < deadline:  # the first item's call is out
+                time.sleep(0.01)
+            futures += [pool.submit(s["title"], s["body"]) for s in stories[1:]]
+            time.sleep(0.2)  # the timer looks at the queue meanwhile: nothing is due
+            assert sizes == [1]
+        finally:
+            os.kill(pid, signal.SIGCONT)
         got = [f.result(timeout=120) for f in futures]
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert [len(pairs) for pairs, in calls] == [len(stories)]
+    assert sizes == [1, len(stories) - 1]
 
 
 def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
-    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while items
-    keep coming, the timer looks at the queue itself (POLL) and a submit notifies nobody."""
+    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while the worker
+    has a call (items keep coming), the timer looks at the queue itself (POLL) and a submit notifies
+    nobody. Only the first item of the burst, which found the worker idle, wakes the timer."""
     import threading
 
     here = Fingerprinter()
@@ -344,13 +377,18 @@ def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
         pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # items keep coming
         notify = pool._due.notify
         pool._due.notify = lambda *args: woken.append(threading.current_thread().name) or notify(*args)
-        futures = [pool.submit(s["title"], s["body"]) for s in stories]
+        (pid,) = pool.pids()
+        os.kill(pid, signal.SIGSTOP)  # the first item's call stays out while the others come
+        try:
+            futures = [pool.submit(s["title"], s["body"]) for s in stories]
+            by_submitter = woken.count(threading.current_thread().name)
+        finally:
+            os.kill(pid, signal.SIGCONT)
         got = [f.result(timeout=120) for f in futures]
-        by_submitter = threading.current_thread().name in woken
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert not by_submitter, woken
+    assert by_submitter == 1, woken
 
 
 def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
