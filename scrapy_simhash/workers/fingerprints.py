@@ -26,8 +26,13 @@ Any other value is fingerprinted and checked in the crawl process, as with 0 wor
 
 Start-up: workers are spawned (the pool's start, :mod:`~scrapy_simhash.workers.pool`) at spider
 open and warmed there (the engine built, the jieba dictionary loaded, one sample item
-fingerprinted), while the crawl starts; items that arrive meanwhile wait for them. ``fork`` is unsafe
-once Twisted's reactor and the pipeline's threads run.
+fingerprinted), while the crawl starts: about a second. The crawl process's own route (its
+fingerprint thread, which warms its engine at once, and its index thread) is ready within a few
+hundredths of that, so the items that arrive before every worker of the pool is warm are decided
+there, as with 0 workers, and the items after go to the workers: the first items of a crawl do not
+wait for the workers' start (docs/decisions/0421-first-items-in-process.md). A pool started again
+after a worker died is waited for the same way. ``fork`` is unsafe once Twisted's reactor and the
+pipeline's threads run.
 
 Failures: a worker that dies breaks its pool, which fails every item in it; each is sent once more
 to a fresh pool (in the order first sent), and checked in the crawl process if that one breaks too.
@@ -68,7 +73,7 @@ from typing import Any
 
 from ..fingerprint.fingerprinter import Fingerprints
 from .pool import WorkerPool
-from .process import _check_many, _fingerprint_many, _start_worker
+from .process import _SAMPLE, _check_many, _fingerprint_many, _start_worker
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +163,8 @@ class FingerprintPool:
         self._before_call = before_call
         self._call = _check_many if self._index is not None else _fingerprint_many
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
+        if workers:  # the items that come before the workers are warm are fingerprinted here
+            self._local.submit(fallback, *_SAMPLE)
         self._lock = threading.Lock()  # replacing the worker pool
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # items waiting for a call
@@ -174,6 +181,7 @@ class FingerprintPool:
         self._call_ids = itertools.count()
         self._ready_at: dict[int, float] = {}  # worker pool (id) → when its workers were all started
         self._made_at: dict[int, float] = {}  # worker pool (id) → when it was made
+        self._warm: set[int] = set()  # worker pools (id) one of whose workers has started
         self._stalled_pools: set[int] = set()  # worker pools (id) the watchdog killed
         self._executor: WorkerPool | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
@@ -189,6 +197,7 @@ class FingerprintPool:
 
         def ready(warmed: Future[int]) -> None:
             with counting:
+                self._warm.add(id(pool))  # one worker can take calls: items go to the pool from now on
                 waiting[0] -= 1
                 if not waiting[0]:
                     self._ready_at[id(pool)] = time.monotonic()
@@ -199,6 +208,13 @@ class FingerprintPool:
         for warmed in pool.started:
             warmed.add_done_callback(ready)
         return pool
+
+    @property
+    def ready(self) -> bool:
+        """Has a worker of the current pool started (warm, or failed to start: the pool is broken
+        then)? Until then, items are checked in this process."""
+        executor = self._executor
+        return executor is not None and id(executor) in self._warm
 
     def pids(self) -> list[int]:
         """Process ids of the current workers (for tests and diagnostics)."""
@@ -227,7 +243,7 @@ class FingerprintPool:
         return self._queue_up((title, body, url, request_id))
 
     def _queue_up(self, args: tuple[Any, ...]) -> Future[Any]:
-        if self._executor is None or not (_is_plain(args[0]) and _is_plain(args[1])):
+        if self._executor is None or not self.ready or not (_is_plain(args[0]) and _is_plain(args[1])):
             return self._elsewhere(args)
         future: Future[Any] = Future()
         with self._queue_lock:
