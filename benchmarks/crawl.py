@@ -24,9 +24,9 @@ medians over rounds and the on/off ratios.
 default, the cores minus one), each compared with the crawl without it. ``--base ../main`` also crawls
 with another tree's pipeline (``SIMHASH_WORKERS`` auto), interleaved, as ``base on``: a change
 measured against its base in one run. ``--memory`` serves the pages from memory (a handler that
-writes bytes held in a dict) instead of from files, so the server's share of the two cores is small. ``--threads`` adds where the
-crawl process's CPU went: per thread (``/proc/self/task``, sampled every 0.1 s and at the end, by
-thread name), from ``spider_opened`` to the end of the crawl.
+writes bytes held in a dict) instead of from files, so the server's share of the two cores is small.
+``--threads`` adds where the crawl process's CPU went: per thread (``/proc/self/task``, sampled every
+0.1 s and at the end, by thread name), from ``spider_opened`` to the end of the crawl.
 
 Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds=1``
 for a smoke run). Short crawls, where the start-up counts: ``--limit 2000 --memory`` and ``--limit 800
@@ -100,7 +100,7 @@ class _Pages(http.server.BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         body = self.server.pages.get(self.path)  # type: ignore[attr-defined]
         self.send_response(200 if body is not None else 404)
         body = body if body is not None else b"not found"
