@@ -28,7 +28,7 @@ Start-up: workers are spawned (the pool's start, :mod:`~scrapy_simhash.workers.p
 open and warmed there (the engine built, the jieba dictionary loaded, one sample item
 fingerprinted), while the crawl starts: about a second. The crawl process's own route (its
 fingerprint thread, which warms its engine at once, and its index thread) is ready within a few
-hundredths of that, so the items that arrive before every worker of the pool is warm are decided
+hundredths of that, so the items that arrive before a worker of the pool is warm are decided
 there, as with 0 workers, and the items after go to the workers: the first items of a crawl do not
 wait for the workers' start (docs/decisions/0421-first-items-in-process.md). A pool started again
 after a worker died is waited for the same way. ``fork`` is unsafe once Twisted's reactor and the
