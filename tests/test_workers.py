@@ -22,7 +22,6 @@ import contextlib
 import os
 import random
 import signal
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -52,7 +51,6 @@ from tests.conftest import (
     crawl_settings,
     repost_with_new_title,
     repost_with_suffix,
-    run_crawl,
 )
 from tests.procs import children, cmdline, descendants, running
 
@@ -115,14 +113,6 @@ def count_in_process(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def wait_until_ready(pool: FingerprintPool, timeout: float = 120.0) -> None:
-    """Block until a worker of ``pool`` has started."""
-    deadline = time.monotonic() + timeout
-    while not pool.ready and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert pool.ready, "the worker did not start"
-
-
 def verdict_key(v: Any) -> tuple[Any, ...]:
     return (v.status, v.tier, v.distance, v.original.url if v.original else None)
 
@@ -173,9 +163,7 @@ async def test_the_pool_decides_as_the_single_process_engine(tmp_path: Path, mon
     seen_workers: list[int] = []
 
     def opened(spider: Any) -> None:
-        pool = pipeline_of(crawler)._fingerprints
-        seen_workers.extend(pool.pids())
-        wait_until_ready(pool)  # (the items before are checked in this process: test_the_first_items_...)
+        seen_workers.extend(pipeline_of(crawler)._fingerprints.pids())
 
     crawler.signals.connect(opened, signals.spider_opened)
     await crawler.crawl(items=items)
@@ -184,8 +172,7 @@ async def test_the_pool_decides_as_the_single_process_engine(tmp_path: Path, mon
     assert seen_workers, "the crawl had no worker process"
     assert stats["simhash/skipped/bad_input"] == 1
     assert stats.get("simhash/dropped/title", 0) + stats.get("simhash/dropped/body", 0) > 0  # reposts were caught
-    # the rest was fingerprinted by workers (and the crawl process warmed its own engine on a sample)
-    assert sorted(in_process) == sorted([worker_process._SAMPLE[0], *(str(it["title"]) for it in odd[:2])])
+    assert sorted(in_process) == sorted(str(it["title"]) for it in odd[:2])  # the rest was fingerprinted by workers
     assert sorted(url for url, *_ in checks) == sorted(it["url"] for it in items if it["title"] != 42)
     assert_single_process_agrees(checks, items, settings, tmp_path / "replay.sqlite3")
     assert children() <= before, "a worker outlived the crawl"
@@ -204,8 +191,6 @@ async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypat
     crawler = get_crawler(ItemsSpider, settings)
     killed: list[int] = []
     after: list[int] = []
-    crawler.signals.connect(lambda spider: wait_until_ready(pipeline_of(crawler)._fingerprints),
-                            signals.spider_opened, weak=False)
 
     def first_out(item: Any, **kwargs: Any) -> None:
         pool = pipeline_of(crawler)._fingerprints
@@ -254,12 +239,8 @@ async def test_a_worker_killed_between_its_commit_and_its_answer_checks_no_item_
     from scrapy.utils.test import get_crawler
 
     crawler = get_crawler(ItemsSpider, settings)
-    def opened(spider: Any) -> None:
-        pool = pipeline_of(crawler)._fingerprints
-        pool._call = check_then_die
-        wait_until_ready(pool)
-
-    crawler.signals.connect(opened, signals.spider_opened, weak=False)
+    crawler.signals.connect(lambda spider: setattr(pipeline_of(crawler)._fingerprints, "_call", check_then_die),
+                            signals.spider_opened, weak=False)
     await crawler.crawl(items=items)
 
     stats = crawler.stats.get_stats()
@@ -324,123 +305,34 @@ def test_items_that_queue_up_go_to_a_worker_together() -> None:
     assert all(len(pairs) <= MAX_BATCH for pairs, in calls)
 
 
-@pytest_twisted.ensureDeferred
-async def test_workers_pass_an_item_on_only_once_its_entry_is_committed(tmp_path: Path) -> None:
-    """Whether an item went alone or in a batch, a later pipeline that reads the index file with its
-    own connection finds the entry of every new item it is passed (its URL) committed already."""
-    index = tmp_path / "i.sqlite3"
-    uncommitted: list[str] = []
-    passed: list[str] = []
-
-    class Checker:
-        @classmethod
-        def from_crawler(cls, crawler: Any) -> Checker:
-            return cls()
-
-        def process_item(self, item: Any, spider: Any = None) -> Any:
-            passed.append(item["url"])
-            with contextlib.closing(sqlite3.connect(f"file:{index}?mode=ro", uri=True)) as conn:
-                if not conn.execute("SELECT count(*) FROM entry WHERE url = ?", (item["url"],)).fetchone()[0]:
-                    uncommitted.append(item["url"])
-            return item
-
-    items = items_with_reposts(40, seed=5)
-    settings = crawl_settings(index, SIMHASH_WORKERS=1, ITEM_PIPELINES={Checker: 800})
-    crawler = await run_crawl(settings, items)
-    stats = crawler.stats.get_stats()
-    assert len(passed) == stats["simhash/new"] > 0
-    assert uncommitted == []
-
-
-def test_the_first_items_are_not_held_for_the_workers_start() -> None:
-    """Items that come while the workers start (stopped here: they cannot start) are fingerprinted in
-    this process at once, not held; once a worker is warm, the items go to the workers."""
+def test_items_a_moment_apart_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Items that arrive a few milliseconds apart, as a crawl's do, while the worker is idle, wait
+    for each other (LINGER) and go in one call, so they come back together and share one index
+    transaction; each still gets its own fingerprints."""
+    monkeypatch.setattr(workers, "LINGER", 0.5)  # longer than this loop takes on a busy machine
     here = Fingerprinter()
     pool = FingerprintPool(1, {}, here.fingerprint)
-    stories = [STORY_ZH, STORY_EN, STORY_ZH_2]
+    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 2
     try:
-        pids = pool.pids()
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        try:
-            early = [pool.submit(s["title"], s["body"]).result(timeout=120) for s in stories]
-            assert not pool.ready
-        finally:
-            for pid in pids:
-                os.kill(pid, signal.SIGCONT)
-        wait_until_ready(pool)
-        sizes = _counting_calls(pool)
-        late = [pool.submit(s["title"], s["body"]).result(timeout=120) for s in stories]
-    finally:
-        pool.shutdown()
-    expected = [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert early == late == expected
-    assert sizes == [1, 1, 1]
-
-
-def _counting_calls(pool: FingerprintPool) -> list[int]:
-    """The size of each call the pool sends to its worker from now on, in order."""
-    executor: Any = pool._executor
-    sizes: list[int] = []
-    submit = executor.submit
-    executor.submit = lambda fn, *args: sizes.append(len(args[0])) or submit(fn, *args)
-    return sizes
-
-
-def test_a_lone_item_to_an_idle_pool_goes_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An item that finds the worker idle is sent alone at once, not held for others: with a linger
-    longer than the test may take, each lone item still comes back, each in a call of its own."""
-    monkeypatch.setattr(workers, "LINGER", 3600.0)
-    here = Fingerprinter()
-    pool = FingerprintPool(1, {}, here.fingerprint)
-    stories = [STORY_ZH, STORY_EN, STORY_ZH_2]
-    try:
-        wait_until_ready(pool)
         pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up and idle
-        sizes = _counting_calls(pool)
-        got = [pool.submit(s["title"], s["body"]).result(timeout=120) for s in stories]
-    finally:
-        pool.shutdown()
-    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert sizes == [1, 1, 1]
-
-
-def test_items_that_arrive_while_the_worker_is_busy_share_its_next_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batches form under load: the first item of a burst goes at once, alone; those that arrive while
-    its call is out (the worker stopped here, so the call stays out) go in one call as soon as the
-    worker is idle again, without waiting for the linger; each still gets its own fingerprints."""
-    monkeypatch.setattr(workers, "LINGER", 3600.0)
-    monkeypatch.setattr(workers, "IN_FLIGHT", 1)  # no second call queued behind the worker's
-    here = Fingerprinter()
-    pool = FingerprintPool(1, {}, here.fingerprint)
-    stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 3
-    try:
-        wait_until_ready(pool)
-        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up and idle
-        sizes = _counting_calls(pool)
-        (pid,) = pool.pids()
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            futures = [pool.submit(stories[0]["title"], stories[0]["body"])]
-            deadline = time.monotonic() + 60
-            while not sizes and time.monotonic() < deadline:  # the first item's call is out
-                time.sleep(0.01)
-            futures += [pool.submit(s["title"], s["body"]) for s in stories[1:]]
-            time.sleep(0.2)  # the timer looks at the queue meanwhile: nothing is due
-            assert sizes == [1]
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        executor: Any = pool._executor
+        calls: list[tuple[Any, ...]] = []
+        submit = executor.submit
+        executor.submit = lambda fn, *args: calls.append(args) or submit(fn, *args)
+        futures = []
+        for s in stories:
+            futures.append(pool.submit(s["title"], s["body"]))
+            time.sleep(0.003)
         got = [f.result(timeout=120) for f in futures]
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert sizes == [1, len(stories) - 1]
+    assert [len(pairs) for pairs, in calls] == [len(stories)]
 
 
 def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
-    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while the worker
-    has a call (items keep coming), the timer looks at the queue itself (POLL) and a submit notifies
-    nobody. Only the first item of the burst, which found the worker idle, wakes the timer."""
+    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while items
+    keep coming, the timer looks at the queue itself (POLL) and a submit notifies nobody."""
     import threading
 
     here = Fingerprinter()
@@ -448,23 +340,17 @@ def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
     stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 3
     woken: list[str] = []
     try:
-        wait_until_ready(pool)
         pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up
         pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # items keep coming
         notify = pool._due.notify
         pool._due.notify = lambda *args: woken.append(threading.current_thread().name) or notify(*args)
-        (pid,) = pool.pids()
-        os.kill(pid, signal.SIGSTOP)  # the first item's call stays out while the others come
-        try:
-            futures = [pool.submit(s["title"], s["body"]) for s in stories]
-            by_submitter = woken.count(threading.current_thread().name)
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        futures = [pool.submit(s["title"], s["body"]) for s in stories]
         got = [f.result(timeout=120) for f in futures]
+        by_submitter = threading.current_thread().name in woken
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert by_submitter == 1, woken
+    assert not by_submitter, woken
 
 
 def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -488,18 +374,11 @@ def test_workers_that_cannot_start_leave_the_items_to_the_crawl_process(tmp_path
     before = children()
     pool = FingerprintPool(1, {"user_dict": str(tmp_path / "gone.txt")}, here.fingerprint)
     stories = [STORY_ZH, STORY_ZH_2, STORY_EN]
-    sent: list[dict[str, str]] = []
-    got = []
     try:
-        deadline = time.monotonic() + 300
-        while pool.died <= MAX_RESTARTS and time.monotonic() < deadline:
-            while not pool.ready and pool.pids() and time.monotonic() < deadline:  # (a fresh pool starting)
-                time.sleep(0.01)
-            sent.append(stories[len(sent) % len(stories)])
-            got.append(pool.submit(sent[-1]["title"], sent[-1]["body"]).result(timeout=120))
+        got = [pool.submit(s["title"], s["body"]).result(timeout=120) for s in stories]
     finally:
         pool.shutdown()
-    assert got == [here.fingerprint(s["title"], s["body"]) for s in sent]
+    assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
     assert pool.died == MAX_RESTARTS + 1 and not pool.pids()
     assert children() <= before
 
@@ -601,10 +480,6 @@ def start_crawl(tmp_path: Path, script: bool, reactor: str | None = None) -> tup
     return proc, paths
 
 
-#: What the crawl logs once its workers are warm (before, its items are checked in the crawl process).
-WORKERS_READY = "fingerprint worker process(es) ready"
-
-
 def lines(path: Path) -> list[str]:
     return path.read_text("utf-8").split() if path.exists() else []
 
@@ -622,7 +497,6 @@ def test_a_signal_mid_crawl_finishes_the_items_and_leaves_no_process(
     proc, paths = start_crawl(tmp_path, script, reactor)
     try:
         wait_for(lambda: lines(paths["kept"]), 60, "the first item passed on")
-        wait_for(lambda: WORKERS_READY in paths["log"].read_text("utf-8"), 60, "the worker's start")
         below = descendants(proc.pid)
         assert workers_of(proc), "no worker process"
         (os.killpg if group else os.kill)(proc.pid, sig)

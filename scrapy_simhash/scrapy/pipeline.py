@@ -31,13 +31,11 @@ are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skip
 
 Fingerprinting (jieba, the costly part) and the check-and-add run on ``SIMHASH_WORKERS`` processes
 (:mod:`.workers`; by default the cores there are minus one), so the crawl process keeps its core for
-downloads, parsing and the reactor. An item that finds a worker idle goes to it at once; items that
-arrive while the workers are busy go to a worker in one call (:mod:`.workers.fingerprints`), are
-checked in one transaction (one fsync for all) and come back together, each passed on only once its
-transaction is committed; the index serializes the workers' transactions, so two copies of one story
-in flight at once are checked one after the other and cannot both pass. Until a worker is warm (about
-a second after spider open), items are checked in the crawl process, as with 0 workers, so the first
-ones do not wait for the workers' start. With ``SIMHASH_WORKERS = 0`` (and for values no worker can take) fingerprints
+downloads, parsing and the reactor. Items that arrive within :data:`~scrapy_simhash.workers.fingerprints.LINGER` of
+each other go to a worker in one call, are checked in one transaction (one fsync for all) and come
+back together, each passed on only once its transaction is committed; the index serializes the
+workers' transactions, so two copies of one story in flight at once are checked one after the other
+and cannot both pass. With ``SIMHASH_WORKERS = 0`` (and for values no worker can take) fingerprints
 are made on a thread of the crawl process and checked on another, in the order they complete; the
 items that queue up for that index thread while it commits go in its next transaction together (up
 to :data:`INDEX_BATCH`, :mod:`.groupcommit`).

@@ -12,27 +12,21 @@ Redis's atomic commits): two copies of one story in flight are checked one after
 verdicts come back in the order they were committed. Without an index the pool only fingerprints
 (``submit``).
 
-Items go to the workers in calls of up to :data:`MAX_BATCH`. An item that finds a worker idle goes
-at once, alone: nothing is gained by holding it. Items that arrive while every worker has a call
-queue up and go together: when a worker's call comes back (that worker is idle again), or as the
-next call queued behind the one a worker is on once :data:`LINGER` has passed since the first of
-them (:data:`IN_FLIGHT` calls per worker at most), or as soon as :data:`MAX_BATCH` are queued. So
-batches form only under load, and then the crawl process pays the executor's plumbing (its threads,
-pipes, pickles and futures) per call rather than per item, and the items of one call share one
-transaction (one fsync): group commit. Only plain data goes out: an item's title and body (``str``,
-``bytes``, ``None`` or a list of them), its URL and request id; the
+Items go to the workers in calls of up to :data:`MAX_BATCH`: those that queued up within
+:data:`LINGER` of the first one, or while :data:`IN_FLIGHT` calls per worker were out (one being
+fingerprinted, one waiting for it), so that the crawl process pays the executor's plumbing (its
+threads, pipes, pickles and futures) per call rather than per item, and the items of one call share
+one transaction (one fsync). A crawl's items arrive a few milliseconds apart, faster than one fsynced
+commit each allows but slower than a worker fingerprints them: without the wait, each would go
+alone. Only plain data goes out: an item's title and body (``str``, ``bytes``, ``None`` or a list of
+them), its URL and request id; the
 :class:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprints` fields and the verdict come back.
 Any other value is fingerprinted and checked in the crawl process, as with 0 workers.
 
 Start-up: workers are spawned (the pool's start, :mod:`~scrapy_simhash.workers.pool`) at spider
 open and warmed there (the engine built, the jieba dictionary loaded, one sample item
-fingerprinted), while the crawl starts: about a second. The crawl process's own route (its
-fingerprint thread, which warms its engine at once, and its index thread) is ready within a few
-hundredths of that, so the items that arrive before a worker of the pool is warm are decided
-there, as with 0 workers, and the items after go to the workers: the first items of a crawl do not
-wait for the workers' start (docs/decisions/0421-first-items-in-process.md). A pool started again
-after a worker died is waited for the same way. ``fork`` is unsafe once Twisted's reactor and the
-pipeline's threads run.
+fingerprinted), while the crawl starts; items that arrive meanwhile wait for them. ``fork`` is unsafe
+once Twisted's reactor and the pipeline's threads run.
 
 Failures: a worker that dies breaks its pool, which fails every item in it; each is sent once more
 to a fresh pool (in the order first sent), and checked in the crawl process if that one breaks too.
@@ -73,7 +67,7 @@ from typing import Any
 
 from ..fingerprint.fingerprinter import Fingerprints
 from .pool import WorkerPool
-from .process import _SAMPLE, _check_many, _fingerprint_many, _start_worker
+from .process import _check_many, _fingerprint_many, _start_worker
 
 logger = logging.getLogger(__name__)
 
@@ -85,10 +79,9 @@ MAX_BATCH = 16
 #: Calls out per worker at a time; items submitted meanwhile queue up for the next call. See
 #: docs/decisions/0400-crawl-calls.md.
 IN_FLIGHT = 2
-#: Seconds the first item queued while every worker has a call waits for others before they go as
-#: the next call queued behind a worker's (unless :data:`MAX_BATCH` are queued sooner, or a worker
-#: is idle again first). An item that finds a worker idle does not wait. See
-#: docs/decisions/0400-crawl-calls.md and docs/decisions/0420-no-linger-when-idle.md.
+#: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
+#: sooner): the latency an item pays so that the items of a moment share one call and one commit.
+#: See docs/decisions/0400-crawl-calls.md.
 LINGER = 0.02
 #: Seconds between the timer's looks at the queue while items keep coming, and without any after which
 #: it sleeps until woken. See docs/decisions/0403-crawl-timer.md.
@@ -163,8 +156,6 @@ class FingerprintPool:
         self._before_call = before_call
         self._call = _check_many if self._index is not None else _fingerprint_many
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        if workers:  # the items that come before the workers are warm are fingerprinted here
-            self._local.submit(fallback, *_SAMPLE)
         self._lock = threading.Lock()  # replacing the worker pool
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []  # items waiting for a call
@@ -181,7 +172,6 @@ class FingerprintPool:
         self._call_ids = itertools.count()
         self._ready_at: dict[int, float] = {}  # worker pool (id) → when its workers were all started
         self._made_at: dict[int, float] = {}  # worker pool (id) → when it was made
-        self._warm: set[int] = set()  # worker pools (id) one of whose workers has started
         self._stalled_pools: set[int] = set()  # worker pools (id) the watchdog killed
         self._executor: WorkerPool | None = self._start() if workers else None
         self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
@@ -197,7 +187,6 @@ class FingerprintPool:
 
         def ready(warmed: Future[int]) -> None:
             with counting:
-                self._warm.add(id(pool))  # one worker can take calls: items go to the pool from now on
                 waiting[0] -= 1
                 if not waiting[0]:
                     self._ready_at[id(pool)] = time.monotonic()
@@ -208,13 +197,6 @@ class FingerprintPool:
         for warmed in pool.started:
             warmed.add_done_callback(ready)
         return pool
-
-    @property
-    def ready(self) -> bool:
-        """Has a worker of the current pool started (warm, or failed to start: the pool is broken
-        then)? Until then, items are checked in this process."""
-        executor = self._executor
-        return executor is not None and id(executor) in self._warm
 
     def pids(self) -> list[int]:
         """Process ids of the current workers (for tests and diagnostics)."""
@@ -243,15 +225,12 @@ class FingerprintPool:
         return self._queue_up((title, body, url, request_id))
 
     def _queue_up(self, args: tuple[Any, ...]) -> Future[Any]:
-        if self._executor is None or not self.ready or not (_is_plain(args[0]) and _is_plain(args[1])):
+        if self._executor is None or not (_is_plain(args[0]) and _is_plain(args[1])):
             return self._elsewhere(args)
         future: Future[Any] = Future()
         with self._queue_lock:
             self._queue.append((future, args, 0, next(self._submitted)))
-            if len(self._queue) == 1 and self._idle_worker():  # nothing to wait for: the timer sends it now
-                self._due_at = 0.0
-                self._due.notify()
-            elif len(self._queue) == 1 or len(self._queue) == MAX_BATCH:  # the timer waits for them, or sends them now
+            if len(self._queue) == 1 or len(self._queue) == MAX_BATCH:  # the timer waits for them, or sends them now
                 self._due_at = time.monotonic() + (LINGER if len(self._queue) == 1 else 0.0)
                 if self._dozing:  # else it looks again within POLL: waking it from here costs the reactor more
                     self._due.notify()
@@ -259,10 +238,6 @@ class FingerprintPool:
         if stopped:  # the timer is gone
             self._send()
         return future
-
-    def _idle_worker(self) -> bool:
-        """Is a worker without a call, so that what is queued goes now (under the queue lock)?"""
-        return self._in_flight < self.workers and not self._broken_out
 
     def _send_when_due(self) -> None:
         """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown).
@@ -281,7 +256,7 @@ class FingerprintPool:
                         last = now
                     waiting = (bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
                                and not self._broken_out)
-                    delay = 0.0 if self._idle_worker() else self._due_at - now
+                    delay = self._due_at - now
                     if waiting and delay <= 0:
                         break
                     if self._calls and (stuck := self._overdue(now)) is not None:
@@ -330,16 +305,14 @@ class FingerprintPool:
 
     def _send(self) -> None:
         """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
-        calls per worker are out and a worker is idle, the items are due (:data:`LINGER`) or a
-        call's worth (the timer, a call's answer, or shutdown; not the submitter: ``before_call`` may
-        write to the index)."""
+        calls per worker are out and the items are due (:data:`LINGER`) or a call's worth (the
+        timer, a call's answer, or shutdown; not the submitter: ``before_call`` may write to the index)."""
         while True:
             with self._queue_lock:
                 executor = self._executor
                 if not self._queue or self._broken_out or (executor is not None and (
                         self._in_flight >= IN_FLIGHT * self.workers
-                        or (len(self._queue) < MAX_BATCH and not self._stopped and not self._idle_worker()
-                            and time.monotonic() < self._due_at))):
+                        or (len(self._queue) < MAX_BATCH and not self._stopped and time.monotonic() < self._due_at))):
                     return
                 count = MAX_BATCH if executor is not None else len(self._queue)
                 batch, self._queue[:count] = self._queue[:count], []
