@@ -21,18 +21,23 @@ interleave the crawls (on/off order shuffled per round and language, ``--seed``)
 medians over rounds and the on/off ratios.
 
 ``--workers auto,0`` crawls with the pipeline once per value of ``SIMHASH_WORKERS`` (``auto``: its
-default, the cores minus one), each compared with the crawl without it. ``--threads`` adds where the
-crawl process's CPU went: per thread (``/proc/self/task``, sampled every 0.1 s and at the end, by
-thread name), from ``spider_opened`` to the end of the crawl.
+default, the cores minus one), each compared with the crawl without it. ``--base ../main`` also crawls
+with another tree's pipeline (``SIMHASH_WORKERS`` auto), interleaved, as ``base on``: a change
+measured against its base in one run. ``--memory`` serves the pages from memory (a handler that
+writes bytes held in a dict) instead of from files, so the server's share of the two cores is small.
+``--threads`` adds where the crawl process's CPU went: per thread (``/proc/self/task``, sampled every
+0.1 s and at the end, by thread name), from ``spider_opened`` to the end of the crawl.
 
 Run: ``python benchmarks/crawl.py`` (2,200 pages per language, 3 rounds; ``--limit 300 --rounds=1``
-for a smoke run).
+for a smoke run). Short crawls, where the start-up counts: ``--limit 2000 --memory`` and ``--limit 800
+--memory``.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
+import http.server
 import json
 import os
 import platform
@@ -43,6 +48,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -87,6 +93,34 @@ def write_pages(docs: list[dict[str, str]], lang: str, directory: Path) -> list[
         (directory / name).write_text(page, "utf-8")
         names.append(name)
     return names
+
+
+class _Pages(http.server.BaseHTTPRequestHandler):
+    """Serves the pages of :func:`serve_memory`'s dict (``self.server.pages``), 404 for any other path."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        body = self.server.pages.get(self.path)  # type: ignore[attr-defined]
+        self.send_response(200 if body is not None else 404)
+        body = body if body is not None else b"not found"
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def serve_memory(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
+    """A 127.0.0.1 HTTP server (daemon thread) of every ``*.html`` under ``directory``, read into memory now."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    server.daemon_threads = True
+    server.pages = {"/" + str(p.relative_to(directory)): p.read_bytes()  # type: ignore[attr-defined]
+                    for p in directory.rglob("*.html")}
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def thread_cpu() -> dict[int, float]:
@@ -252,16 +286,17 @@ def self_matches(index_url: str) -> int:
         conn.close()
 
 
-def run_crawl(urls_file: Path, root: Path, workers: str | None, threads: bool = False) -> dict[str, Any]:
+def run_crawl(urls_file: Path, root: Path, workers: str | None, threads: bool = False,
+              tree: Path = REPO) -> dict[str, Any]:
     """One crawl in a fresh process: without the pipeline (``workers`` None), or with it and that
-    ``SIMHASH_WORKERS``."""
+    ``SIMHASH_WORKERS``; the package imported from ``tree``."""
     served = cpu_seconds()  # this process serves the pages (its server threads) while the crawl runs
     with tempfile.TemporaryDirectory(prefix="crawl-index-", dir=root) as tmp:
         index_url = f"sqlite:///{Path(tmp) / 'index.sqlite3'}"
         proc = subprocess.run(
             [sys.executable, __file__, "--_crawl", str(urls_file), index_url, "off" if workers is None else workers,
              "threads" if threads else "-"],
-            capture_output=True, text=True, cwd=str(REPO), env={**os.environ, "PYTHONPATH": str(REPO)},
+            capture_output=True, text=True, cwd=str(tree), env={**os.environ, "PYTHONPATH": str(tree)},
         )
     if proc.returncode:
         raise RuntimeError(f"crawl ({label(workers)}) failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -273,7 +308,12 @@ def run_crawl(urls_file: Path, root: Path, workers: str | None, threads: bool = 
 # ------------------------------------------------------------------------------------------------
 
 
+BASE = "base"  #: the mode of ``--base``: the other tree's pipeline, SIMHASH_WORKERS auto
+
+
 def label(workers: str | None) -> str:
+    if workers == BASE:
+        return "base on"
     return "off" if workers is None else "on" if workers == "auto" else f"on, {workers} workers"
 
 
@@ -281,8 +321,8 @@ def loadavg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def commit() -> str:
-    out = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"], capture_output=True, text=True)
+def commit(tree: Path = REPO) -> str:
+    out = subprocess.run(["git", "-C", str(tree), "describe", "--always", "--dirty"], capture_output=True, text=True)
     return out.stdout.strip() or "?"
 
 
@@ -311,9 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="auto",
                     help="SIMHASH_WORKERS values to crawl with, comma-separated (default auto: its default)")
     ap.add_argument("--threads", action="store_true", help="report the crawl process's CPU per thread")
+    ap.add_argument("--base", help="another tree (e.g. ../main) whose pipeline also crawls, interleaved, as 'base on'")
+    ap.add_argument("--memory", action="store_true", help="serve the pages from memory instead of from files")
     ap.add_argument("--_crawl", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args._crawl:
+        sys.path.insert(0, os.getcwd())  # the tree measured (run_crawl's cwd): its package, not this script's
         crawl_child(args._crawl[0], args._crawl[1], None if args._crawl[2] == "off" else args._crawl[2],
                     args._crawl[3] == "threads")
         return 0
@@ -333,15 +376,18 @@ def main(argv: list[str] | None = None) -> int:
           f"SIMHASH_WORKERS {args.workers}")
     print(f"load average at start {loadavg()}", flush=True)
     rng = random.Random(args.seed)
-    modes: list[str | None] = [None, *args.workers.split(",")]
+    modes: list[str | None] = [None, *args.workers.split(","), *([BASE] if args.base else [])]
+    if args.base:
+        print(f"base on = the pipeline of {args.base} (commit {commit(Path(args.base))}), SIMHASH_WORKERS auto")
     results: dict[tuple[str, str | None], list[dict[str, Any]]] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="crawl-pages-", dir=root) as tmp:
         work = Path(tmp)
-        server, base = serve(work)
+        names_of = {lang: write_pages(load_docs(lang, args.limit), lang, work) for lang in langs}
+        server, base = (serve_memory if args.memory else serve)(work)
         url_files = {}
         for lang in langs:
-            names = write_pages(load_docs(lang, args.limit), lang, work)
+            names = names_of[lang]
             url_files[lang] = work / f"{lang}-urls.txt"
             url_files[lang].write_text("\n".join(f"{base}/{n}" for n in names), "utf-8")
         try:
@@ -350,7 +396,9 @@ def main(argv: list[str] | None = None) -> int:
                     order = list(modes)
                     rng.shuffle(order)
                     for mode in order:
-                        result = run_crawl(url_files[lang], root, mode, args.threads)
+                        tree = Path(args.base).resolve() if mode == BASE else REPO
+                        result = run_crawl(url_files[lang], root, "auto" if mode == BASE else mode, args.threads,
+                                           tree)
                         results.setdefault((lang, mode), []).append(result)
                 print(f"  round {rnd + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s, "
                       f"load {loadavg()})", flush=True)

@@ -23,9 +23,12 @@ The child processes (crawls, command lines) cache the modules' bytecode as an in
 is set (``--no-bytecode-cache``: as the environment says; every module of an editable checkout is then
 compiled again at every start), as ``startup.py`` does.
 
-Per-stage shares (normalize / features (jieba) / simhash / index) come from an instrumented pass of
-(c) that times each step of the same calls. Also measured: startup of the pipeline in a fresh process
-(import + ``Deduplicator.open`` + first fingerprint, goal ≤ 1 s), and RSS of a process that fills an
+Per-stage shares (normalize / features (jieba) / simhash / signatures / index) come from an
+instrumented pass of (c) that times each step of the same calls, in wall and in CPU seconds (its
+features and simhash are the Python functions, not the compiled single pass that
+``Fingerprinter.fingerprint`` takes: their share is overstated). Also measured: startup of the
+pipeline in a fresh process (import + ``Deduplicator.open`` + first fingerprint, goal ≤ 1 s), and RSS
+of a process that fills an
 index with ``SqliteIndex.add`` up to ``--index-entries`` synthetic entries (``index_scaling.fill``;
 goal ≤ 200 MB at 1M).
 
@@ -209,22 +212,24 @@ def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], work
     min_title_f = getattr(fpmod, "_MIN_TITLE_FEATURES", 2)
     min_body_f = getattr(fpmod, "_MIN_BODY_FEATURES", 3)
     t = {"normalize": 0.0, "features": 0.0, "simhash": 0.0, "signatures": 0.0, "index": 0.0, "mismatches": 0}
+    cpu = dict.fromkeys(("normalize", "features", "simhash", "signatures", "index"), 0.0)
     fp, reference = make_fp(), make_fp()
     dedup = open_dedup(workdir, name, fp)
-    pc = time.perf_counter
+    pc, tc = time.perf_counter, time.process_time
     try:
         for d in docs:
+            c0 = tc()
             t0 = pc()
             title_text = fp.clean_title(d["title"])
             page = fp.is_page(d["body"])
             body_text = fp._clean_body(d["body"], page)
-            t1 = pc()
+            t1, c1 = pc(), tc()
             tf = fp.features.title_features(title_text) if len(title_text) >= fp.min_title_chars else {}
             bf = fp.features.body_features(body_text) if len(body_text) >= fp.min_body_chars else {}
-            t2 = pc()
+            t2, c2 = pc(), tc()
             th = simhash(tf, fp.bits) if len(tf) >= min_title_f else None
             bh = simhash(bf, fp.bits) if len(bf) >= min_body_f else None
-            t3 = pc()
+            t3, c3 = pc(), tc()
             extra: dict[str, Any] = {}
             short = short_digest(body_text) if short_digest is not None and bh is None else None
             if short_digest is not None:
@@ -238,18 +243,20 @@ def stage_breakdown(docs: list[dict[str, str]], make_fp: Callable[[], Any], work
             if "main_text" in fields:
                 extra["main_text"] = page
             fps = fpmod.Fingerprints(th, bh, title_text, len(body_text), **extra)
-            t4 = pc()
+            t4, c4 = pc(), tc()
             dedup.decide(fps, url=d["url"])
-            t5 = pc()
+            t5, c5 = pc(), tc()
             t["normalize"] += t1 - t0
             t["features"] += t2 - t1
             t["simhash"] += t3 - t2
             t["signatures"] += t4 - t3
             t["index"] += t5 - t4
+            for key, (start, end) in zip(cpu, ((c0, c1), (c1, c2), (c2, c3), (c3, c4), (c4, c5)), strict=True):
+                cpu[key] += end - start
             t["mismatches"] += fps != reference.fingerprint(d["title"], d["body"])
     finally:
         dedup.close()
-    return t
+    return {**t, **{f"cpu:{k}": v for k, v in cpu.items()}}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -558,10 +565,12 @@ def main(argv: list[str] | None = None) -> int:
             cpu_cols = f"{n / cpu:,.0f} | {n / cpu / floor_c:.2f}" if cpu else "— | —"
             print(f"| {label} | {wall:.2f} | {n / wall:,.0f} | {mb / wall:.2f} | {n / wall / floor_w:.2f} | "
                   f"{cpu_cols} | {rss or '—'} |")
-        split = {k: med([s[k] for s in r["split"]]) for k in r["split"][0] if k != "mismatches"}
-        total = sum(split.values())
-        print("\nper-stage share of (c) (instrumented pass, wall): " + ", ".join(
-            f"{k} {v / total:.0%} ({v / n * 1e3:.2f} ms/doc)" for k, v in split.items()))
+        for clock in ("wall", "CPU"):
+            split = {k.removeprefix("cpu:"): med([s[k] for s in r["split"]]) for k in r["split"][0]
+                     if k != "mismatches" and k.startswith("cpu:") == (clock == "CPU")}
+            total = sum(split.values())
+            print(f"\nper-stage share of (c) (instrumented pass, {clock}): " + ", ".join(
+                f"{k} {v / total:.0%} ({v / n * 1e3:.3f} ms/doc)" for k, v in split.items()))
         bad = max(s["mismatches"] for s in r["split"])
         if bad:
             print(f"WARNING: the instrumented pass differs from Fingerprinter.fingerprint on {bad} articles: "
