@@ -123,6 +123,7 @@ from .backpressure import max_awaiting
 from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .refusal import refuse_to_start
+from .short import AuthorRepeat, AuthorWindow, PrefixedStats, SpamDrop, SpamPatterns
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -138,7 +139,7 @@ ZERO_STATS = (
     "simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/dropped/sentence",
     "simhash/flagged", "simhash/flag_field_missing", "simhash/skipped/no_text", "simhash/skipped/bad_input",
     "simhash/skipped/opt_out", "simhash/index_retries", "simhash/index_error", "simhash/unchecked",
-    "simhash/released", "simhash/workers_died",
+    "simhash/released", "simhash/workers_died", "simhash/characters/confirmed", "simhash/characters/found",
 )
 
 
@@ -172,7 +173,7 @@ class SimhashPipeline:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.stats = crawler.stats
+        self.stats: Any = crawler.stats  # (the short profile's: under simhash/short/)
         self.dedup: Deduplicator | None = None
         self._fingerprints: FingerprintPool | None = None
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
@@ -224,6 +225,17 @@ class SimhashPipeline:
         except SettingError as exc:
             logger.error("scrapy-simhash: bad setting: %s", exc)
             raise CloseSpider(f"simhash_bad_setting: {exc}") from exc
+        if value(s, "SIMHASH_PROFILE") == "short":
+            self.stats = PrefixedStats(self.crawler.stats)
+        try:
+            spam = value(s, "SIMHASH_SPAM_PATTERNS")
+            self.spam = SpamPatterns(spam) if spam else None
+        except (OSError, ValueError) as exc:
+            logger.error("scrapy-simhash: bad setting: SIMHASH_SPAM_PATTERNS: %s", exc)
+            raise CloseSpider(f"simhash_bad_setting: SIMHASH_SPAM_PATTERNS: {exc}") from exc
+        self.spam_action = value(s, "SIMHASH_SPAM_ACTION")
+        self.author_field = value(s, "SIMHASH_AUTHOR_FIELD")
+        self.authors = AuthorWindow(value(s, "SIMHASH_AUTHOR_WINDOW")) if self.author_field else None
         self.title_fields = value(s, "SIMHASH_TITLE_FIELD")
         self.body_fields = value(s, "SIMHASH_BODY_FIELD")
         self.url_fields = value(s, "SIMHASH_URL_FIELD")
@@ -351,6 +363,11 @@ class SimhashPipeline:
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
+        if self.spam is not None or self.authors is not None:
+            try:
+                self._short_checks(item, adapter, fields["body"][1], url)
+            except UnreadableField as exc:
+                return self._bad_input(item, fields["body"][0], url, exc)
         async with self._places:  # at most SIMHASH_MAX_AWAITING items awaiting their verdicts
             while True:
                 try:
@@ -381,6 +398,9 @@ class SimhashPipeline:
             if self.story_field:
                 self._set_field(item, self.story_field, story_key(verdict))
             return item
+        if verdict.score is not None:  # a short body's match, decided by its characters
+            found = verdict.distance is not None and verdict.distance > self.dedup.body_distance_for(fps.body_chars)
+            self.stats.inc_value(f"simhash/characters/{'found' if found else 'confirmed'}")
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
             self.stats.inc_value(f"simhash/flagged/{verdict.tier}")
@@ -389,6 +409,32 @@ class SimhashPipeline:
             return self._flag(item, verdict)
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
+
+    def _short_checks(self, item: Any, adapter: ItemAdapter, body: Any, url: str | None) -> None:
+        """Spam patterns and the per-author check (:mod:`.short`), before the index: an item they drop
+        is not added to it."""
+        assert self.dedup is not None
+        try:
+            text = self.dedup.fingerprinter.clean_body(body) if body is not None else ""
+        except Exception as exc:  # whatever reading the field raises, it is this field's fault
+            raise UnreadableField("body", exc) from exc
+        if self.spam is not None and text:
+            pattern = self.spam.match(text)
+            if pattern is not None:
+                self.stats.inc_value("simhash/spam")
+                if self.spam_action == "drop":
+                    self.stats.inc_value("simhash/dropped/spam")
+                    raise SpamDrop(f"spam {url or '(no URL)'}: pattern {pattern!r}", log_level=self.drop_log_level)
+                if self.spam_action == "flag":
+                    self._flag(item, {"status": "spam", "pattern": pattern})
+        if self.authors is not None and text:
+            author = adapter.get(self.author_field)
+            if author not in (None, ""):
+                score = self.authors.repeat(str(author), text)
+                if score is not None:
+                    self.stats.inc_value("simhash/dropped/author")
+                    raise AuthorRepeat(f"repeat by author {str(author)[:80]!r} {url or '(no URL)'}: characters "
+                                       f"{score:.2f} within {self.authors.window:g} s", log_level=self.drop_log_level)
 
     async def _original_released(self, verdict: Verdict | BaseException) -> bool:
         """For a duplicate of an entry this crawl added and whose item has not reached storage yet:
