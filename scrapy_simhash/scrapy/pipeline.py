@@ -123,7 +123,7 @@ from .backpressure import max_awaiting
 from .delivery import DeliveryTracker, Journal, item_stored
 from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .refusal import refuse_to_start
-from .short import AuthorRepeat, AuthorWindow, PrefixedStats, SpamDrop, SpamPatterns
+from .short import AuthorWindow, PrefixedStats, SpamPatterns, screen
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -363,11 +363,15 @@ class SimhashPipeline:
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
-        if self.spam is not None or self.authors is not None:
+        if self.spam is not None or self.authors is not None:  # before the index: what they drop is not added
             try:
-                self._short_checks(item, adapter, fields["body"][1], url)
-            except UnreadableField as exc:
+                text = "" if fields["body"][1] is None else self.dedup.fingerprinter.clean_body(fields["body"][1])
+            except Exception as exc:  # whatever reading the field raises, it is this field's fault
                 return self._bad_input(item, fields["body"][0], url, exc)
+            flag = screen(text, url, adapter.get(self.author_field) if self.author_field else None, self.spam,
+                          self.spam_action, self.authors, self.stats, self.drop_log_level)
+            if flag is not None:
+                self._flag(item, flag)
         async with self._places:  # at most SIMHASH_MAX_AWAITING items awaiting their verdicts
             while True:
                 try:
@@ -409,32 +413,6 @@ class SimhashPipeline:
             return self._flag(item, verdict)
         self.stats.inc_value(f"simhash/dropped/{verdict.tier}")
         raise NearDuplicate(verdict, log_level=self.drop_log_level, url=url)
-
-    def _short_checks(self, item: Any, adapter: ItemAdapter, body: Any, url: str | None) -> None:
-        """Spam patterns and the per-author check (:mod:`.short`), before the index: an item they drop
-        is not added to it."""
-        assert self.dedup is not None
-        try:
-            text = self.dedup.fingerprinter.clean_body(body) if body is not None else ""
-        except Exception as exc:  # whatever reading the field raises, it is this field's fault
-            raise UnreadableField("body", exc) from exc
-        if self.spam is not None and text:
-            pattern = self.spam.match(text)
-            if pattern is not None:
-                self.stats.inc_value("simhash/spam")
-                if self.spam_action == "drop":
-                    self.stats.inc_value("simhash/dropped/spam")
-                    raise SpamDrop(f"spam {url or '(no URL)'}: pattern {pattern!r}", log_level=self.drop_log_level)
-                if self.spam_action == "flag":
-                    self._flag(item, {"status": "spam", "pattern": pattern})
-        if self.authors is not None and text:
-            author = adapter.get(self.author_field)
-            if author not in (None, ""):
-                score = self.authors.repeat(str(author), text)
-                if score is not None:
-                    self.stats.inc_value("simhash/dropped/author")
-                    raise AuthorRepeat(f"repeat by author {str(author)[:80]!r} {url or '(no URL)'}: characters "
-                                       f"{score:.2f} within {self.authors.window:g} s", log_level=self.drop_log_level)
 
     async def _original_released(self, verdict: Verdict | BaseException) -> bool:
         """For a duplicate of an entry this crawl added and whose item has not reached storage yet:

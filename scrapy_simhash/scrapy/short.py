@@ -122,3 +122,27 @@ class PrefixedStats:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stats, name)
+
+
+def screen(text: str, url: str | None, author: Any, spam: SpamPatterns | None, spam_action: str,
+           authors: AuthorWindow | None, stats: Any, log_level: str | None) -> dict[str, Any] | None:
+    """An item's spam and per-author checks, before the index (an item they drop is not added to it):
+    raises :class:`SpamDrop` or :class:`AuthorRepeat`; returns the flag field's value for a spam item
+    to flag (``SIMHASH_SPAM_ACTION = "flag"``), else None."""
+    flag = None
+    if spam is not None and text:
+        pattern = spam.match(text)
+        if pattern is not None:
+            stats.inc_value("simhash/spam")
+            if spam_action == "drop":
+                stats.inc_value("simhash/dropped/spam")
+                raise SpamDrop(f"spam {url or '(no URL)'}: pattern {pattern!r}", log_level=log_level)
+            if spam_action == "flag":
+                flag = {"status": "spam", "pattern": pattern}
+    if authors is not None and text and author not in (None, ""):
+        score = authors.repeat(str(author), text)
+        if score is not None:
+            stats.inc_value("simhash/dropped/author")
+            raise AuthorRepeat(f"repeat by author {str(author)[:80]!r} {url or '(no URL)'}: characters "
+                               f"{score:.2f} within {authors.window:g} s", log_level=log_level)
+    return flag
