@@ -31,7 +31,7 @@ from ..index.base import FEATURES_VERSION
 from ..setting_values import PROFILES
 from ..text.hints import CJK
 from ..text.normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
-from ..text.similarity import char_key
+from ..text.similarity import SHORT_PROFILE_CHARS, SHORT_TEXT_CHARS, char_key
 from .features import DEFAULT_TOP_K, FeatureExtractor
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS
@@ -115,6 +115,8 @@ class Fingerprinter:
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
         self.profile = profile
+        #: Bodies with a character key shorter than this keep it (the body tier's second check).
+        self.chars_limit = SHORT_PROFILE_CHARS if profile == "short" else SHORT_TEXT_CHARS
         if profile == "short" and min_body_chars == DEFAULT_MIN_BODY_CHARS:
             min_body_chars = SHORT_MIN_BODY_CHARS
         self.bits = bits
@@ -189,7 +191,7 @@ class Fingerprinter:
             number_signature(body_text) if body_fp is not None or short is not None else None,
             sentence_signature(body_text) if self.sentences else (),
             figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page,
-            char_key(body_text) if body_fp is not None else None,
+            char_key(body_text, self.chars_limit) if body_fp is not None else None,
         )
 
     def _title_fp(self, text: str) -> int | None:

@@ -28,6 +28,14 @@ SHORT_TEXT_CHARS = 200
 #: The least :func:`similarity` that makes two short bodies copies of one text
 #: (docs/decisions/0530-short-text-check.md).
 MIN_SIMILARITY = 0.8
+#: The short profile keeps the key of texts up to this many characters: there every match is confirmed
+#: by characters, a 32-bit fingerprint alone being no proof (docs/decisions/0531-short-profile.md).
+SHORT_PROFILE_CHARS = 1000
+#: A text whose characters are, in order, at least this share of a shorter one's…
+MIN_CONTAINMENT = 0.9
+#: … and at most 1/this times longer holds it: a copy with a phrase added, cut at a clause, doubled
+#: (docs/decisions/0530-short-text-check.md).
+MAX_LENGTH_RATIO = 2.2
 #: Character keys shorter than this take no part (a body of a few characters says too little).
 MIN_KEY_CHARS = 4
 #: Keys shorter than this are one statement: the same characters in another order are another
@@ -60,8 +68,30 @@ def reordered(a: str, b: str) -> bool:
     return a != b and len(a) == len(b) and len(a) < STATEMENT_CHARS and sorted(a) == sorted(b)
 
 
+def containment(a: str, b: str) -> float:
+    """The share of the shorter key's characters that the longer holds in the same order (their
+    longest common subsequence over the shorter length)."""
+    short = min(len(a), len(b))
+    if not short:
+        return 0.0
+    common = (len(a) + len(b) - Indel.distance(a, b)) / 2
+    return common / short
+
+
 def same_text(a: str, b: str, min_similarity: float = MIN_SIMILARITY) -> tuple[bool, float]:
-    """Are two character keys copies of one text, and their :func:`similarity`: similar enough,
-    and not one statement reordered (:func:`reordered`, which scores as it is but never matches)."""
+    """Are two character keys copies of one text, and the score that says so: their
+    :func:`similarity` when it reaches ``min_similarity``; else, when one is at most
+    :data:`MAX_LENGTH_RATIO` times the other's length, their :func:`containment` when it reaches
+    :data:`MIN_CONTAINMENT` (a copy with a phrase added, cut, doubled); else the similarity (not
+    the same). One statement reordered (:func:`reordered`) is never the same."""
     score = similarity(a, b)
-    return score >= min_similarity and not reordered(a, b), score
+    if reordered(a, b):
+        return False, score
+    if score >= min_similarity:
+        return True, score
+    short, long = sorted((len(a), len(b)))
+    if short and long <= MAX_LENGTH_RATIO * short and short >= MIN_KEY_CHARS * 2:
+        held = containment(a, b)
+        if held >= MIN_CONTAINMENT:
+            return True, held
+    return False, score
