@@ -51,6 +51,8 @@ def char_key(text: str, limit: int = SHORT_TEXT_CHARS) -> str | None:
     punctuation or symbols, so that a symbol stuffed anywhere ("好-用-推-荐") or a changed punctuation
     mark makes no difference; None when it is :data:`MIN_KEY_CHARS` characters or fewer, or
     ``limit`` or more (not a short text)."""
+    if len(text) >= 4 * limit:  # not short, whatever its spaces and punctuation (a fast answer for articles)
+        return None
     key = _DROP.sub("", unicodedata.normalize("NFKC", text).lower())
     if len(key) < MIN_KEY_CHARS or len(key) >= limit:
         return None
