@@ -165,7 +165,8 @@ SETTINGS: tuple[Setting, ...] = (
             "project does not set: 32-bit fingerprints (`SIMHASH_BITS`), body distance 5, no sentence tier, the "
             "body fields `text`, `content`, `comment`, `review`, `body`, its own index file "
             "(`.scrapy/simhash/short.sqlite3`) and namespace `short`, its stats under `simhash/short/`; it removes "
-            "the symbols and spaces stuffed between CJK characters and confirms every match by characters."),
+            "the symbols and spaces stuffed between CJK characters and confirms every match by characters. On "
+            "Redis, give it its own `?prefix=` or database: an index holds fingerprints of one kind."),
     Setting("SIMHASH_SPAM_PATTERNS", D.SPAM_PATTERNS, allowed="a path to a readable file, or None",
             valid=valid_optional_file,
             doc="A file of spam patterns, one a line: a phrase (found in an item's text with its spaces, "
