@@ -7,7 +7,7 @@ gets the pair wrong), so that it fails when the remedy is removed.
 
 from __future__ import annotations
 
-import itertools
+import logging
 import random
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +18,7 @@ import pytest
 import pytest_twisted
 
 from scrapy_simhash import Deduplicator
+from scrapy_simhash.index import ParameterMismatch
 from scrapy_simhash.text.normalize import normalize_body
 from scrapy_simhash.text.similarity import char_key, reordered, same_text
 from tests.conftest import crawl_settings, read_jsonl, run_crawl
@@ -52,6 +53,7 @@ def test_shifted_short_excerpts_are_found_by_characters(index_url: str) -> None:
     sentence tier, which finds some of them by a shared sentence, is off: the body tier alone)."""
     texts = articles(40)
     caught = found = wrong = 0
+    scores: dict[str, float] = {}
     with Deduplicator.open(index_url, namespace="shifted", sentences_shared=0) as dedup:
         for n, body in enumerate(texts):
             assert dedup.check_and_add(None, body[:120], url=f"https://a.example/{n}").is_new
@@ -62,14 +64,19 @@ def test_shifted_short_excerpts_are_found_by_characters(index_url: str) -> None:
                     wrong += 1
                     continue
                 caught += 1
-                assert v.score is not None and v.score >= 0.8 and "characters" in v.summary()
+                assert v.score is not None and v.score >= 0.8 and f"characters {v.score:.2f}" in v.summary()
+                assert v.check == "characters" and v.as_dict()["score"] == round(v.score, 3)
                 found += v.distance is not None and v.distance > dedup.body_max_distance
-        explained = dedup.index.explain("https://b.example/0")
+                scores[f"https://b.example/{n}"] = v.score
+        # explain says which check and what score, read back from the index
+        explained = {url: dedup.index.explain(url) for url in scores}
     assert wrong == 0
     print(f"caught {caught} of {len(texts)}, {found} beyond the body threshold")
     assert found >= 4, (caught, found)  # beyond the fingerprint's threshold: missed without the check
     assert caught >= 6, (caught, found)
-    assert explained is None or explained.score is not None
+    for url, score in scores.items():
+        decision = explained[url]
+        assert decision is not None and decision.score == pytest.approx(score), url
 
 
 def statement_pairs() -> list[tuple[str, str]]:
@@ -161,9 +168,12 @@ SPAM = "# phrases and regexes\n加微信\nre:\\d{3}-?\\d{4}-?\\d{4}\n"
 
 
 @pytest_twisted.ensureDeferred
-async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "redis"])
+async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path, backend: str,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
     """A real offline crawl of reviews with ``SIMHASH_PROFILE = "short"``: copies with symbols stuffed
     dropped, a spam pattern counted, an author's reworded repeat dropped, all under simhash/short/."""
+    caplog.set_level(logging.INFO)
     texts = reviews(12)
     rng = random.Random(5)
     items: list[dict[str, Any]] = [{"text": t, "url": f"https://shop.example/r/{n}", "user": f"u{n}"}
@@ -178,6 +188,8 @@ async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path) -> None:
     patterns.write_text(SPAM, encoding="utf-8")
     settings = crawl_settings(tmp_path / "short.sqlite3", SIMHASH_PROFILE="short",
                               SIMHASH_SPAM_PATTERNS=str(patterns), SIMHASH_AUTHOR_FIELD="user")
+    if backend == "redis":
+        settings["SIMHASH_INDEX_URL"] = with_prefix(redis_server_url(), f"test-short-{random.getrandbits(48):012x}")
     crawler = await run_crawl(settings, items)
     stats = crawler.stats.get_stats()
     assert stats.get("simhash/short/dropped/body") == 4, stats
@@ -185,8 +197,13 @@ async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path) -> None:
     assert stats.get("simhash/short/dropped/author") == 1
     assert stats.get("simhash/short/new") == len(texts) + 1  # the spam review is counted, not dropped
     assert not any(k.startswith("simhash/dropped") for k in stats)
-    # its own index parameters: 32-bit fingerprints, distance 5, the short features
-    with Deduplicator.open(f"sqlite:///{tmp_path / 'short.sqlite3'}", namespace="short", bits=32,
+    drops = [r.getMessage() for r in caplog.records if "near-duplicate" in r.getMessage()]
+    assert sum("body tier" in d and "characters 1.00" in d for d in drops) == 4, drops  # the drop line says so
+    # its own index parameters: 32-bit fingerprints, distance 5, the short features, namespace "short"
+    with Deduplicator.open(settings["SIMHASH_INDEX_URL"], namespace="short", bits=32,
                            body_max_distance=5, profile="short") as dedup:
         assert dedup.index.params.bits == 32 and dedup.index.count() == len(texts) + 1
-    assert list(itertools.islice(crawler.spider.collected, 0, 1))
+        assert dedup.index.params.features_version.endswith(";profile=short")
+    with pytest.raises(ParameterMismatch):  # never mixed with articles' fingerprints
+        Deduplicator.open(settings["SIMHASH_INDEX_URL"], namespace="short").close()
+    assert len(crawler.spider.collected) == len(texts) + 1
