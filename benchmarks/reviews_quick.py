@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from accuracy import CORPUS, split_of  # noqa: E402
+from accuracy import CORPUS, split_of
 
-from scrapy_simhash import Deduplicator  # noqa: E402
-from scrapy_simhash.text.similarity import char_key  # noqa: E402
+from scrapy_simhash import Deduplicator
+from scrapy_simhash.text.similarity import char_key
 
 EDITS = ("stuff", "append", "cut", "fullwidth", "char", "double")
 
