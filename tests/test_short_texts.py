@@ -181,9 +181,13 @@ async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path, backend: s
     items += [{"text": stuffed(t, rng), "url": f"https://shop.example/s/{n}", "user": f"s{n}"}
               for n, t in enumerate(texts[:4])]
     items.append({"text": "好评！加 微-信 领红包，质量不错下次还来", "url": "https://shop.example/spam", "user": "x"})
-    # one author: a review, then the same review with a phrase of their own added (below 0.8, above 0.6)
+    # one author: a review, then its first two thirds with another ending: another text for the index
+    # (below 0.8 alike, not held whole), a repeat for the author's stricter check (0.6)
     base = texts[5]
-    items.append({"text": base + "，物流也快，客服态度好，包装完整", "url": "https://shop.example/a/1", "user": "u5"})
+    again = base[: len(base) * 2 // 3] + "，总之就这样吧"
+    ka, kb = char_key(base), char_key(again)
+    assert ka is not None and kb is not None and not same_text(ka, kb)[0] and same_text(ka, kb, 0.6)[0]
+    items.append({"text": again, "url": "https://shop.example/a/1", "user": "u5"})
     patterns = tmp_path / "spam.txt"
     patterns.write_text(SPAM, encoding="utf-8")
     settings = crawl_settings(tmp_path / "short.sqlite3", SIMHASH_PROFILE="short",
@@ -207,3 +211,19 @@ async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path, backend: s
     with pytest.raises(ParameterMismatch):  # never mixed with articles' fingerprints
         Deduplicator.open(settings["SIMHASH_INDEX_URL"], namespace="short").close()
     assert len(crawler.spider.collected) == len(texts) + 1
+
+
+def test_spam_patterns_file(tmp_path: Path) -> None:
+    """Phrases are found whatever symbols were stuffed in; ``re:`` lines are regular expressions; a bad
+    one is an error naming its line."""
+    from scrapy_simhash.scrapy.short import SpamPatterns
+
+    path = tmp_path / "spam.txt"
+    path.write_text(SPAM, encoding="utf-8")
+    patterns = SpamPatterns(path)
+    assert patterns.match("好评！加 微-信领红包") == "加微信"
+    assert patterns.match("联系 138-1234-5678 有优惠") == r"re:\d{3}-?\d{4}-?\d{4}"
+    assert patterns.match("质量还不错，内容只适合边上厕所便消遣了") is None
+    path.write_text("ok\nre:([unclosed\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="line 2"):
+        SpamPatterns(path)
