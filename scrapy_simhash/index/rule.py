@@ -16,8 +16,9 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    (the query has ``chars``, :mod:`scrapy_simhash.text.similarity`) is where a fingerprint stops
    being reliable: an entry that kept a character key counts only when the two keys are the same
    text (:func:`~scrapy_simhash.text.similarity.same_text`), and then up to ``chars_k`` bits away
-   (a near-miss among the fingerprint's candidates: a shifted excerpt, an added attribution); the
-   match carries its score. An entry without a key (a long body) counts within ``body_k``.
+   (a near-miss among the fingerprint's candidates: a shifted excerpt, an added attribution) when
+   their numbers agree and their titles, where both have one, are close (:data:`CHARS_NUMBERS`,
+   :data:`CHARS_TITLE_PART`); the match carries its score. An entry without a key (a long body) counts within ``body_k``.
 3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
    entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
    :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and, unless they
@@ -83,6 +84,15 @@ HOLDERS_PAGE = 8
 #: unrelated texts sit about bits / 2 apart, and the shifted or edited short copies that move past
 #: the body threshold mostly sit within bits / 4 (docs/decisions/0530-short-text-check.md).
 CHARS_DISTANCE_PART = 4
+
+
+#: A short body found by characters beyond the body threshold needs its numbers to agree (percent,
+#: :func:`numbers_agree`)…
+CHARS_NUMBERS = 70
+#: … and, where both have titles, the titles within 1/this of the character check's distance (8 of
+#: 64 bits): two notices of one template for other companies are alike in all but a name and a
+#: figure (docs/decisions/0530-short-text-check.md).
+CHARS_TITLE_PART = 2
 
 
 def chars_distance(bits: int) -> int:
@@ -262,10 +272,20 @@ def body_tier(store: Store, query: Query, not_before: float, accept: Callable[[E
     def checked(e: Entry) -> bool:
         if accept is not None and not accept(e):
             return False
+        if e.body_fp is None:
+            return False
+        within = (e.body_fp ^ fp).bit_count() <= k
         if e.chars is None:  # a long body: its fingerprint, within the threshold
-            return e.body_fp is not None and (e.body_fp ^ fp).bit_count() <= k
+            return within
         same, scores[e.id] = same_text(mine, e.chars)
-        return same
+        if not same or within:
+            return same
+        # found beyond the threshold: a template filled in for another subject (a dividend notice,
+        # a price line) has other figures or another title
+        if not numbers_agree(query.numbers, e.numbers, CHARS_NUMBERS):
+            return False
+        return query.title_fp is None or e.title_fp is None or (
+            (query.title_fp ^ e.title_fp).bit_count() <= query.chars_k // CHARS_TITLE_PART)
 
     found = nearest(store, "body", fp, max(k, query.chars_k), not_before, accept=checked)
     if not found:
