@@ -18,7 +18,8 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    text (:func:`~scrapy_simhash.text.similarity.same_text`), and then up to ``chars_k`` bits away
    (a near-miss among the fingerprint's candidates: a shifted excerpt, an added attribution) when
    their numbers agree and their titles, where both have one, are close (:data:`CHARS_NUMBERS`,
-   :data:`CHARS_TITLE_PART`); the match carries its score. An entry without a key (a long body) counts within ``body_k``.
+   :data:`CHARS_TITLE_PART`); the match carries its score. An entry without a key (a long body)
+   counts within ``body_k``.
 3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
    entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
    :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and, unless they
