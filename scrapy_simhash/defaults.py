@@ -13,6 +13,9 @@ from typing import Final
 # Plain constants only: the command line imports this module and must start without jieba or Scrapy.
 
 ENABLED = True
+#: ``"news"``: articles with a title and a body; ``"short"``: comments, reviews, posts and replies
+#: (:data:`SHORT_PROFILE` gives its defaults; docs/decisions/0531-short-profile.md).
+PROFILE = "news"
 #: None → ``sqlite:///<project>/.scrapy/simhash/index.sqlite3``, shared by all spiders of the project.
 INDEX_URL: str | None = None
 INDEX_FILENAME = "index.sqlite3"
@@ -99,3 +102,25 @@ MONITOR_MAX_INDEX_ERRORS = 0
 MONITOR_MAX_UNCHECKED = 0
 #: More fingerprint workers that died than this fails the workers monitor.
 MONITOR_MAX_WORKERS_DIED = 0
+#: The short profile's defaults (``SIMHASH_PROFILE = "short"``), under every setting a project does
+#: not set itself: the original design's parameters for short comments (32-bit fingerprints,
+#: distance 5, confirmed by characters), one text field, no sentence tier (different reviews share
+#: a sentence), and its own index file and namespace, so that it never mixes with articles'
+#: fingerprints (docs/decisions/0531-short-profile.md).
+SHORT_PROFILE: Final = {
+    "SIMHASH_BITS": 32,
+    "SIMHASH_BODY_MAX_DISTANCE": 5,
+    "SIMHASH_SENTENCES_SHARED": 0,
+    "SIMHASH_NAMESPACE": "short",
+    "SIMHASH_BODY_FIELD": ["text", "content", "comment", "review", "body"],
+}
+#: The short profile's default index file (next to the articles' one).
+SHORT_INDEX_FILENAME = "short.sqlite3"
+#: A file of spam patterns (one a line: a phrase, or ``re:`` and a regular expression), or None.
+SPAM_PATTERNS: str | None = None
+#: What a spam pattern's match does: ``"count"``, ``"flag"`` or ``"drop"``.
+SPAM_ACTION = "count"
+#: The item field naming an item's author or IP (None: no per-author check).
+AUTHOR_FIELD: str | None = None
+#: Seconds within which an author's consecutive items are compared with the stricter threshold.
+AUTHOR_WINDOW = 3600.0

@@ -34,6 +34,7 @@ from .index import (
     reset_layout,
 )
 from .index.meta import other_features
+from .index.rule import chars_distance
 from .settings import check_keywords
 
 Status = Literal["new", "duplicate", "flagged", "skipped", "error"]
@@ -47,7 +48,8 @@ DEFAULT_TITLE_NUMBERS = defaults.TITLE_NUMBERS
 #: Sentence tier: percent of an earlier story's sampled sentences that must be here; 0 = off.
 DEFAULT_SENTENCES_SHARED = defaults.SENTENCES_SHARED
 #: Fingerprinter options of :meth:`Deduplicator.open` that are settings, checked as the settings are.
-CHECKED_FINGERPRINTER_OPTIONS = ("top_k", "max_share", "stop_words", "user_dict", "title_patterns", "main_content")
+CHECKED_FINGERPRINTER_OPTIONS = ("top_k", "max_share", "stop_words", "user_dict", "title_patterns", "main_content",
+                                 "profile")
 #: What to do when a threshold outgrows an index: its band layout is fixed when it is created.
 WIDER_THRESHOLD = (
     "A larger distance (SIMHASH_TITLE_MAX_DISTANCE / SIMHASH_BODY_MAX_DISTANCE, or SIMHASH_DYNAMIC_THRESHOLD, "
@@ -72,6 +74,15 @@ class Verdict:
     title_fp: int | None = None
     body_fp: int | None = None
     reason: str | None = None  # why it was skipped, or the error (status "error": the index failed it)
+    score: float | None = None  # the character similarity that confirmed a short body's match
+
+    @property
+    def check(self) -> str | None:
+        """Which check decided a match: ``"characters"`` (a short body's similarity confirmed it),
+        ``"fingerprint"``, or None (not a match)."""
+        if self.tier is None:
+            return None
+        return "fingerprint" if self.score is None else "characters"
 
     @property
     def is_new(self) -> bool:
@@ -81,7 +92,8 @@ class Verdict:
         """One short line: tier, distance, original URL (used in drop messages and logs)."""
         if self.status in ("duplicate", "flagged") and self.original is not None:
             original = self.original.url or f"entry #{self.original.id}"
-            return f"{self.tier} tier, distance {self.distance}, original {original}"
+            chars = "" if self.score is None else f", characters {self.score:.2f}"
+            return f"{self.tier} tier, distance {self.distance}{chars}, original {original}"
         if self.status in ("skipped", "error"):
             return f"{self.status}: {self.reason}"
         return self.status
@@ -104,6 +116,8 @@ class Verdict:
             "title_fp": None if self.title_fp is None else f"{self.title_fp:x}",
             "body_fp": None if self.body_fp is None else f"{self.body_fp:x}",
             "reason": self.reason,
+            "check": self.check,
+            "score": None if self.score is None else round(self.score, 3),
         }
 
 
@@ -300,6 +314,8 @@ class Deduplicator:
             request_id=request_id,
             title_features=fps.title_features,
             owner=self.owner,
+            chars=fps.chars,
+            chars_k=chars_distance(self.fingerprinter.bits),
         )
 
     def _verdict(self, fps: Fingerprints, outcome: Outcome) -> Verdict:
@@ -311,6 +327,7 @@ class Deduplicator:
         return Verdict(
             "flagged" if match.tier in self._flagged else "duplicate",
             tier=match.tier, distance=match.distance, original=match.entry, title_fp=fps.title, body_fp=fps.body,
+            score=match.score,
         )
 
     def check_and_add(

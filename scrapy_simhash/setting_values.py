@@ -109,6 +109,7 @@ def as_lower(value: Any) -> Any:
 
 ACTIONS = ("drop", "flag")
 ON_INDEX_ERROR_CHOICES = ("drop", "pass", "close")
+PROFILES = ("news", "short")  # fingerprint.fingerprinter.PROFILES
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 BITS_CHOICES = (32, 64, 128)
 REDIS_UNSAFE_CHOICES = ("refuse", "warn")

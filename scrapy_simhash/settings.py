@@ -40,6 +40,7 @@ from .setting_values import (
     BITS_CHOICES,
     LOG_LEVELS,
     ON_INDEX_ERROR_CHOICES,
+    PROFILES,
     REDIS_UNSAFE_CHOICES,
     as_auto_bool,
     as_bool,
@@ -75,7 +76,8 @@ if TYPE_CHECKING:
 
 
 def _index_url(settings: BaseSettings) -> str:
-    return index_url_from_settings(settings) or default_index_url()
+    short = settings.get("SIMHASH_PROFILE") == "short"
+    return index_url_from_settings(settings) or default_index_url(D.SHORT_INDEX_FILENAME if short else D.INDEX_FILENAME)
 
 
 _UNSET: Any = object()
@@ -157,6 +159,36 @@ class Setting:
 
 #: Every setting, in the settings reference's order.
 SETTINGS: tuple[Setting, ...] = (
+    Setting("SIMHASH_PROFILE", D.PROFILE, as_lower, engine="profile", per_spider=True,
+            allowed="'news' or 'short'", valid=one_of(PROFILES),
+            doc='What the items are: `"news"` (articles with a title and a body) or `"short"` (comments, reviews, '
+            "posts, replies: one text field, no title). The short profile changes the defaults of the settings a "
+            "project does not set: 32-bit fingerprints (`SIMHASH_BITS`), body distance 5, no sentence tier, the "
+            "body fields `text`, `content`, `comment`, `review`, `body`, its own index file "
+            "(`.scrapy/simhash/short.sqlite3`) and namespace `short`, its stats under `simhash/short/`; it removes "
+            "the symbols and spaces stuffed between CJK characters and confirms every match by characters. On "
+            "Redis, give it its own `?prefix=` or database: an index holds fingerprints of one kind."),
+    Setting("SIMHASH_SPAM_PATTERNS", D.SPAM_PATTERNS, allowed="a path to a readable file, or None",
+            valid=valid_optional_file,
+            doc="A file of spam patterns, one a line: a phrase (found in an item's text with its spaces, "
+            "punctuation and symbols removed, case ignored), or `re:` and a regular expression (searched in the "
+            "normalized text). Empty lines and lines starting with `#` are ignored. A match counts in "
+            "`simhash/spam` (under `simhash/short/` in the short profile) and does what `SIMHASH_SPAM_ACTION` says."),
+    Setting("SIMHASH_SPAM_ACTION", D.SPAM_ACTION, as_lower, per_spider=True,
+            allowed="'count', 'flag' or 'drop'", valid=one_of(("count", "flag", "drop")),
+            doc='What an item matching a spam pattern gets: `"count"` (counted only, then checked as usual), '
+            '`"flag"` (`{"status": "spam", "pattern": …}` in `SIMHASH_FLAG_FIELD`, then checked as usual) or '
+            '`"drop"` (dropped with `SpamDrop`, not added to the index).'),
+    Setting("SIMHASH_AUTHOR_FIELD", D.AUTHOR_FIELD, per_spider=True,
+            allowed="a field name, or None", valid=lambda v: v is None or valid_nonempty_str(v),
+            doc="An item field holding its author or IP. An author's items within `SIMHASH_AUTHOR_WINDOW` seconds "
+            "of each other are compared with a stricter threshold (character similarity 0.6 instead of 0.8): "
+            "the same account posting the same comment reworded is dropped (`simhash/dropped/author`). The last "
+            "items of each author are kept in the crawl process's memory, not in the index."),
+    Setting("SIMHASH_AUTHOR_WINDOW", D.AUTHOR_WINDOW, as_float, per_spider=True,
+            allowed="a number of seconds > 0", valid=number_above(0),
+            doc="Seconds within which an author's consecutive items are checked more strictly "
+            "(`SIMHASH_AUTHOR_FIELD`)."),
     Setting("SIMHASH_ENABLED", D.ENABLED, as_bool, per_spider=True,
             allowed="True or False",
             doc="`False`: the pipeline is not loaded (`NotConfigured`), or, set for one spider, does nothing for it."),
@@ -445,6 +477,9 @@ def effective_settings(settings: BaseSettings, spider: Spider | None) -> Setting
             override = getattr(spider, name.lower(), None)
             if override is not None:
                 merged.set(name, override, priority="spider")
+    if str(merged.get("SIMHASH_PROFILE")).lower() == "short":
+        for name, default in D.SHORT_PROFILE.items():  # under what the project or the spider set
+            merged.set(name, default, priority="default")
     return merged
 
 
@@ -470,14 +505,15 @@ def cli_defaults(settings: BaseSettings) -> dict[str, Any]:
     return defaults
 
 
-def default_index_url() -> str:
-    """``sqlite:///<project>/.scrapy/simhash/index.sqlite3`` (``./.scrapy/…`` outside a project).
+def default_index_url(filename: str = D.INDEX_FILENAME) -> str:
+    """``sqlite:///<project>/.scrapy/simhash/index.sqlite3`` (``./.scrapy/…`` outside a project;
+    ``filename``: another file there, the short profile's).
     Nothing is created here: the index makes its directory when it makes its file, so a read-only
     command run elsewhere leaves no ``.scrapy/`` behind."""
     from scrapy.utils.project import data_path
 
     directory = Path(data_path("simhash", createdir=False)).resolve()
-    return f"sqlite:///{directory / D.INDEX_FILENAME}"
+    return f"sqlite:///{directory / filename}"
 
 
 # scrapy-redis's settings

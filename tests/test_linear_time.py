@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 import scrapy_simhash
 from scrapy_simhash import Fingerprinter
 from scrapy_simhash.fingerprint.features import FeatureExtractor, get_tokenizer
+from scrapy_simhash.fingerprint.fingerprinter import unstuff
 from scrapy_simhash.fingerprint.segment import Segmenter
 from scrapy_simhash.fingerprint.signatures import number_signature, sentence_signature
 from scrapy_simhash.text import dates, normalize
@@ -44,6 +45,7 @@ from scrapy_simhash.text.normalize import (
     normalize_text,
     normalize_title,
 )
+from scrapy_simhash.text.similarity import char_key
 
 GROWTH = 8  # the long input has GROWTH times the units of the short one
 MAX_RATIO = 24.0  # linear: ≤ GROWTH (plus noise); quadratic: ≈ GROWTH ** 2
@@ -75,6 +77,10 @@ def _json_array(text: str) -> list[Any]:
 
     source = type("Source", (), {"stream": io.BufferedReader(io.BytesIO(text.encode("utf-8")))})()
     return list(Reader(source, 1 << 30))  # type: ignore[arg-type]
+
+
+def _char_key(text: str) -> Any:
+    return char_key(text, limit=10**9)
 
 
 def _fingerprint_title(text: str) -> Any:
@@ -164,6 +170,10 @@ CASES = [
     Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "a-" * (2 * n) + "\r\n " * n),  # and jieba's re_skip
     Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "龘" * (4 * n)),  # unknown characters: jieba's HMM
     Case(("fingerprint.segment._BLOCK",), _cut, lambda n: "1.1%" * n),  # digits in an unknown run
+    # short texts: their character key, and symbols stuffed between CJK characters (the short profile)
+    Case(("text.similarity._DROP",), _char_key, lambda n: " ,_" * (2 * n) + "x"),
+    Case(("fingerprint.fingerprinter._STUFFED",), unstuff, lambda n: "中" + " *-" * (2 * n) + "x"),
+    Case(("fingerprint.fingerprinter._STUFFED",), unstuff, lambda n: "中 *" * (2 * n)),
 ]
 
 

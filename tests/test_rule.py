@@ -59,7 +59,7 @@ class MemoryStore:
     def insert(self, query: Query, seen_at: float) -> int:
         stored = tuple(sorted(set(query.sentences))[: rule.SENTENCES_STORED])
         entry = Entry(len(self.entries) + 1, "default", query.url, query.title, seen_at, query.title_fp,
-                      query.body_fp, query.numbers, stored, query.short_body)
+                      query.body_fp, query.numbers, stored, query.short_body, query.chars)
         self.entries.append((entry, stored))
         return entry.id
 

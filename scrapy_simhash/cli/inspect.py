@@ -201,6 +201,8 @@ def run_explain(args: argparse.Namespace) -> int:
         data: dict[str, Any] = {
             "url": decision.url, "status": decision.status, "tier": decision.tier,
             "distance": decision.distance, "decided_at": iso(decision.decided_at),
+            "check": "fingerprint" if decision.score is None else "characters",
+            "score": None if decision.score is None else round(decision.score, 3),
             "original": entry_dict(decision.original) if decision.original is not None else None,
         }
     elif entry is not None:
@@ -215,7 +217,9 @@ def run_explain(args: argparse.Namespace) -> int:
         print_json(data)
     elif decision is not None:
         verb = "dropped as a duplicate" if decision.status == "duplicate" else f"kept but {decision.status}"
-        print(f"{args.url}\n  {verb} on {data['decided_at']}: {decision.tier} tier, distance {decision.distance}")
+        chars = "" if decision.score is None else f", confirmed by characters (similarity {decision.score:.2f})"
+        print(f"{args.url}\n  {verb} on {data['decided_at']}: {decision.tier} tier, distance {decision.distance}"
+              f"{chars}")
         o = decision.original
         if o is None:
             print("  original: no longer in the index (purged or forgotten)")

@@ -8,7 +8,9 @@ Besides the two fingerprints, an item gets a *number signature* of its body
 report with other figures is not taken for a repost. And it gets a *sentence signature*
 (:func:`sentence_signature`, the hashes of its sentences, smallest first) for the sentence
 tier, which catches edited reposts whose body fingerprints drifted past the body threshold, and
-for the title tier's body check. A body that is a whole page is first reduced to its main text.
+for the title tier's body check. A short body also gets its character key
+(:func:`~scrapy_simhash.text.similarity.char_key`), the body tier's second check. A body that is a
+whole page is first reduced to its main text.
 
 Too little text makes no fingerprint (``None``): a few words hash to a few bits that collide with
 other short texts, so they must not create matches by themselves. A title needs
@@ -26,7 +28,10 @@ from typing import Any, TypeVar
 
 from .. import defaults
 from ..index.base import FEATURES_VERSION
+from ..setting_values import PROFILES
+from ..text.hints import CJK
 from ..text.normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
+from ..text.similarity import SHORT_PROFILE_CHARS, SHORT_TEXT_CHARS, char_key
 from .features import DEFAULT_TOP_K, FeatureExtractor
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS
@@ -34,6 +39,19 @@ from .simhash import SUPPORTED_BITS
 _T = TypeVar("_T")
 DEFAULT_MIN_TITLE_CHARS = 5
 DEFAULT_MIN_BODY_CHARS = 30
+# PROFILES (SIMHASH_PROFILE): "news" (articles: title and body) and "short" (comments, reviews,
+# posts, replies: one text field, no title; SHORT_MIN_BODY_CHARS, unstuff()).
+#: The short profile fingerprints texts from this many normalized characters (a review of a few
+#: words is what it is there for).
+SHORT_MIN_BODY_CHARS = 4
+#: Whitespace, punctuation and symbols between two CJK characters: what a spammer inserts to dodge a
+#: word filter ("好用推荐购*买", "好 用 推 荐", "加-微-信"); the short profile removes them.
+_STUFFED = re.compile(rf"(?<=[{CJK}])[\W_]+(?=[{CJK}])")
+
+
+def unstuff(text: str) -> str:
+    """A normalized short text without the whitespace, punctuation and symbols between CJK characters."""
+    return _STUFFED.sub("", text)
 _MIN_TITLE_FEATURES = 2
 _MIN_BODY_FEATURES = 3
 
@@ -68,6 +86,7 @@ class Fingerprints:
     short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
     main_text: bool = False  # the body was a page, reduced to its main text (stat simhash/main_text)
     title_features: int = 0  # how many features the title fingerprint votes (the rule's TITLE_ALONE_FEATURES)
+    chars: str | None = None  # a short body's character key (text.similarity.char_key): the body tier's second check
 
     @property
     def usable(self) -> bool:
@@ -90,9 +109,17 @@ class Fingerprinter:
         sentences: bool = True,
         tf: str = "linear",
         max_share: float | None = defaults.MAX_SHARE,
+        profile: str = defaults.PROFILE,
     ) -> None:
         if bits not in SUPPORTED_BITS:
             raise ValueError(f"fingerprint size must be one of {SUPPORTED_BITS} bits, not {bits!r}")
+        if profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
+        self.profile = profile
+        #: Bodies with a character key shorter than this keep it (the body tier's second check).
+        self.chars_limit = SHORT_PROFILE_CHARS if profile == "short" else SHORT_TEXT_CHARS
+        if profile == "short" and min_body_chars == DEFAULT_MIN_BODY_CHARS:
+            min_body_chars = SHORT_MIN_BODY_CHARS
         self.bits = bits
         self.features = FeatureExtractor(top_k=top_k, stop_words=stop_words, user_dict=user_dict, tf=tf,
                                          max_share=max_share)
@@ -116,12 +143,13 @@ class Fingerprinter:
         f = self.features
         settings = (
             ("top_k", f.top_k, DEFAULT_TOP_K), ("tf", f.tf, "linear"), ("max_share", f.max_share, defaults.MAX_SHARE),
+            ("profile", self.profile, "news"),
         )
         return FEATURES_VERSION + "".join(f";{name}={value}" for name, value, default in settings if value != default)
 
     def clean_title(self, raw: Any) -> str:
-        """The normalized title (site suffixes and repost marks removed)."""
-        return normalize_title(raw, self.title_patterns)
+        """The normalized title (site suffixes and repost marks removed); the short profile has none."""
+        return "" if self.profile == "short" else normalize_title(raw, self.title_patterns)
 
     def clean_body(self, raw: Any) -> str:
         """The normalized body text (HTML parsed; a page reduced to its main text, see :meth:`is_page`;
@@ -130,8 +158,10 @@ class Fingerprinter:
 
     def _clean_body(self, raw: Any, page: bool) -> str:
         if page:
-            return normalize_text(main_text(raw))
-        return normalize_body(raw, drop_link_blocks=self.main_content is not False)
+            text = normalize_text(main_text(raw))
+        else:
+            text = normalize_body(raw, drop_link_blocks=self.main_content is not False)
+        return unstuff(text) if self.profile == "short" else text
 
     def is_page(self, raw: Any) -> bool:
         """Is this body reduced to its main text? ``main_content`` True: every HTML body; False:
@@ -163,6 +193,7 @@ class Fingerprinter:
             number_signature(body_text) if body_fp is not None or short is not None else None,
             sentence_signature(body_text) if self.sentences else (),
             figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page, title_features,
+            char_key(body_text, self.chars_limit) if body_fp is not None else None,
         )
 
     def _title_fp(self, text: str) -> int | None:

@@ -100,15 +100,18 @@ class Entry:
     numbers: str | None = None  # number signature (see numbers_agree); None: stored without one
     sentences: tuple[str, ...] = ()  # its stored sample of sentence hashes (rule.SENTENCES_STORED smallest)
     short_body: str | None = None  # digest of a body too short to fingerprint (signatures.short_body_digest)
+    chars: str | None = None  # a short body's character key (text.similarity.char_key); None: not short
 
 
 @dataclass(frozen=True)
 class Match:
-    """The nearest earlier entry found by one tier."""
+    """The nearest earlier entry found by one tier; ``score``: the character similarity of the two
+    short bodies when the body tier checked it (:mod:`scrapy_simhash.text.similarity`), else None."""
 
     tier: Tier
     distance: int
     entry: Entry
+    score: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,7 +128,10 @@ class Query:
     check, :func:`.rule.bodies_agree`). ``short_body``: the digest of a body too short to
     fingerprint (stored with the entry; the title tier's body check). ``figures``: the body is
     figure-heavy, so the body tier takes only entries whose numbers agree (``title_numbers``
-    percent, when > 0). ``request_id``: the same id on a retry of the
+    percent, when > 0). ``chars``: the character key of a short body (stored with the entry); with
+    it, the body tier confirms a match by character similarity, and takes an entry whose key is
+    similar enough among the candidates up to ``chars_k`` bits away (:func:`.rule.body_tier`).
+    ``request_id``: the same id on a retry of the
     same item makes the retry idempotent where a batch can be applied in part (Redis: one script
     per query): an item that was added gets its entry back instead of finding itself as its own
     duplicate. On SQLite, a request sent again after its batch was committed (a worker process that
@@ -154,6 +160,8 @@ class Query:
     request_id: str | None = None
     owner: str | None = None
     title_features: int | None = None
+    chars: str | None = None
+    chars_k: int = 0
 
 
 @dataclass(frozen=True)
@@ -186,6 +194,7 @@ class Decision:
     original: Entry | None  # None when the original was since purged or forgotten
     decided_at: float
     title: str | None = None  # the decided item's (normalized, shortened) title
+    score: float | None = None  # the character similarity that confirmed a short body's match
 
 
 @runtime_checkable

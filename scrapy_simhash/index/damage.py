@@ -65,6 +65,7 @@ def entry_damage(entry: Entry, bits: int | None = None) -> str | None:
         ("body_fp", _fp_damage(entry.body_fp, bits)),
         ("numbers", _text_damage(entry.numbers)),
         ("short_body", _text_damage(entry.short_body)),
+        ("chars", _text_damage(entry.chars)),
     )
     for name, problem in problems:
         if problem is not None:
@@ -86,6 +87,8 @@ def decision_damage(decision: Decision, bits: int | None = None) -> str | None:
          and 0 <= decision.distance <= 128 else f"is {shown(decision.distance)}, not a distance"),
         ("decided_at", time_damage(decision.decided_at)),
         ("title", _text_damage(decision.title)),
+        ("score", None if decision.score is None or (type(decision.score) is float and 0 <= decision.score <= 1)
+         else f"is {shown(decision.score)}, not a similarity"),
     )
     for name, problem in problems:
         if problem is not None:

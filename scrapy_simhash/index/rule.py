@@ -14,7 +14,14 @@ after ``not_before``) are searched tier by tier, and the first tier that finds o
    needs bodies that agree, never a side without a body (``bodies_agree(..., alone=False)``).
 2. **Body tier.** The entry whose body fingerprint is nearest (≤ ``body_k``), same ties. When the
    item's body is figure-heavy (``figures``: templated earnings reports sit within a few bits of
-   each other) and the number guard is on, only entries whose numbers agree count.
+   each other) and the number guard is on, only entries whose numbers agree count. A short body
+   (the query has ``chars``, :mod:`scrapy_simhash.text.similarity`) is where a fingerprint stops
+   being reliable: an entry that kept a character key counts only when the two keys are the same
+   text (:func:`~scrapy_simhash.text.similarity.same_text`), and then up to ``chars_k`` bits away
+   (a near-miss among the fingerprint's candidates: a shifted excerpt, an added attribution) when
+   their numbers agree and their titles, where both have one, are close (:data:`CHARS_NUMBERS`,
+   :data:`CHARS_TITLE_PART`); the match carries its score. An entry without a key (a long body)
+   counts within ``body_k``.
 3. **Sentence tier** (``sentences_shared`` > 0 and the item has a sentence signature). The earliest
    entry whose stored sentence sample :func:`sentences_match` the item's sentences (a sentence that
    :data:`SENTENCE_MAX_HOLDERS` entries hold is boilerplate and counts no more) and, unless they
@@ -43,6 +50,7 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Protocol
 
 from ..fingerprint.signatures import NUMBERS_MAX, is_line
+from ..text.similarity import same_text
 from .base import Entry, Match, Outcome, Query, Tier
 
 #: An entry keeps the smallest this many of its sentence hashes: a sample of its sentences by hash,
@@ -79,6 +87,24 @@ TITLE_ALONE_FEATURES = 4
 #: fingerprint many entries hold costs one page when its first holders fit
 #: (docs/decisions/0007-holders-page.md).
 HOLDERS_PAGE = 8
+#: A short body's character check looks at the body tier's candidates up to bits / this apart:
+#: unrelated texts sit about bits / 2 apart, and the shifted or edited short copies that move past
+#: the body threshold mostly sit within bits / 4 (docs/decisions/0530-short-text-check.md).
+CHARS_DISTANCE_PART = 4
+
+
+#: A short body found by characters beyond the body threshold needs its numbers to agree (percent,
+#: :func:`numbers_agree`)…
+CHARS_NUMBERS = 70
+#: … and, where both have titles, the titles within 1/this of the character check's distance (8 of
+#: 64 bits): two notices of one template for other companies are alike in all but a name and a
+#: figure (docs/decisions/0530-short-text-check.md).
+CHARS_TITLE_PART = 2
+
+
+def chars_distance(bits: int) -> int:
+    """How far apart (bits) a short body's character check looks among the body tier's candidates."""
+    return bits // CHARS_DISTANCE_PART
 
 
 class Store(Protocol):
@@ -241,6 +267,40 @@ def sentence_tier(store: Store, query: Query, not_before: float) -> Match | None
     return None
 
 
+def body_tier(store: Store, query: Query, not_before: float, accept: Callable[[Entry], bool] | None) -> Match | None:
+    """The body tier's match (see the module docstring), or None; ``accept``: the number guard."""
+    assert query.body_fp is not None
+    mine, fp, k = query.chars, query.body_fp, query.body_k
+    if mine is None:
+        found = nearest(store, "body", fp, k, not_before, accept=accept)
+        return found[0] if found else None
+    scores: dict[int, float] = {}
+
+    def checked(e: Entry) -> bool:
+        if accept is not None and not accept(e):
+            return False
+        if e.body_fp is None:
+            return False
+        within = (e.body_fp ^ fp).bit_count() <= k
+        if e.chars is None:  # a long body: its fingerprint, within the threshold
+            return within
+        same, scores[e.id] = same_text(mine, e.chars)
+        if not same or within:
+            return same
+        # found beyond the threshold: a template filled in for another subject (a dividend notice,
+        # a price line) has other figures or another title
+        if not numbers_agree(query.numbers, e.numbers, CHARS_NUMBERS):
+            return False
+        return query.title_fp is None or e.title_fp is None or (
+            (query.title_fp ^ e.title_fp).bit_count() <= query.chars_k // CHARS_TITLE_PART)
+
+    found = nearest(store, "body", fp, max(k, query.chars_k), not_before, accept=checked)
+    if not found:
+        return None
+    match = found[0]
+    return Match(match.tier, match.distance, match.entry, scores.get(match.entry.id))
+
+
 def peek(store: Store, query: Query) -> Match | None:
     """The match that decides ``query`` (title tier, else body, else sentence), or None: new."""
     not_before = -math.inf if query.not_before is None else query.not_before
@@ -260,9 +320,9 @@ def peek(store: Store, query: Query) -> Match | None:
         accept = None
         if guarded and query.figures:
             accept = lambda e: numbers_agree(query.numbers, e.numbers, query.title_numbers)  # noqa: E731
-        found = nearest(store, "body", query.body_fp, query.body_k, not_before, accept=accept)
-        if found:
-            return found[0]
+        match = body_tier(store, query, not_before, accept)
+        if match is not None:
+            return match
     if query.sentences_shared > 0 and query.sentences:
         return sentence_tier(store, query, not_before)
     return None

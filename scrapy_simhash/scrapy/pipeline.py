@@ -134,6 +134,7 @@ from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .fields import FieldWriter, first_field, flag_value, story_key
 from .refusal import IndexCannotOpen, refuse_to_start
 from .runs import RunRecorder
+from .short import AuthorWindow, PrefixedStats, SpamPatterns, screen
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -150,7 +151,7 @@ ZERO_STATS = (
     "simhash/new", "simhash/dropped/title", "simhash/dropped/body", "simhash/dropped/sentence",
     "simhash/flagged", "simhash/flag_field_missing", "simhash/skipped/no_text", "simhash/skipped/bad_input",
     "simhash/skipped/opt_out", "simhash/index_retries", "simhash/index_error", "simhash/unchecked",
-    "simhash/released", "simhash/workers_died",
+    "simhash/released", "simhash/workers_died", "simhash/characters/confirmed", "simhash/characters/found",
 )
 
 
@@ -159,7 +160,7 @@ class SimhashPipeline:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.stats = crawler.stats
+        self.stats: Any = crawler.stats  # (the short profile's: under simhash/short/)
         self.dedup: Deduplicator | None = None
         self._fingerprints: FingerprintPool | None = None
         self._index: GroupCommit[tuple[Any, str | None, str], Verdict] | None = None
@@ -219,6 +220,17 @@ class SimhashPipeline:
         except SettingError as exc:
             logger.error("scrapy-simhash: bad setting: %s", exc)
             raise CloseSpider(f"simhash_bad_setting: {exc}") from exc
+        if value(s, "SIMHASH_PROFILE") == "short":
+            self.stats = PrefixedStats(self.crawler.stats)
+        try:
+            spam = value(s, "SIMHASH_SPAM_PATTERNS")
+            self.spam = SpamPatterns(spam) if spam else None
+        except (OSError, ValueError) as exc:
+            logger.error("scrapy-simhash: bad setting: SIMHASH_SPAM_PATTERNS: %s", exc)
+            raise CloseSpider(f"simhash_bad_setting: SIMHASH_SPAM_PATTERNS: {exc}") from exc
+        self.spam_action = value(s, "SIMHASH_SPAM_ACTION")
+        self.author_field = value(s, "SIMHASH_AUTHOR_FIELD")
+        self.authors = AuthorWindow(value(s, "SIMHASH_AUTHOR_WINDOW")) if self.author_field else None
         self.title_fields = value(s, "SIMHASH_TITLE_FIELD")
         self.body_fields = value(s, "SIMHASH_BODY_FIELD")
         self.url_fields = value(s, "SIMHASH_URL_FIELD")
@@ -367,6 +379,15 @@ class SimhashPipeline:
         except Exception as exc:  # an item itemadapter cannot read, a field whose getter raises …
             return self._bad_input(item, None, None, exc)
         url = fields["url"][1] if isinstance(fields["url"][1], str) else None
+        if self.spam is not None or self.authors is not None:  # before the index: what they drop is not added
+            try:
+                text = "" if fields["body"][1] is None else self.dedup.fingerprinter.clean_body(fields["body"][1])
+            except Exception as exc:  # whatever reading the field raises, it is this field's fault
+                return self._bad_input(item, fields["body"][0], url, exc)
+            flag = screen(text, url, adapter.get(self.author_field) if self.author_field else None, self.spam,
+                          self.spam_action, self.authors, self.stats, self.drop_log_level)
+            if flag is not None:
+                self._flag(item, flag)
         async with self._places:  # at most SIMHASH_MAX_AWAITING items awaiting their verdicts
             while True:
                 try:
@@ -399,6 +420,9 @@ class SimhashPipeline:
             if self.story_field:
                 self._fields.set(item, self.story_field, story_key(verdict), "story keys")
             return item
+        if verdict.score is not None:  # a short body's match, decided by its characters
+            found = verdict.distance is not None and verdict.distance > self.dedup.body_distance_for(fps.body_chars)
+            self.stats.inc_value(f"simhash/characters/{'found' if found else 'confirmed'}")
         if verdict.status == "flagged":
             self.stats.inc_value("simhash/flagged")
             self.stats.inc_value(f"simhash/flagged/{verdict.tier}")

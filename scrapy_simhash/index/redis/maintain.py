@@ -357,7 +357,7 @@ class Maintenance:
                 original_id = int(d["original"])
                 decision = Decision(url=url, status=d["status"], tier=CHAR_TIER[d["tier"]], distance=int(d["distance"]),
                                     original=originals.get(original_id), decided_at=float(d["decided_at"]),
-                                    title=d.get("title"))
+                                    title=d.get("title"), score=float(d["score"]) if "score" in d else None)
                 problem = decision_damage(decision, self._k.fp_bytes * 8)
                 if problem is None and decision.original is None:
                     problem = next((f"decision about {url!r}: its original {p}" for p in broken

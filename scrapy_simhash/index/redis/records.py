@@ -3,7 +3,8 @@
 First seen (a double) and flags, then each field its flag says it has: the title and body fingerprints
 (``bits / 8`` bytes each), the number signature (a count and 4 bytes a hash, or its text when it is not
 made of 8-hex-digit hashes), the sampled sentence hashes (a count and 8 bytes each), the short body's
-digest, the URL (its length in 4 bytes) and the title (to the end).
+digest, a short body's character key (its length in 2 bytes), the URL (its length in 4 bytes) and the
+title (to the end).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ def is_hex(text: str, digits: int) -> bool:
     return len(text) == digits and _HEX.issuperset(text)
 
 _HEAD = struct.Struct(">dB")
-_T, _B, _NP, _NT, _SHORT, _URL, _TITLE = 1, 2, 4, 8, 16, 32, 64
+_T, _B, _NP, _NT, _SHORT, _URL, _TITLE, _CHARS = 1, 2, 4, 8, 16, 32, 64, 128
 
 
 def encode_record(query: Query, seen_at: float, fp_bytes: int) -> bytes:
@@ -52,6 +53,10 @@ def encode_record(query: Query, seen_at: float, fp_bytes: int) -> bytes:
         flags |= _SHORT
         text = query.short_body.encode("utf-8", "surrogatepass")[:255]
         tail.append(bytes((len(text),)) + text)
+    if query.chars is not None:
+        flags |= _CHARS
+        text = query.chars.encode("utf-8", "surrogatepass")
+        tail.append(struct.pack(">H", len(text)) + text)
     if query.url is not None:
         flags |= _URL
         text = query.url.encode("utf-8", "surrogatepass")
@@ -86,11 +91,15 @@ def decode_record(entry_id: int, namespace: str, raw: bytes, fp_bytes: int) -> E
         n = raw[at]
         sentences = tuple(raw[at + 1 + 8 * i : at + 9 + 8 * i].hex() for i in range(n))
         at += 1 + 8 * n
-        short = url = title = None
+        short = chars = url = title = None
         if flags & _SHORT:
             n = raw[at]
             short = raw[at + 1 : at + 1 + n].decode("utf-8", "surrogatepass")
             at += 1 + n
+        if flags & _CHARS:
+            (n,) = struct.unpack_from(">H", raw, at)
+            chars = raw[at + 2 : at + 2 + n].decode("utf-8", "surrogatepass")
+            at += 2 + n
         if flags & _URL:
             (n,) = struct.unpack_from(">I", raw, at)
             url = raw[at + 4 : at + 4 + n].decode("utf-8", "surrogatepass")
@@ -102,4 +111,4 @@ def decode_record(entry_id: int, namespace: str, raw: bytes, fp_bytes: int) -> E
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
         raise ValueError(f"entry #{entry_id}: unreadable record, not one of ours ({exc})") from exc
     return Entry(id=entry_id, namespace=namespace, url=url, title=title, first_seen=first_seen, title_fp=fps[0],
-                 body_fp=fps[1], numbers=numbers, sentences=sentences, short_body=short)
+                 body_fp=fps[1], numbers=numbers, sentences=sentences, short_body=short, chars=chars)

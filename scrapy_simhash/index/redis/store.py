@@ -423,7 +423,8 @@ class View:
             ("DEL", self.k.decision(query.url)),
             ("HSET", self.k.decision(query.url), "status", status, "tier", TIER_CHAR[match.tier],
              "distance", match.distance, "original", match.entry.id, "decided_at", repr(float(seen_at)),
-             *(("title", title) if query.title is not None else ())),
+             *(("title", title) if query.title is not None else ()),
+             *(("score", repr(float(match.score))) if match.score is not None else ())),
             ("ZADD", self.k.decided, repr(float(seen_at)), query.url),
         ]
 

@@ -339,18 +339,18 @@ class SqliteIndex(QueryChecks):
 
         def read(tables: Tables) -> tuple[list[Decision], list[str]]:
             rows = tables.conn.execute(
-                f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, {ENTRY_COLS_E}"
+                f"SELECT d.url, d.status, d.tier, d.distance, d.decided_at, d.title, d.score, {ENTRY_COLS_E}"
                 " FROM decision d LEFT JOIN entry e ON e.id = d.original AND e.ns = d.ns"
                 f" WHERE d.ns = ? {where} ORDER BY d.decided_at DESC LIMIT ?",
                 (self._ns_id, *args, limit),
             ).fetchall()
             found, _ = maintain.sound_entries(tables.conn, self._rows,  # (a damaged original: its decision's)
-                                              [r[6:] for r in rows if r[6] is not None], bits)
+                                              [r[7:] for r in rows if r[7] is not None], bits)
             originals = {e.id: e for e in found}
             decisions, problems = [], []
-            for url, status, tier, distance, decided_at, title, *erow in rows:
+            for url, status, tier, distance, decided_at, title, score, *erow in rows:
                 decision = Decision(url=url, status=status, tier=tier, distance=distance, decided_at=decided_at,
-                                    title=title, original=originals.get(erow[0]))
+                                    title=title, original=originals.get(erow[0]), score=score)
                 problem = decision_damage(decision, bits)
                 if problem is None and erow[0] is not None and erow[0] not in originals:
                     problem = f"decision about {url!r}: its original {maintain.row_damage(erow, bits)}"

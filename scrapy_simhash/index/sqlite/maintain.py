@@ -168,14 +168,14 @@ def oldest_kept(conn: sqlite3.Connection, ns: int | None, latest: int) -> tuple[
 def row_damage(row: Sequence[Any], bits: int) -> str | None:
     """``"entry #N: <column> is …"`` for the first value of an ``ENTRY_COLS`` row that the index
     never writes (a type SQLite let in: its columns take any), None when there is none."""
-    ident, tfp, bfp, first_seen, url, title, numbers, sentences, short = row
+    ident, tfp, bfp, first_seen, url, title, numbers, sentences, short, chars = row
     fp_type: type = int if bits <= 64 else bytes
     problems = [(name, f"is {shown(value)}, not a {bits}-bit fingerprint") for name, value in
                 (("title_fp", tfp), ("body_fp", bfp)) if value is not None and (
                     type(value) is not fp_type or (isinstance(value, bytes) and len(value) != bits // 8))]
     problems += [("first_seen", problem) for problem in [time_damage(first_seen)] if problem]
-    problems += [(name, f"is {shown(value)}, not text") for name, value in (("url", url), ("title", title))
-                 if value is not None and type(value) is not str]
+    problems += [(name, f"is {shown(value)}, not text") for name, value in
+                 (("url", url), ("title", title), ("chars", chars)) if value is not None and type(value) is not str]
     problems += [(name, f"is {shown(value)}, not a BLOB of 4-byte hashes") for name, value in
                  (("numbers", numbers), ("sentences", sentences)) if value is not None and (
                      type(value) is not bytes or len(value) % 4)]

@@ -44,7 +44,8 @@ CREATE TABLE entry (
     title TEXT,
     numbers BLOB,  -- number signature (rule.numbers_agree), 4 bytes a hash; NULL: added without one
     sentences BLOB,  -- the first 4 bytes of each sampled sentence hash (sentences.py), NULL: none
-    short INTEGER  -- digest of a body too short to fingerprint; NULL: none
+    short INTEGER,  -- digest of a body too short to fingerprint; NULL: none
+    chars TEXT  -- a short body's character key (text/similarity.py); NULL: not a short body
 );
 CREATE INDEX entry_title ON entry({fp_key_sql("title_fp")}, first_seen) WHERE title_fp IS NOT NULL;
 CREATE INDEX entry_body ON entry({fp_key_sql("body_fp")}, first_seen) WHERE body_fp IS NOT NULL;
@@ -69,6 +70,7 @@ CREATE TABLE decision (
     original INTEGER,
     decided_at REAL NOT NULL,
     title TEXT,
+    score REAL,  -- the character similarity that confirmed a short body's match; NULL: none
     PRIMARY KEY (ns, url)
 ) WITHOUT ROWID;
 CREATE INDEX decision_recent ON decision(ns, decided_at);

@@ -30,11 +30,13 @@ What is stored where, and why
     characters), ``numbers`` (the body's number signature, see :func:`~.rule.numbers_agree`, as a
     BLOB of its 4-byte hashes: an empty BLOB is a body without numbers), ``sentences`` (the first
     4 bytes of each of its sampled sentence hashes, ascending: the way to its ``sentence`` rows,
-    which hold the whole hashes, see :mod:`.sentences`) and ``short`` (the digest of a body
-    too short to fingerprint, a signed 64-bit integer). Indexes ``(fp key, first_seen)`` of each
-    tier find the earliest non-expired entry holding a fingerprint in O(log n), however many share
-    it, in the rule's order (first seen, then id: entries of one second in commit order); the key
-    is the fingerprint XOR a mask of the namespace (:func:`.schema.fp_key_sql`), so the index needs
+    which hold the whole hashes, see :mod:`.sentences`), ``short`` (the digest of a body
+    too short to fingerprint, a signed 64-bit integer) and ``chars`` (a short body's character key,
+    :func:`~scrapy_simhash.text.similarity.char_key`: under 200 characters, only for short bodies).
+    Indexes ``(fp key, first_seen)`` of each tier find the earliest non-expired entry holding a
+    fingerprint in O(log n), however many share it, in the rule's order (first seen, then id:
+    entries of one second in commit order); the key is the fingerprint XOR a mask of the namespace
+    (:func:`.schema.fp_key_sql`), so the index needs
     no ``ns`` column. ``(ns, first_seen)`` serves purge/stats/export and ``(url_key)`` serves
     ``forget(url)``: ``url_key`` is a 32-bit digest of the namespace and the URL
     (:func:`~.values.url_key`), 4 bytes in the index where the URL would take its length; the row's
@@ -74,8 +76,9 @@ What is stored where, and why
     :mod:`scrapy_simhash.workers.pool`) gets the same answer instead of finding its own entry.
 ``decision``
     The latest decision per ``(ns, url)`` for a matched item (status, tier, distance, id of the
-    original, time) so that ``explain(url)`` can say why an item was dropped or flagged. Only
-    queries with a URL are recorded; one row per URL keeps the table bounded.
+    original, time, the character similarity when it confirmed a short body's match) so that
+    ``explain(url)`` can say why an item was dropped or flagged. Only queries with a URL are
+    recorded; one row per URL keeps the table bounded.
 ``run`` (``WITHOUT ROWID``, primary key ``(ns, id)``)
     The namespace's last :data:`~scrapy_simhash.index.runs.RUNS_KEPT` crawls
     (:mod:`scrapy_simhash.index.runs`): when each started and ended, what it counted and its
@@ -123,7 +126,7 @@ assert NAMESPACE_BITS + 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS == 6
 #: A tier's bit in a band key.
 TIER_KIND = {"title": 0, "body": 1}
 
-ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers, sentences, short"
+ENTRY_COLS = "id, title_fp, body_fp, first_seen, url, title, numbers, sentences, short, chars"
 ENTRY_COLS_E = ", ".join(f"e.{c.strip()}" for c in ENTRY_COLS.split(","))
 
 
@@ -274,9 +277,9 @@ class Rows:
             Entry(
                 id=ident, namespace=self.namespace, url=url, title=title, first_seen=first_seen, title_fp=tfp,
                 body_fp=bfp, numbers=unpack_numbers(numbers), sentences=samples.get(ident, ()),
-                short_body=None if short is None else hash_hex(short),
+                short_body=None if short is None else hash_hex(short), chars=chars,
             )
-            for (ident, _, _, first_seen, url, title, numbers, _, short), tfp, bfp in rows
+            for (ident, _, _, first_seen, url, title, numbers, _, short, chars), tfp, bfp in rows
         ]
 
     def drop_unused_bands(self, conn: sqlite3.Connection, removed: list[tuple[Any, Any]]) -> None:
@@ -373,8 +376,8 @@ class Tables:
         tfp, bfp = query.title_fp, query.body_fp
         stored = sorted(set(query.sentences))[: rule.SENTENCES_STORED]
         entry_id = conn.execute(
-            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO entry(ns, title_fp, body_fp, first_seen, url, url_key, title, numbers, sentences, short,"
+            " chars) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 rows.ns_id,
                 None if tfp is None else rows.enc(tfp),
@@ -386,6 +389,7 @@ class Tables:
                 pack_numbers(query.numbers),
                 sqlite_sentences.pack_prefixes(stored),
                 None if query.short_body is None else hash_int(query.short_body),
+                query.chars,
             ),
         ).lastrowid
         assert entry_id is not None
@@ -425,10 +429,10 @@ class Tables:
 
     def record(self, query: Query, match: Match, status: str, seen_at: float) -> None:
         self.conn.execute(
-            "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original, decided_at, title)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO decision(ns, url, status, tier, distance, original, decided_at, title, score)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 self.rows.ns_id, query.url, status, match.tier, match.distance, match.entry.id, seen_at,
-                None if query.title is None else query.title[:TITLE_CHARS],
+                None if query.title is None else query.title[:TITLE_CHARS], match.score,
             ),
         )
