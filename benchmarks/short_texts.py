@@ -20,8 +20,9 @@ more than keeping A:
   reply changed), or both have at least 8 characters and either one holds the other
   (character 3-gram containment ≥ 0.9 of the smaller set, the shorter at least half as long as the
   longer: a review reposted with a clause cut or added, doubled text) or the two share most of
-  their text (3-gram Jaccard ≥ 0.7: a word swapped, a few characters changed). Made copies (below)
-  must pass the same test to be labelled.
+  their text (3-gram Jaccard ≥ 0.7: a few characters changed), or both have at least 10
+  characters and differ by at most 2 characters changed, inserted or deleted (Levenshtein: one
+  word swapped, ``推荐`` → ``建议``). Made copies (below) must pass the same test to be labelled.
 
 Copies are joined transitively (a cluster); an item is a positive when an earlier item of its
 cluster is in the stream, and a drop is correct only when it names an item of the same cluster.
@@ -30,9 +31,10 @@ Not copies, counted as negatives in three classes (each on the later text of a p
 class that applies; a text both of whose sides of a pair is a copy is never a negative):
 
 * ``template``: different reviews that share a template: the same template head (hotel replies
-  ``宾馆反馈 <date> ：``, follow-ups ``补充点评 <date> ：``) or a boilerplate sentence (one found in more
-  than 5 distinct reviews), each with at least 8 characters of its own outside it and at least as
-  many as it shares, and those parts not alike (3-gram containment < 0.5);
+  ``宾馆反馈 <date> ：``, follow-ups ``补充点评 <date> ：``, with any sentences they share) or only
+  boilerplate sentences (each found in more than 5 distinct reviews), each with at least 8
+  characters of its own outside the shared part and at least as many as it shares, and those parts
+  not alike (3-gram containment < 0.5);
 * ``sentence``: different reviews with one sentence in common (a sentence of at least 8 skeleton
   characters, not boilerplate), each with at least as much text of its own (and at least 8
   characters) as the shared sentences, and those parts not alike;
@@ -50,7 +52,7 @@ straddles the two halves), plus made near-copies of ``--copies`` of the distinct
 fraction), placed at a random later point: ``symbols`` (spam: 1–3 symbols inserted between
 characters), ``reword`` (one common review word swapped for a synonym, ``推荐`` → ``建议``),
 ``width`` (full-width digits and letters, half-width punctuation), ``append`` (a short praise
-appended: ``，五星好评！``), ``cut`` (the last clause dropped), ``doubled`` (the text twice).
+appended: ``，五星好评！``), ``cut`` (the last clause dropped, at least 60 % kept), ``doubled`` (the text twice).
 Natural near-copies among the real reviews are found by the rule above (MinHash LSH on 3-grams at
 Jaccard 0.3, shared sentences and shared heads as candidates).
 
@@ -131,6 +133,8 @@ MIN_COPY_CHARS = 8  #: both skeletons at least this long for a containment/Jacca
 COPY_CONTAINMENT = 0.9
 COPY_LENGTH_RATIO = 0.5
 COPY_JACCARD = 0.7
+MIN_SWAP_CHARS = 10  #: both skeletons at least this long for a copy by a word swapped
+MAX_SWAP_EDITS = 2  #: characters changed, inserted or deleted (Levenshtein) in a word swapped
 GREY_CONTAINMENT = 0.5
 MIN_OWN_CHARS = 8  #: characters of its own a template/sentence negative keeps outside the shared part
 MIN_SENTENCE_CHARS = 8
@@ -173,7 +177,11 @@ def is_copy(a: str, b: str) -> bool:
         return False
     ga, gb = grams(ca), grams(cb)
     ratio = min(len(ca), len(cb)) / max(len(ca), len(cb))
-    return (containment(ga, gb) >= COPY_CONTAINMENT and ratio >= COPY_LENGTH_RATIO) or jaccard(ga, gb) >= COPY_JACCARD
+    if (containment(ga, gb) >= COPY_CONTAINMENT and ratio >= COPY_LENGTH_RATIO) or jaccard(ga, gb) >= COPY_JACCARD:
+        return True
+    from rapidfuzz.distance import Levenshtein
+
+    return min(len(ca), len(cb)) >= MIN_SWAP_CHARS and Levenshtein.distance(ca, cb) <= MAX_SWAP_EDITS
 
 
 def sentences_of(text: str) -> list[str]:
@@ -202,7 +210,7 @@ def pair_class(a: str, b: str, boilerplate: frozenset[str] | set[str]) -> str | 
         need = max(MIN_OWN_CHARS, len(ca) - len(oa), len(cb) - len(ob))
         distinct = len(oa) >= need and len(ob) >= need and containment(grams(oa), grams(ob)) < GREY_CONTAINMENT
         if distinct:
-            return "sentence" if plain else "template"
+            return "template" if common_head or not plain else "sentence"
     if containment(grams(ca), grams(cb)) >= GREY_CONTAINMENT:
         return "grey"
     return None
@@ -246,7 +254,8 @@ def _reword(text: str, rng: random.Random) -> str | None:
 def _cut(text: str, rng: random.Random) -> str | None:
     del rng
     parts = [p for p in re.split(r"(?<=[，,。！!？?；;、 ])", text.strip()) if p]
-    return "".join(parts[:-1]) if len(parts) >= 3 else None
+    kept = "".join(parts[:-1])
+    return kept if len(parts) >= 3 and len(kept) >= 0.6 * len(text.strip()) else None
 
 
 REVIEW_RECIPES: dict[str, Callable[[str, random.Random], str | None]] = {
