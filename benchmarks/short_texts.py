@@ -82,7 +82,7 @@ Systems
   estimated Jaccard reaches the threshold.
 * ``rapidfuzz``: ``fuzz.ratio`` (normalized Indel similarity, 0–100) of the skeletons against every
   earlier kept item (``--rapidfuzz-window N``: the last N only), a copy at ≥ ``--rapidfuzz-threshold``
-  (70).
+  (75).
 
 Each baseline's threshold is the lowest that met the review targets (precision ≥ 0.99, false drops
 of every class ≤ 0.5 %) on both tracks of the tune split (docs/decisions/0540-short-text-labels.md).
@@ -760,7 +760,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="another engine row with these settings ('defaults': none); repeatable")
     ap.add_argument("--baselines", default="minhash,rapidfuzz", help="comma-separated: minhash, rapidfuzz, or none")
     ap.add_argument("--minhash-threshold", type=float, default=0.4)
-    ap.add_argument("--rapidfuzz-threshold", type=float, default=70.0)
+    ap.add_argument("--rapidfuzz-threshold", type=float, default=75.0)
     ap.add_argument("--rapidfuzz-window", type=int, default=None, help="compare with the last N kept items only")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--list-false-drops", type=int, default=0, metavar="N",

@@ -101,4 +101,4 @@ def test_flash_track_runs_end_to_end(capsys: pytest.CaptureFixture[str]) -> None
                              "--baselines", "rapidfuzz", "--setting", "SIMHASH_BITS=32"]) == 0
     out = capsys.readouterr().out
     assert "## flashes:" in out and "reposts 40" in out
-    assert "| scrapy-simhash SIMHASH_BITS=32 |" in out and "| rapidfuzz 70 " in out
+    assert "| scrapy-simhash SIMHASH_BITS=32 |" in out and "| rapidfuzz 75 " in out
