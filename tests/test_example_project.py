@@ -150,7 +150,7 @@ def mismatches(crawl: Crawl) -> list[str]:
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh copy of example_project, so the committed one gets no .scrapy/ or feed."""
     dest = tmp_path_factory.mktemp("example") / "example_project"
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".scrapy", "news.jsonl", "__pycache__"))
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".scrapy", "*.jsonl", "__pycache__"))
     return dest
 
 
