@@ -28,7 +28,7 @@ Copies are joined transitively (a cluster); an item is a positive when an earlie
 cluster is in the stream, and a drop is correct only when it names an item of the same cluster.
 
 Not copies, counted as negatives in three classes (each on the later text of a pair, the first
-class that applies; a text both of whose sides of a pair is a copy is never a negative):
+class that applies; a positive is never a negative):
 
 * ``template``: different reviews that share a template: the same template head (hotel replies
   ``宾馆反馈 <date> ：``, follow-ups ``补充点评 <date> ：``, with any sentences they share) or only
@@ -53,9 +53,12 @@ straddles the two halves), plus made near-copies of ``--copies`` of the distinct
 fraction), placed at a random later point: ``symbols`` (spam: 1–3 symbols inserted between
 characters), ``reword`` (one common review word swapped for a synonym, ``推荐`` → ``建议``),
 ``width`` (full-width digits and letters, half-width punctuation), ``append`` (a short praise
-appended: ``，五星好评！``), ``cut`` (the last clause dropped, at least 60 % kept), ``doubled`` (the text twice).
-Natural near-copies among the real reviews are found by the rule above (MinHash LSH on 3-grams at
-Jaccard 0.3, shared sentences and shared heads as candidates).
+appended: ``，五星好评！``), ``cut`` (the last clause dropped, at least 60 % kept), ``doubled`` (the
+text twice); and, since natural ones are rare, made reviews with one sentence in common
+(``--spliced``, 0.05 of the distinct reviews: a review of the other half, not in the stream, with one
+sentence of a stream review appended, labelled ``sentence`` when the rule says so). Natural
+near-copies among the real reviews are found by the rule above (MinHash LSH on 3-grams at Jaccard
+0.3, shared sentences and shared heads as candidates).
 
 **flashes**: short news bodies from the real Chinese news corpora (NewsSpider 2016, inews BDCI
 2019): the lead of an article (its first sentences, at most 200 characters, at least two sentences
@@ -94,7 +97,8 @@ Scoring: precision = correct drops / drops, over every item but the exact repeat
 near-copies (natural and made, per recipe below the table); exact repeats caught, apart; false
 drops of each negative class = drops among that class / its size.
 
-Run: ``python benchmarks/short_texts.py`` (report split, both tracks, a minute or two);
+Run: ``python benchmarks/short_texts.py`` (report split, both tracks, a few minutes: rapidfuzz
+against every earlier text is most of it);
 ``--split tune`` for the tuning half; ``--track reviews``; ``--setting SIMHASH_BITS=32 --setting
 SIMHASH_BODY_MAX_DISTANCE=5``.
 """
