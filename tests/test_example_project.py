@@ -150,7 +150,7 @@ def mismatches(crawl: Crawl) -> list[str]:
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh copy of example_project, so the committed one gets no .scrapy/ or feed."""
     dest = tmp_path_factory.mktemp("example") / "example_project"
-    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".scrapy", "news.jsonl", "__pycache__"))
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".scrapy", "*.jsonl", "__pycache__"))
     return dest
 
 
@@ -235,3 +235,144 @@ def test_second_crawl_drops_everything_and_reset_starts_fresh(first_run: Crawl, 
     fresh = run_crawl(project, "-s", "SIMHASH_RESET=1")
     problems = mismatches(fresh)
     assert not problems, "after SIMHASH_RESET=1 the crawl disagrees with the manifest:\n  " + "\n  ".join(problems)
+
+
+# -- the second spider: reviews on a product page, in the short mode ----------------------------
+
+SHOP = MANIFEST["shop"]
+REVIEWS = {r["id"]: r for r in SHOP["reviews"]}
+#: A drop line of the reviews crawl: the review's URL, the reason (tier, distance, and what the short
+#: mode adds), the original's URL.
+REVIEW_DROP_RE = re.compile(r"Dropped: near-duplicate (?P<url>\S+): (?P<reason>.*?)\boriginal (?P<original>[^\s,;]+)")
+
+
+def _short_mode_missing() -> str | None:
+    try:
+        from scrapy_simhash.settings import BY_NAME
+    except ImportError as exc:
+        return f"scrapy_simhash is not importable ({exc})"
+    if "SIMHASH_PROFILE" not in BY_NAME:
+        return "the plugin has no short mode (SIMHASH_PROFILE) yet: the reviews spider's expected counts need it"
+    return None
+
+
+needs_short_mode = pytest.mark.skipif(_short_mode_missing() is not None, reason=_short_mode_missing() or "")
+
+
+def _review_id(url: str) -> str:
+    return urlsplit(url).fragment
+
+
+def run_reviews(project: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict], dict[str, dict]]:
+    """``scrapy crawl reviews`` in ``project``: the process, the feed's items, the drops by review id."""
+    feed = project / "reviews-out.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "reviews", "-O", str(feed), *args],
+        cwd=project, capture_output=True, text=True, timeout=180,
+    )
+    assert proc.returncode == 0, f"scrapy crawl reviews failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+    assert "Traceback" not in proc.stderr, f"error in the crawl log:\n{proc.stderr[-4000:]}"
+    assert "ScrapyDeprecationWarning" not in proc.stderr, f"deprecated Scrapy API used:\n{proc.stderr[-4000:]}"
+    items = [json.loads(line) for line in feed.read_text("utf-8").splitlines() if line] if feed.exists() else []
+    drops = {_review_id(m.group("url")): {"reason": m.group("reason"), "original": _review_id(m.group("original"))}
+             for m in REVIEW_DROP_RE.finditer(proc.stderr)}
+    assert len(drops) == proc.stderr.count("Dropped:"), "a drop line without its review and original"
+    return proc, items, drops
+
+
+def _short_texts() -> object:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module("short_texts")
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_shop_manifest_matches_page() -> None:
+    """Every review of the manifest is on the product page, in page order, with its text and author;
+    a copy names an earlier review; the counts add up."""
+    from parsel import Selector
+
+    sys.path.insert(0, str(EXAMPLE))
+    try:
+        from news_example.spiders.reviews import PRODUCT_PAGE, SELECTORS
+    finally:
+        sys.path.remove(str(EXAMPLE))
+    assert SHOP["page"] == PRODUCT_PAGE
+    page = Selector((SITE / PRODUCT_PAGE).read_text(encoding="utf-8"))
+    on_page = [(r.attrib["id"], " ".join(r.css(SELECTORS["text"]).getall()).strip(),
+                " ".join(r.css(SELECTORS["author"]).getall()).strip()) for r in page.css(SELECTORS["review"])]
+    assert on_page == [(r["id"], r["text"], r["author"]) for r in SHOP["reviews"]]
+    seen: set[str] = set()
+    for r in SHOP["reviews"]:
+        assert r["copy_of"] is None or r["copy_of"] in seen, r
+        assert (r["expected"] == "kept") == (r["copy_of"] is None), r
+        seen.add(r["id"])
+    kinds = Counter(r["kind"] for r in SHOP["reviews"])
+    assert {"genuine", "one-word", "spam", "reworded", "shop-generic", "shop-templated"} <= set(kinds), kinds
+    expected = Counter(r["expected"] for r in SHOP["reviews"])
+    assert SHOP["summary"] == {"reviews": len(SHOP["reviews"]), "kept": expected["kept"],
+                               "dropped": expected["dropped"]}
+
+
+def test_shop_labels_follow_the_benchmark_copy_rule() -> None:
+    """The page's labels are the short-text benchmark's definition of a copy: each copy is a copy of
+    the review it names, and no review is a copy of (or too close to call against) an earlier review
+    outside its own group."""
+    rule = _short_texts()
+    reviews = SHOP["reviews"]
+    for n, r in enumerate(reviews):
+        if r["copy_of"]:
+            assert rule.is_copy(REVIEWS[r["copy_of"]]["text"], r["text"]), r  # type: ignore[attr-defined]
+        group = r["original"] or r["id"]
+        for earlier in reviews[:n]:
+            if (earlier["original"] or earlier["id"]) != group:
+                verdict = rule.pair_class(earlier["text"], r["text"], frozenset())  # type: ignore[attr-defined]
+                assert verdict not in ("copy", "grey"), (earlier["id"], r["id"], verdict)
+
+
+@pytest.fixture(scope="module")
+def shop_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dest = tmp_path_factory.mktemp("shop") / "example_project"
+    shutil.copytree(EXAMPLE, dest, ignore=shutil.ignore_patterns(".scrapy", "*.jsonl", "__pycache__"))
+    return dest
+
+
+@needs_plugin
+def test_reviews_spider_yields_one_item_per_review(shop_project: Path) -> None:
+    """With the plugin off, the spider yields every review of the page once: its text, its author, a
+    URL with the review's anchor, and no title."""
+    _proc, items, drops = run_reviews(shop_project, "-s", "SIMHASH_ENABLED=False")
+    assert not drops
+    assert [_review_id(i["url"]) for i in items] == list(REVIEWS)
+    for item in items:
+        review = REVIEWS[_review_id(item["url"])]
+        assert item["text"] == review["text"] and item["author"] == review["author"]
+        assert "title" not in item
+    assert {urlsplit(i["url"]).hostname for i in items} == {"127.0.0.1"}
+
+
+@needs_plugin
+@needs_short_mode
+def test_reviews_crawl_matches_manifest(shop_project: Path) -> None:
+    """In the short mode, the crawl keeps exactly the reviews the manifest keeps, drops every copy
+    against a review of its own group, and its summary says so."""
+    proc, items, drops = run_reviews(shop_project, "-s", "SIMHASH_RESET=1")
+    kept = [_review_id(i["url"]) for i in items]
+    expected_kept = [r["id"] for r in SHOP["reviews"] if r["expected"] == "kept"]
+    problems = [f"{rid} ({REVIEWS[rid]['kind']}, copy of {REVIEWS[rid]['copy_of']}) KEPT: {REVIEWS[rid]['text']}"
+                for rid in kept if rid not in expected_kept]
+    for rid in expected_kept:
+        if rid in drops:
+            d = drops[rid]
+            problems.append(f"{rid} ({REVIEWS[rid]['kind']}) DROPPED ({d['reason']}) as a copy of {d['original']}: "
+                            f"{REVIEWS[rid]['text']} <- {REVIEWS.get(d['original'], {}).get('text')}")
+    for rid, d in drops.items():
+        r = REVIEWS[rid]
+        if r["expected"] == "dropped" and (REVIEWS[d["original"]]["original"] or d["original"]) != r["original"]:
+            problems.append(f"{rid} dropped against {d['original']}, outside its group ({r['original']})")
+    assert not problems, "the reviews crawl disagrees with site/manifest.json:\n  " + "\n  ".join(problems)
+    assert kept == expected_kept
+    assert set(drops) == {r["id"] for r in SHOP["reviews"] if r["expected"] == "dropped"}
+    m = re.search(r"kept \(passed to the feed\):\s+(\d+)", proc.stdout)
+    assert m and int(m.group(1)) == SHOP["summary"]["kept"], proc.stdout

@@ -21,3 +21,17 @@ class NewsItem(scrapy.Item):
     # Filled by scrapy-simhash on every admitted item: its story key (SIMHASH_STORY_FIELD), the same
     # whenever the same text is admitted again; a store that upserts on it stores each story once.
     simhash_story = scrapy.Field()
+
+
+class ReviewItem(scrapy.Item):
+    """One review (or comment, or reply) as the ``reviews`` spider extracts it: one text, no title.
+
+    scrapy-simhash reads ``text`` (one of its default body field names) and ``url``.
+    """
+
+    url = scrapy.Field()  # the page's URL with the review's anchor (#r07)
+    text = scrapy.Field()
+    author = scrapy.Field()  # the name the review was posted under
+    posted = scrapy.Field()  # the date the page gives
+    simhash = scrapy.Field()
+    simhash_story = scrapy.Field()

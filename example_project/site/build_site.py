@@ -7,8 +7,9 @@ Run from anywhere (offline)::
 It reads real articles from the MIT/Apache parts of the shared corpus (``html/gerapy``,
 ``html/newspaper3k``, ``html/scrapinghub-aeb``), renders them on four fictional "portals" with four
 different page templates, and writes ``index.html``, ``<portal>/index.html``, ``<portal>/<page>.html``
-and ``manifest.json`` next to this script. The output is committed, so the example works without the
-corpus; this script documents exactly how every page was made and regenerates it byte for byte.
+and ``manifest.json`` next to this script, and the product page of the ``reviews`` spider
+(``shop/product.html``, made by ``build_shop.py`` from reviews written for it). The output is
+committed, so the example works without the corpus; this script documents exactly how every page was made and regenerates it byte for byte.
 
 The article text is copied unchanged (paragraphs as published). What is *not* from the corpus and was
 written here: the page templates, navigation, ads, footers, the rewritten headlines of the body-tier
@@ -34,6 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from parsel import Selector
+
+from build_shop import PAGE as SHOP_PAGE
+from build_shop import render_product_page, shop_manifest
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_CORPUS = HERE.parents[2] / "shared" / "corpus"  # /work/main/example_project/site -> /work/shared
@@ -522,7 +526,10 @@ def main() -> None:
         (out / key / "index.html").write_text(render_list(key, name, lang, PAGES), encoding="utf-8")
     for p in PAGES:
         (out / p.path).write_text(render_article(p, stories[p.story], PAGES, names[p.portal]), encoding="utf-8")
+    (out / SHOP_PAGE).parent.mkdir(parents=True, exist_ok=True)
+    (out / SHOP_PAGE).write_text(render_product_page(), encoding="utf-8")
     manifest = build_manifest(stories)
+    manifest["shop"] = shop_manifest()
     (out / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n",
                                        encoding="utf-8")
     (out / "NOTICE").write_text(build_notice(stories), encoding="utf-8")
