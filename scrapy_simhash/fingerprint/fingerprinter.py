@@ -41,9 +41,10 @@ DEFAULT_MIN_TITLE_CHARS = 5
 DEFAULT_MIN_BODY_CHARS = 30
 # PROFILES (SIMHASH_PROFILE): "news" (articles: title and body) and "short" (comments, reviews,
 # posts, replies: one text field, no title; SHORT_MIN_BODY_CHARS, unstuff()).
-#: The short profile fingerprints texts from this many normalized characters (a review of a few
-#: words is what it is there for).
-SHORT_MIN_BODY_CHARS = 4
+#: The short profile fingerprints texts from this many normalized characters and one feature: a
+#: one-word reply posted again ("好评", "好评！") is a copy too, and every match of the profile is
+#: confirmed by its characters, so a text this short joins only its own repeat.
+SHORT_MIN_BODY_CHARS = 2
 #: Whitespace, punctuation and symbols between two CJK characters: what a spammer inserts to dodge a
 #: word filter ("好用推荐购*买", "好 用 推 荐", "加-微-信"); the short profile removes them.
 _STUFFED = re.compile(rf"(?<=[{CJK}])[\W_]+(?=[{CJK}])")
@@ -126,6 +127,7 @@ class Fingerprinter:
         self.title_patterns = tuple(re.compile(p) if isinstance(p, str) else p for p in title_patterns)
         self.min_title_chars = min_title_chars
         self.min_body_chars = min_body_chars
+        self.min_body_features = 1 if profile == "short" else _MIN_BODY_FEATURES
         self.main_content = main_content
         self.sentences = sentences  # sentence signatures: the sentence tier, and the title tier's body check
 
@@ -210,4 +212,4 @@ class Fingerprinter:
         if len(text) < self.min_body_chars:
             return None
         count, fingerprint = self.features.fingerprint(text, body=True, bits=self.bits)
-        return fingerprint if count >= _MIN_BODY_FEATURES else None
+        return fingerprint if count >= self.min_body_features else None

@@ -44,13 +44,19 @@ class DedupSummary:
 
     def summary(self, spider: Spider) -> str | None:
         """The summary text, or None when the pipeline did not open an index."""
-        get = self.crawler.stats.get_value
-        location = get("simhash/index")
-        if location is None:
+        stats = self.crawler.stats.get_value
+        # the short profile counts under simhash/short/ (:class:`~.short.PrefixedStats`)
+        prefix = next((p for p in ("simhash/", "simhash/short/") if stats(p + "index") is not None), None)
+        if prefix is None:
             return None
+
+        def get(key: str, default: Any = None) -> Any:
+            return stats(prefix + key[len("simhash/"):] if key.startswith("simhash/") else key, default)
 
         def n(key: str) -> int:
             return int(get(key, 0) or 0)
+
+        location = get("simhash/index")
 
         rows = [
             ("kept (passed to the feed)", "item_scraped_count", True),
@@ -58,6 +64,9 @@ class DedupSummary:
             ("dropped by the body tier", "simhash/dropped/body", True),
             ("dropped by the sentence tier", "simhash/dropped/sentence", True),
             ("flagged for review", "simhash/flagged", True),
+            ("dropped by the author check", "simhash/dropped/author", False),
+            ("dropped as spam", "simhash/dropped/spam", False),
+            ("matched a spam pattern", "simhash/spam", False),
             ("skipped (no text)", "simhash/skipped/no_text", False),
             ("skipped (unreadable fields)", "simhash/skipped/bad_input", False),
             ("skipped (opted out)", "simhash/skipped/opt_out", False),
