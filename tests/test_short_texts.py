@@ -164,6 +164,21 @@ def test_a_symbol_stuffed_review_is_a_copy_in_the_short_profile(index_url: str) 
     assert results["news"] <= 5, results
 
 
+def test_a_one_word_review_joins_only_its_own_repeat(index_url: str) -> None:
+    """The short profile judges texts of a word or two: "好评" posted again is a copy ("好评！" too);
+    and such a text is never dropped on its fingerprint alone: "有点贵" sits within the profile's 5
+    bits of a real review it shares no character with."""
+    url = index_url.replace("i.sqlite3", "short.sqlite3") if index_url.startswith("sqlite") else index_url + "ow"
+    with Deduplicator.open(url, namespace="one-word", bits=32, body_max_distance=5, profile="short") as dedup:
+        other, tiny = (dedup.fingerprint(None, t).body for t in ("预定了书，但是没有拿到书，郁闷！", "有点贵"))
+        assert other is not None and tiny is not None and (other ^ tiny).bit_count() <= 5
+        assert dedup.check_and_add(None, "预定了书，但是没有拿到书，郁闷！").status == "new"
+        assert dedup.check_and_add(None, "好评").status == "new"
+        assert dedup.check_and_add(None, "有点贵").status == "new"
+        repeat = dedup.check_and_add(None, "好评！")
+        assert repeat.status == "duplicate" and repeat.score == 1.0
+
+
 SPAM = "# phrases and regexes\n加微信\nre:\\d{3}-?\\d{4}-?\\d{4}\n"
 
 

@@ -31,7 +31,7 @@ from ..index.base import FEATURES_VERSION
 from ..setting_values import PROFILES
 from ..text.hints import CJK
 from ..text.normalize import looks_like_page, main_text, normalize_body, normalize_text, normalize_title
-from ..text.similarity import SHORT_PROFILE_CHARS, SHORT_TEXT_CHARS, char_key
+from ..text.similarity import MIN_KEY_CHARS, SHORT_PROFILE_CHARS, SHORT_TEXT_CHARS, char_key
 from .features import DEFAULT_TOP_K, FeatureExtractor
 from .signatures import FIGURE_HEAVY_SHARE, figure_share, number_signature, sentence_signature, short_body_digest
 from .simhash import SUPPORTED_BITS
@@ -128,6 +128,9 @@ class Fingerprinter:
         self.min_title_chars = min_title_chars
         self.min_body_chars = min_body_chars
         self.min_body_features = 1 if profile == "short" else _MIN_BODY_FEATURES
+        #: Texts keep their character key from this many characters: in the short profile, every text
+        #: it fingerprints, so that none of its matches is taken on a fingerprint alone.
+        self.chars_least = 1 if profile == "short" else MIN_KEY_CHARS
         self.main_content = main_content
         self.sentences = sentences  # sentence signatures: the sentence tier, and the title tier's body check
 
@@ -195,7 +198,7 @@ class Fingerprinter:
             number_signature(body_text) if body_fp is not None or short is not None else None,
             sentence_signature(body_text) if self.sentences else (),
             figure_share(body_text) >= FIGURE_HEAVY_SHARE, short, page, title_features,
-            char_key(body_text, self.chars_limit) if body_fp is not None else None,
+            char_key(body_text, self.chars_limit, self.chars_least) if body_fp is not None else None,
         )
 
     def _title_fp(self, text: str) -> int | None:

@@ -46,15 +46,15 @@ STATEMENT_CHARS = 60
 _DROP = re.compile(r"[\W_]+")  # whitespace, punctuation, symbols: not what a text says
 
 
-def char_key(text: str, limit: int = SHORT_TEXT_CHARS) -> str | None:
+def char_key(text: str, limit: int = SHORT_TEXT_CHARS, least: int = MIN_KEY_CHARS) -> str | None:
     """The comparable characters of a normalized text: lower-cased (NFKC), without whitespace,
     punctuation or symbols, so that a symbol stuffed anywhere ("好-用-推-荐") or a changed punctuation
-    mark makes no difference; None when it is :data:`MIN_KEY_CHARS` characters or fewer, or
-    ``limit`` or more (not a short text)."""
+    mark makes no difference; None when it is shorter than ``least`` characters, or ``limit`` or more
+    (not a short text)."""
     if len(text) >= 4 * limit:  # not short, whatever its spaces and punctuation (a fast answer for articles)
         return None
     key = _DROP.sub("", unicodedata.normalize("NFKC", text).lower())
-    if len(key) < MIN_KEY_CHARS or len(key) >= limit:
+    if len(key) < least or len(key) >= limit:
         return None
     return key
 
