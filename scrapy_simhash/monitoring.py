@@ -40,6 +40,7 @@ except ImportError as exc:  # pragma: no cover - the test environment has it
         "scrapy_simhash.monitoring needs Spidermon, which is not installed: pip install 'scrapy-simhash[monitoring]'"
     ) from exc
 
+from .scrapy.short import own_key
 from .settings import effective_settings, value
 
 __all__ = [
@@ -60,11 +61,11 @@ class _SimhashMonitor(Monitor):
         return value(effective_settings(crawler.settings, getattr(crawler, "spider", None)), name)
 
     def stat(self, key: str, default: Any = 0) -> Any:
-        return self.data.stats.get(key, default)
+        return self.data.stats.get(own_key(self.data.stats, key), default)
 
     def ran(self) -> bool:
         """Did the pipeline run with an index in this crawl?"""
-        return self.data.stats.get("simhash/index") is not None
+        return self.stat("simhash/index", None) is not None
 
     def at_most(self, key: str, setting: str, what: str) -> None:
         if not self.ran():

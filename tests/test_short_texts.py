@@ -223,6 +223,9 @@ async def test_short_profile_crawl_with_its_own_stats(tmp_path: Path, backend: s
                            body_max_distance=5, profile="short") as dedup:
         assert dedup.index.params.bits == 32 and dedup.index.count() == len(texts) + 1
         assert dedup.index.params.features_version.endswith(";profile=short")
+        [run] = dedup.index.runs(10)  # its history counts what the profile counted
+        assert run.counts["body"] == 4 and run.counts["new"] == len(texts) + 1, run
+    assert stats.get("simhash/short/dedup_rate") == pytest.approx(4 / (len(texts) + 1 + 4), abs=1e-4)
     with pytest.raises(ParameterMismatch):  # never mixed with articles' fingerprints
         Deduplicator.open(settings["SIMHASH_INDEX_URL"], namespace="short").close()
     assert len(crawler.spider.collected) == len(texts) + 1

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..index import BandIndex
 from ..index.runs import Run, new_run_id
+from .short import own_key
 
 logger = logging.getLogger(__name__)
 
@@ -89,12 +90,12 @@ def run_counts(stats: Mapping[str, Any]) -> dict[str, int]:
     """A run's counts (:data:`~scrapy_simhash.index.runs.COUNTS`) from the pipeline's stats."""
 
     def n(key: str) -> int:
-        value = stats.get(key) or 0
+        value = stats.get(own_key(stats, key)) or 0
         return int(value) if isinstance(value, int | float) else 0
 
     counts = {"new": n("simhash/new"), "title": n("simhash/dropped/title"), "body": n("simhash/dropped/body"),
               "sentence": n("simhash/dropped/sentence"), "flagged": n("simhash/flagged"),
-              "skipped": sum(n(k) for k in stats if k.startswith("simhash/skipped/")),
+              "skipped": sum(int(stats[k] or 0) for k in stats if k.startswith(own_key(stats, "simhash/skipped/"))),
               "index_errors": n("simhash/index_error"), "unchecked": n("simhash/unchecked"),
               "workers_died": n("simhash/workers_died")}
     counts["items"] = sum(counts[k] for k in ("new", "title", "body", "sentence", "flagged", "skipped",

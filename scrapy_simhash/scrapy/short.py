@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import time
 from collections import deque
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -102,10 +103,21 @@ class AuthorWindow:
         return found
 
 
+SHORT_STATS = "simhash/short/"
+
+
+def own_key(stats: Mapping[str, Any], key: str) -> str:
+    """A ``simhash/…`` stat as this crawl's pipeline counted it: under :data:`SHORT_STATS` when it ran
+    the short profile (for readers of the stats: the summary, the runs' history, the monitors)."""
+    if key.startswith("simhash/") and "simhash/index" not in stats and SHORT_STATS + "index" in stats:
+        return SHORT_STATS + key[len("simhash/"):]
+    return key
+
+
 class PrefixedStats:
     """A stats collector whose ``simhash/…`` keys go under ``simhash/short/…``."""
 
-    def __init__(self, stats: Any, prefix: str = "simhash/short/") -> None:
+    def __init__(self, stats: Any, prefix: str = SHORT_STATS) -> None:
         self._stats, self._prefix = stats, prefix
 
     def _key(self, key: str) -> str:

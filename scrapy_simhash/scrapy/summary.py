@@ -14,6 +14,7 @@ from scrapy.exceptions import NotConfigured
 
 from ..settings import SettingError, effective_settings, value
 from .refusal import refuse_to_start
+from .short import own_key
 
 
 class DedupSummary:
@@ -44,19 +45,17 @@ class DedupSummary:
 
     def summary(self, spider: Spider) -> str | None:
         """The summary text, or None when the pipeline did not open an index."""
-        stats = self.crawler.stats.get_value
-        # the short profile counts under simhash/short/ (:class:`~.short.PrefixedStats`)
-        prefix = next((p for p in ("simhash/", "simhash/short/") if stats(p + "index") is not None), None)
-        if prefix is None:
-            return None
+        stats = self.crawler.stats.get_stats()
 
         def get(key: str, default: Any = None) -> Any:
-            return stats(prefix + key[len("simhash/"):] if key.startswith("simhash/") else key, default)
+            return stats.get(own_key(stats, key), default)
 
         def n(key: str) -> int:
             return int(get(key, 0) or 0)
 
         location = get("simhash/index")
+        if location is None:
+            return None
 
         rows = [
             ("kept (passed to the feed)", "item_scraped_count", True),
