@@ -66,6 +66,7 @@ def crawl(project: Path, *settings: str) -> subprocess.CompletedProcess[str]:
     ("SIMHASH_ENABLED=maybe", "True or False"),  # read before the other settings are checked
     ("SIMHASH_SUMMARY=maybe", "True or False"),  # read by the summary extension, built before the pipeline
     ("SIMHASH_TITLE_MAX_DISTANCE=2.5", "an integer from 0"),
+    ("SIMHASH_SPAM_PATTERNS=/nonexistent/spam.txt", "a path to a readable file"),
 ])
 def test_a_bad_setting_stops_the_crawl_with_a_non_zero_exit(project: Path, setting: str, allowed: str) -> None:
     proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{project / 'i.sqlite3'}", setting)
@@ -76,6 +77,17 @@ def test_a_bad_setting_stops_the_crawl_with_a_non_zero_exit(project: Path, setti
     assert "cannot open its index" not in proc.stderr  # not blamed on the index
     assert "Crawled (200)" not in proc.stderr  # stopped before any request
     assert "Traceback" not in proc.stderr  # the one line, not echoed by the event loop with a traceback
+
+
+def test_a_spam_patterns_file_with_a_bad_regex_stops_the_crawl(project: Path) -> None:
+    """The file is read while the crawler is built: a bad ``re:`` line is refused as a bad setting is."""
+    spam = project / "spam.txt"
+    spam.write_text("加微信\nre:(unclosed\n", encoding="utf-8")
+    proc = crawl(project, f"SIMHASH_INDEX_URL=sqlite:///{project / 'spam.sqlite3'}", f"SIMHASH_SPAM_PATTERNS={spam}")
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    [line] = [line for line in proc.stderr.splitlines() if "bad setting" in line]
+    assert f"SIMHASH_SPAM_PATTERNS = {str(spam)!r} is not allowed: " in line and "line 2" in line, line
+    assert "Crawled (200)" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_float_where_an_integer_is_meant_is_refused_from_settings_py_too() -> None:

@@ -134,7 +134,7 @@ from .drops import SHORT_DROP_LINE, IndexUnavailable, NearDuplicate, SimhashDrop
 from .fields import FieldWriter, first_field, flag_value, story_key
 from .refusal import IndexCannotOpen, refuse_to_start
 from .runs import RunRecorder
-from .short import AuthorWindow, PrefixedStats, SpamPatterns, screen
+from .short import AuthorWindow, PrefixedStats, screen, spam_patterns
 
 if TYPE_CHECKING:
     from scrapy import Spider
@@ -189,6 +189,7 @@ class SimhashPipeline:
             enabled = value(s, "SIMHASH_ENABLED")
             if enabled:
                 check_settings(s)
+                spam_patterns(value(s, "SIMHASH_SPAM_PATTERNS"))  # its file read and checked now too
         except SettingError as exc:
             raise refuse_to_start(exc) from None
         if not enabled:
@@ -223,11 +224,10 @@ class SimhashPipeline:
         if value(s, "SIMHASH_PROFILE") == "short":
             self.stats = PrefixedStats(self.crawler.stats)
         try:
-            spam = value(s, "SIMHASH_SPAM_PATTERNS")
-            self.spam = SpamPatterns(spam) if spam else None
-        except (OSError, ValueError) as exc:
-            logger.error("scrapy-simhash: bad setting: SIMHASH_SPAM_PATTERNS: %s", exc)
-            raise CloseSpider(f"simhash_bad_setting: SIMHASH_SPAM_PATTERNS: {exc}") from exc
+            self.spam = spam_patterns(value(s, "SIMHASH_SPAM_PATTERNS"))
+        except SettingError as exc:
+            logger.error("scrapy-simhash: bad setting: %s", exc)
+            raise CloseSpider(f"simhash_bad_setting: {exc}") from exc
         self.spam_action = value(s, "SIMHASH_SPAM_ACTION")
         self.author_field = value(s, "SIMHASH_AUTHOR_FIELD")
         self.authors = AuthorWindow(value(s, "SIMHASH_AUTHOR_WINDOW")) if self.author_field else None

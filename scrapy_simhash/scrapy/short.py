@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..settings import SettingError
 from ..text.similarity import char_key, same_text
 from .drops import SimhashDrop
 
@@ -101,6 +102,17 @@ class AuthorWindow:
                     found = score if found is None else max(found, score)
             recent.append((now, key))
         return found
+
+
+def spam_patterns(path: str | None) -> SpamPatterns | None:
+    """The patterns of ``SIMHASH_SPAM_PATTERNS`` (None: none); a file that cannot be read or holds a
+    bad regular expression is a :class:`~scrapy_simhash.settings.SettingError` naming the setting."""
+    if not path:
+        return None
+    try:
+        return SpamPatterns(path)
+    except (OSError, ValueError) as exc:
+        raise SettingError("SIMHASH_SPAM_PATTERNS", path, f"a readable file of phrases and re: lines ({exc})") from exc
 
 
 SHORT_STATS = "simhash/short/"
