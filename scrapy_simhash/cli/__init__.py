@@ -26,9 +26,9 @@ add no dependency to a Scrapy project.
 
 Modules: :mod:`.parser` (every option), :mod:`.dedup` (``dedup``, ``import``), :mod:`.inspect`
 (``check``, ``explain``, ``report``), :mod:`.maintain` (``stats``, ``export``, ``purge``, ``reset``,
-``reband``, ``forget``), :mod:`.review` (``review``, ``tune``, ``stopwords``), :mod:`.runs` (``runs``) and
-:mod:`.common` (what they share). Each imports only
-:mod:`.common` and the engine, never another subcommand's module.
+``reband``, ``forget``), :mod:`.review`, :mod:`.tune` and :mod:`.stopwords` (one command each, sharing
+:mod:`.labelled`), :mod:`.runs` (``runs``) and :mod:`.common` (what they share). Each imports only
+:mod:`.common` (and :mod:`.labelled`) and the engine, never another subcommand's module.
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ from .dedup import run_dedup
 from .inspect import run_check, run_explain, run_report
 from .maintain import index_stats, run_export, run_forget, run_purge, run_reband, run_reset, run_stats
 from .parser import BUILTIN_DEFAULTS, build_parser
-from .review import run_review, run_stopwords, run_tune
+from .review import run_review
 from .runs import run_runs
+from .stopwords import run_stopwords
+from .tune import run_tune
 
 __all__ = [
     "BUILTIN_DEFAULTS",
