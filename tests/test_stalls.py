@@ -76,8 +76,7 @@ class StopTheWorker:
     def process_item(self, item: Any, spider: Any = None) -> Any:
         if not self.stopped:
             pool = pipeline_of(self.crawler)._fingerprints
-            for started in pool._executor.started:
-                started.result(timeout=60)
+            assert pool.wait_ready(60)
             self.stopped.extend(pool.pids())
             for pid in self.stopped:
                 os.kill(pid, signal.SIGSTOP)
@@ -145,7 +144,10 @@ def test_sigterm_with_a_stopped_worker_ends_the_crawl_in_seconds(tmp_path: Path,
     log = paths["log"].read_text("utf-8")
     assert took < STOPPING_GRACE + 10, (took, log[-3000:])
     assert "Traceback" not in log, log[-3000:]
-    assert "did not answer within 3 s" in log, log[-3000:]
+    if signals_sent == 1:  # the crawl waits for its calls out: the watchdog kills the stopped worker
+        assert "did not answer within 3 s" in log, log[-3000:]
+    else:  # a forced stop never closes the pipeline: the stopped worker is killed at the exit
+        assert "fingerprint worker(s) killed" in log, log[-3000:]
     if signals_sent == 1:  # a graceful stop: every item that entered the pipeline came out, in the index
         assert status == 0, log[-3000:]
         entered, kept = lines(paths["entered"]), lines(paths["kept"])

@@ -18,6 +18,7 @@ warming a worker costs ~1 s of CPU per crawl. ``SIMHASH_TEST_WORKERS=1`` runs it
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import random
@@ -286,14 +287,18 @@ async def test_workers_check_against_a_redis_index_as_the_single_process_engine(
 
 
 def test_items_that_queue_up_go_to_a_worker_together() -> None:
-    """The crawl process pays the executor per call, not per item: items submitted while the worker
-    is busy (here: still starting) go in calls of up to MAX_BATCH, and each gets its own fingerprints."""
+    """Items submitted while the worker is busy (here: still starting) go in calls of up to
+    MAX_BATCH, and each gets its own fingerprints."""
     here = Fingerprinter()
     pool = FingerprintPool(1, {}, here.fingerprint)
-    executor: Any = pool._executor
-    calls: list[tuple[Any, ...]] = []
-    submit = executor.submit
-    executor.submit = lambda fn, *args: calls.append(args) or submit(fn, *args)
+    sizes: list[int] = []
+    send = pool._send
+
+    def counted(route: Any, batch: list[Any]) -> None:
+        sizes.append(len(batch))
+        send(route, batch)
+
+    pool._send = counted  # type: ignore[method-assign]
     stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 12
     try:
         futures = [pool.submit(s["title"], s["body"]) for s in stories]
@@ -301,61 +306,66 @@ def test_items_that_queue_up_go_to_a_worker_together() -> None:
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert len(calls) <= len(stories) / 4, [len(args[0]) for args in calls]
-    assert all(len(pairs) <= MAX_BATCH for pairs, in calls)
+    assert pool.calls == len(sizes) <= len(stories) / 4, sizes
+    assert sum(sizes) == len(stories) and max(sizes) <= MAX_BATCH
 
 
-def test_items_a_moment_apart_share_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Items that arrive a few milliseconds apart, as a crawl's do, while the worker is idle, wait
-    for each other (LINGER) and go in one call, so they come back together and share one index
-    transaction; each still gets its own fingerprints."""
-    monkeypatch.setattr(workers, "LINGER", 0.5)  # longer than this loop takes on a busy machine
+async def answered(future: Any) -> Any:
+    """A worker's answer awaited in a test coroutine run by the reactor (on its asyncio loop)."""
+    from twisted.internet.defer import Deferred
+
+    return await Deferred.fromFuture(asyncio.wrap_future(future))
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_lone_item_goes_at_once_and_items_under_load_go_together() -> None:
+    """On the loop that submits (the reactor's), an item that finds the worker idle is sent in the
+    submit itself, alone: no batch delay (counted, not timed). Items that arrive while the worker has
+    IN_FLIGHT calls out wait, and go together in one call as soon as one comes back."""
     here = Fingerprinter()
-    pool = FingerprintPool(1, {}, here.fingerprint)
     stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 2
+    pool = FingerprintPool(1, {}, here.fingerprint, on_loop=True)
     try:
-        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up and idle
-        executor: Any = pool._executor
-        calls: list[tuple[Any, ...]] = []
-        submit = executor.submit
-        executor.submit = lambda fn, *args: calls.append(args) or submit(fn, *args)
-        futures = []
-        for s in stories:
-            futures.append(pool.submit(s["title"], s["body"]))
-            time.sleep(0.003)
-        got = [f.result(timeout=120) for f in futures]
+        assert pool.wait_ready(120)
+        sent = []
+        lone = pool.submit(STORY_EN["title"], STORY_EN["body"])
+        sent.append(pool.calls)  # sent before submit returned
+        await answered(lone)
+        futures = [pool.submit(s["title"], s["body"]) for s in stories]  # in one turn of the loop
+        sent.append(pool.calls)
+        got = [await answered(f) for f in futures]
+        sent.append(pool.calls)
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert [len(pairs) for pairs, in calls] == [len(stories)]
+    assert sent[0] == 1  # the lone item went at once
+    assert sent[1] == 1 + workers.IN_FLIGHT  # one call per free place, the rest waiting
+    assert sent[2] == sent[1] + 1  # the items that waited went together in one call
 
 
-def test_a_submit_wakes_no_thread_while_items_keep_coming() -> None:
-    """A thread woken from the reactor's tends to preempt it while it holds the GIL: while items
-    keep coming, the timer looks at the queue itself (POLL) and a submit notifies nobody."""
+@pytest_twisted.ensureDeferred
+async def test_a_pool_on_the_submitters_loop_runs_no_thread() -> None:
+    """A thread of the pool beside the reactor would take the GIL from it: on the loop items are
+    submitted from, the pool sends, reads and settles there, with no thread of its own."""
     import threading
 
     here = Fingerprinter()
-    pool = FingerprintPool(1, {}, here.fingerprint)
     stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * 3
-    woken: list[str] = []
+    before = set(threading.enumerate())
+    pool = FingerprintPool(1, {}, here.fingerprint, on_loop=True)
     try:
-        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # the worker is up
-        pool.submit(STORY_EN["title"], STORY_EN["body"]).result(timeout=120)  # items keep coming
-        notify = pool._due.notify
-        pool._due.notify = lambda *args: woken.append(threading.current_thread().name) or notify(*args)
         futures = [pool.submit(s["title"], s["body"]) for s in stories]
-        got = [f.result(timeout=120) for f in futures]
-        by_submitter = threading.current_thread().name in woken
+        got = [await answered(f) for f in futures]
+        threads = [t.name for t in threading.enumerate() if t not in before]
     finally:
         pool.shutdown()
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert not by_submitter, woken
+    assert threads == [], threads
 
 
-def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Items waiting for others when the pool shuts down are fingerprinted then, not after LINGER."""
-    monkeypatch.setattr(workers, "LINGER", 60.0)
+def test_shutdown_sends_the_items_still_waiting_at_once() -> None:
+    """Items still waiting for the worker when the pool shuts down (it is starting) are fingerprinted
+    by it then."""
     here = Fingerprinter()
     pool = FingerprintPool(1, {}, here.fingerprint)
     stories = [STORY_ZH, STORY_EN]
@@ -364,6 +374,7 @@ def test_shutdown_sends_the_items_still_waiting_at_once(monkeypatch: pytest.Monk
     pool.shutdown()
     assert time.monotonic() - started < 30
     assert [f.result(timeout=0) for f in futures] == [here.fingerprint(s["title"], s["body"]) for s in stories]
+    assert pool.calls >= 1
 
 
 def test_workers_that_cannot_start_leave_the_items_to_the_crawl_process(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """Nothing of a :class:`~scrapy_simhash.workers.fingerprints.FingerprintPool` outlives its ``shutdown()``: no
-executor thread (the interpreter's exit joins them: one left waiting would hold the crawl's exit up
+thread of its own (the interpreter's exit joins them: one left waiting would hold the crawl's exit up
 for ever) and no worker process, even when a worker died while another was stuck."""
 
 from __future__ import annotations
@@ -53,13 +53,14 @@ def die_or_stall(pairs: list[tuple[Any, Any]]) -> Any:
 
 def test_a_worker_stuck_when_another_dies_is_killed_and_shutdown_returns(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Workers ignore SIGTERM, so the executor's own clean-up of a broken pool (``terminate()``, then
-    a join) would wait for the stuck one; the pool kills it, the items are fingerprinted again in a
-    fresh worker, and shutdown leaves no thread or process behind."""
+    """One worker dies while another is stuck in a call (workers ignore SIGTERM): the dead one's items
+    go to a fresh worker at once, the stuck one is killed once its call is ``timeout`` seconds old and
+    its items go to a fresh worker too; every item is answered and shutdown leaves no thread or
+    process behind."""
     monkeypatch.setenv("SIMHASH_TEST_MARKS", str(tmp_path))  # the workers are spawned with it
     here = Fingerprinter()
     before_threads, before_children = set(threading.enumerate()), children()
-    pool = FingerprintPool(2, {}, here.fingerprint)
+    pool = FingerprintPool(2, {}, here.fingerprint, timeout=3)
     pool._call = die_or_stall
     stories = [STORY_ZH, STORY_ZH_2, STORY_EN] * MAX_BATCH  # three calls out at once
     stuck = 0
@@ -75,14 +76,14 @@ def test_a_worker_stuck_when_another_dies_is_killed_and_shutdown_returns(
         if stuck and running(stuck):
             os.kill(stuck, signal.SIGKILL)  # else this test's failure would hold the suite's exit up
     assert got == [here.fingerprint(s["title"], s["body"]) for s in stories]
-    assert pool.died == 1
+    assert pool.died == 2 and pool.stalled == 1
     assert not new_threads(before_threads)
     assert children() <= before_children
 
 
 def test_workers_that_cannot_start_leave_no_thread_after_shutdown(tmp_path: Path) -> None:
-    """Each executor breaks in its workers' initializer and the next is started from the broken one's
-    thread: shutdown waits for all of them to end, not only for the last one."""
+    """Each worker dies in its start and a fresh one replaces it, up to MAX_RESTARTS: shutdown waits
+    for all of them to end, not only for the last one."""
     here = Fingerprinter()
     before = set(threading.enumerate())
     pool = FingerprintPool(1, {"user_dict": str(tmp_path / "gone.txt")}, here.fingerprint)

@@ -24,6 +24,7 @@ class Inbox:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self._thread = threading.get_ident()  # made on the loop's thread
         self._lock = threading.Lock()
         self._done: list[tuple[asyncio.Future[Any], Future[Any]]] = []
 
@@ -34,6 +35,9 @@ class Inbox:
         return waiter
 
     def _arrived(self, waiter: asyncio.Future[Any], future: Future[Any]) -> None:
+        if threading.get_ident() == self._thread:  # settled on the loop (the workers' answers): no wake-up
+            self._settle_one(waiter, future)
+            return
         with self._lock:
             self._done.append((waiter, future))
             first = len(self._done) == 1
@@ -44,14 +48,18 @@ class Inbox:
         with self._lock:
             done, self._done = self._done, []
         for waiter, future in done:
-            if waiter.cancelled():
-                continue
-            if future.cancelled():
-                waiter.cancel()
-            elif (exc := future.exception()) is not None:
-                waiter.set_exception(exc)
-            else:
-                waiter.set_result(future.result())
+            self._settle_one(waiter, future)
+
+    @staticmethod
+    def _settle_one(waiter: asyncio.Future[Any], future: Future[Any]) -> None:
+        if waiter.cancelled():
+            return
+        if future.cancelled():
+            waiter.cancel()
+        elif (exc := future.exception()) is not None:
+            waiter.set_exception(exc)
+        else:
+            waiter.set_result(future.result())
 
 
 async def wait(future: Future[Any]) -> Any:

@@ -31,8 +31,9 @@ are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skip
 
 Fingerprinting (jieba, the costly part) and the check-and-add run on ``SIMHASH_WORKERS`` processes
 (:mod:`.workers`; by default the cores there are minus one), so the crawl process keeps its core for
-downloads, parsing and the reactor. Items that arrive within :data:`~scrapy_simhash.workers.fingerprints.LINGER` of
-each other go to a worker in one call, are checked in one transaction (one fsync for all) and come
+downloads, parsing and the reactor; the pool's end of their sockets runs on the reactor's loop (no
+thread of the pool beside it). An item that finds a worker free goes at once; the items that arrive
+while the workers are busy go in one call, are checked in one transaction (one fsync for all) and come
 back together, each passed on only once its transaction is committed; the index serializes the
 workers' transactions, so two copies of one story in flight at once are checked one after the other
 and cannot both pass. With ``SIMHASH_WORKERS = 0`` (and for values no worker can take) fingerprints
@@ -292,8 +293,8 @@ class SimhashPipeline:
             workers, fingerprinter_options(options), self.dedup.fingerprint,
             index=index_options(index_url, options, self.dedup.owner, self.index_retries, self.index_retry_delay,
                                 getattr(self.dedup.index, "identity", None)) if workers else None,
-            check_here=self._check_here, before_call=partial(self._flush_fates, if_released=True),
-            timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping)
+            check_here=self._check_here,
+            timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping, on_loop=True)
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
         self._places = Places(max_awaiting(s))
         self._run = RunRecorder.start(index, getattr(spider, "name", None), self.stats,
@@ -329,7 +330,7 @@ class SimhashPipeline:
 
     def _engine_stopping(self) -> bool:
         """Has the engine, once seen running, stopped running (Ctrl-C, ``SIGTERM``, ``CloseSpider``)?
-        Read on the worker pool's timer thread (a plain attribute read)."""
+        Read by the worker pool's watchdog (a plain attribute read)."""
         running = bool(getattr(self.crawler.engine, "running", False))
         if running:
             self._engine_ran = True

@@ -1,101 +1,96 @@
-"""The pipeline's front-end of the worker pool: fingerprints and checks on worker processes, so the
-crawl's own process keeps its core.
+"""The pipeline's front-end of its worker processes: fingerprints and checks on other processes, so
+the crawl's own process keeps its core.
 
 Fingerprinting (normalization, jieba, TF-IDF, simhash) is CPU-bound Python, and so is much of the
 check-and-add (the rule between its index statements): on threads of the crawl process they share one
 GIL with the reactor, and the crawl slows to their pace. A :class:`FingerprintPool` runs them on
-``SIMHASH_WORKERS`` processes of a :class:`~scrapy_simhash.workers.pool.WorkerPool` instead: with an
-index (the pipeline's case), each worker opens the crawl's index and fingerprints and checks each
-call's items in one transaction, so the crawl process only sends titles and bodies out and gets
-verdicts back. The index serializes the transactions of several workers (SQLite's write lock,
-Redis's atomic commits): two copies of one story in flight are checked one after the other, and
-verdicts come back in the order they were committed. Without an index the pool only fingerprints
-(``submit``).
+``SIMHASH_WORKERS`` processes instead: with an index (the pipeline's case), each worker opens the
+crawl's index and fingerprints and checks each call's items in one transaction, so the crawl process
+only sends titles and bodies out and gets verdicts back. The index serializes the transactions of
+several workers (SQLite's write lock, Redis's atomic commits): two copies of one story in flight are
+checked one after the other. Without an index the pool only fingerprints (``submit``).
 
-Items go to the workers in calls of up to :data:`MAX_BATCH`: those that queued up within
-:data:`LINGER` of the first one, or while :data:`IN_FLIGHT` calls per worker were out (one being
-fingerprinted, one waiting for it), so that the crawl process pays the executor's plumbing (its
-threads, pipes, pickles and futures) per call rather than per item, and the items of one call share
-one transaction (one fsync). A crawl's items arrive a few milliseconds apart, faster than one fsynced
-commit each allows but slower than a worker fingerprints them: without the wait, each would go
-alone. Only plain data goes out: an item's title and body (``str``, ``bytes``, ``None`` or a list of
-them), its URL and request id; the
-:class:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprints` fields and the verdict come back.
+Transport: each worker is a process with one socket to the crawl process (a *route*). The crawl
+process's end is driven by the event loop the items come from (the asyncio reactor's: no thread of
+the pool runs beside the reactor, none takes the GIL from it): a call is pickled and written as the
+item arrives, the answer read when the socket is readable, and the items' futures settled there.
+Without a running asyncio loop (a plain thread, another Twisted reactor) the pool runs its own loop
+on a thread.
+
+Calls: an item that finds a ready worker with fewer than :data:`IN_FLIGHT` calls out goes at once,
+alone; items that arrive while every worker has that many go together (up to :data:`MAX_BATCH`) as
+soon as a call comes back. An idle pipeline answers a lone item without a batch delay, and under
+load the items of a moment share one call and one transaction (one fsync). Only plain data goes out:
+an item's title and body (``str``, ``bytes``, ``None`` or a list of them), its URL and request id;
+the :class:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprints` fields and the verdict come back.
 Any other value is fingerprinted and checked in the crawl process, as with 0 workers.
 
-Start-up: workers are spawned (the pool's start, :mod:`~scrapy_simhash.workers.pool`) at spider
-open and warmed there (the engine built, the jieba dictionary loaded, one sample item
-fingerprinted), while the crawl starts; items that arrive meanwhile wait for them. ``fork`` is unsafe
-once Twisted's reactor and the pipeline's threads run.
+Start-up: workers are spawned when the pool is made (``fork`` is unsafe once Twisted's reactor and
+the pipeline's threads run) and warmed there (the engine built, the jieba dictionary loaded, one
+sample item fingerprinted, the index opened); each takes items as soon as it is ready, whatever the
+others do.
 
-Failures: a worker that dies breaks its pool, which fails every item in it; each is sent once more
-to a fresh pool (in the order first sent), and checked in the crawl process if that one breaks too.
-After :data:`MAX_RESTARTS` fresh pools, the next break makes this front-end give up: the rest of the
-crawl is checked in the crawl process. An item sent again keeps its request id: if the dead worker
-had committed it, the index answers what it answered then (:class:`~scrapy_simhash.index.Query`'s
-``request_id``; a new item gets its own entry back, never itself as its duplicate). An item whose
-fingerprinting raises in a worker is fingerprinted and checked in the crawl process, which raises the
-same error (or decides it). No item is lost; none is checked twice. :meth:`FingerprintPool.shutdown`
-finishes every pool it started (the broken ones killed): none of their threads or processes outlives
-it. Signals are the crawl process's (:mod:`~scrapy_simhash.workers.pool`): it finishes its items and
-shuts the pool down.
+Failures: a worker that dies (killed, out of memory, its start raised) gives its calls' items back;
+each is sent once more, in the order first sent, to the other workers or the fresh one that replaces
+it, and checked in the crawl process if that fails too. After :data:`MAX_RESTARTS` replacements, the
+next death makes this front-end give up: the rest of the crawl is checked in the crawl process. An
+item sent again keeps its request id: if the dead worker had committed it, the index answers what it
+answered then (:class:`~scrapy_simhash.index.Query`'s ``request_id``; a new item gets its own entry
+back, never itself as its duplicate). An item whose fingerprinting raises in a worker is
+fingerprinted and checked in the crawl process, which raises the same error (or decides it). No item
+is lost; none is checked twice. Signals are the crawl process's (the workers ignore ``SIGINT`` and
+``SIGTERM``, :mod:`~scrapy_simhash.workers.pool`); a worker exits when its socket closes or its
+parent is gone.
 
-Stalls: a call that a worker leaves unanswered for ``timeout`` seconds (counted from when it was sent,
-or from when its pool was ready if that is later; from when the pool was made while it is not) means
-a worker that is stopped (``SIGSTOP``), hung in a system call, or looping: the watchdog (the timer
-thread, which looks every :data:`WATCH` seconds while calls are out) kills the pool, which then
-breaks as if a worker had died, with the same resending. Once the crawl is stopping (``stopping()``,
-e.g. after a ``SIGTERM``), a call gets :data:`STOPPING_GRACE` seconds at most, and the items of a pool
-killed then are checked in the crawl process rather than in a fresh pool: the crawl ends within
-seconds whatever its workers do. :meth:`FingerprintPool.shutdown` waits ``timeout`` seconds at most
-for the calls out (:data:`STOPPING_GRACE` once stopping).
+Stalls: a worker that leaves a call unanswered for ``timeout`` seconds (counted from when it was
+sent, or from when the worker was ready if that is later), or does not become ready within
+``timeout`` seconds while items wait, is stopped (``SIGSTOP``), hung in a system call, or looping:
+the watchdog (a timer of the loop, every :data:`WATCH` seconds while calls are out) kills it, and its
+items are sent again as a dead worker's. Once the crawl is stopping (``stopping()``, e.g. after a
+``SIGTERM``), a call gets :data:`STOPPING_GRACE` seconds at most and a worker that dies is not
+replaced: the crawl ends within seconds whatever its workers do. :meth:`FingerprintPool.shutdown`
+waits ``timeout`` seconds at most for the calls out (:data:`STOPPING_GRACE` once stopping) and
+leaves no thread or process behind.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
+import multiprocessing
+import multiprocessing.util
+import pickle
+import selectors
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from contextlib import suppress
 from functools import partial
 from operator import itemgetter
 from typing import Any
 
 from ..fingerprint.fingerprinter import Fingerprints
-from .pool import WorkerPool
-from .process import _check_many, _fingerprint_many, _start_worker
+from .process import _check_many, _fingerprint_many
+from .routes import Job, Route, kill_routes
 
 logger = logging.getLogger(__name__)
 
-#: Broken pools (a worker died) replaced by fresh ones; at the next break the front-end gives up and
+#: Workers that died replaced by fresh ones; at the next death the front-end gives up and
 #: fingerprints the rest of the crawl in the crawl process. See docs/decisions/0404-worker-restarts.md.
 MAX_RESTARTS = 3
 #: Most items in one call to a worker. See docs/decisions/0400-crawl-calls.md.
 MAX_BATCH = 16
-#: Calls out per worker at a time; items submitted meanwhile queue up for the next call. See
-#: docs/decisions/0400-crawl-calls.md.
+#: Calls out per worker at a time (one being worked on, one waiting in its socket); items that arrive
+#: meanwhile go together in the next call. See docs/decisions/0400-crawl-calls.md.
 IN_FLIGHT = 2
-#: Seconds the first item waiting for a call waits for others (unless :data:`MAX_BATCH` are queued
-#: sooner): the latency an item pays so that the items of a moment share one call and one commit.
-#: See docs/decisions/0400-crawl-calls.md.
-LINGER = 0.02
-#: Seconds between the timer's looks at the queue while items keep coming, and without any after which
-#: it sleeps until woken. See docs/decisions/0403-crawl-timer.md.
-POLL, DOZE = 0.01, 1.0
-#: Seconds between two looks of the watchdog at the calls out while no item comes; see the module
-#: docstring (Stalls) and docs/decisions/0410-worker-timeout.md.
+#: Seconds between two looks of the watchdog while calls are out; see the module docstring (Stalls)
+#: and docs/decisions/0410-worker-timeout.md.
 WATCH = 0.5
 #: Seconds a call out may still take once the crawl is stopping. See docs/decisions/0410-worker-timeout.md.
 STOPPING_GRACE = 3.0
 _place = itemgetter(3)
-#: An item waiting for a worker: its future, what goes to the worker (title, body; with the index: url
-#: and request id too), how many worker pools broke under it, and its place in the order of submission
-#: (items sent again go in that order: the index answers them in the order it committed them).
-_Job = tuple[Future[Any], tuple[Any, ...], int, int]
 
 
 def _is_plain(value: Any) -> bool:
@@ -104,9 +99,6 @@ def _is_plain(value: Any) -> bool:
     if value is None or kind is str or kind is bytes:
         return True
     return kind in (list, tuple) and all(v is None or type(v) in (str, bytes) for v in value)
-
-
-# -- in the crawl process -------------------------------------------------------------------------
 
 
 def _settle(future: Future[Any], result: Any = None, exc: BaseException | None = None) -> None:
@@ -126,26 +118,28 @@ def _copy(future: Future[Any], source: Future[Any]) -> None:
 
 class FingerprintPool:
     """``submit(title, body)`` → a future of the item's :class:`Fingerprints`, made on ``workers``
-    processes (0: on one thread of this process, calling ``fallback``, as before the pool).
+    processes (0: on one thread of this process, calling ``fallback``).
 
-    With ``index`` (:func:`index_options`; ``workers`` ≥ 1), the workers check the items too:
-    ``check(title, body, url, request_id)`` → a future of ``(fingerprints, verdict or the index's
-    error)``, and what no worker can check goes to ``check_here`` (same arguments, a future of the
-    same), with its request id: one that a worker committed before it died gets its answer back.
-    ``before_call`` runs before each call to a worker (never on the submitter's thread: calls go
-    from the pool's own threads). ``timeout``: seconds a call may go unanswered before its pool is
-    killed and replaced; ``stopping()`` (read on the pool's timer thread) says that the crawl is
-    stopping, when a call gets :data:`STOPPING_GRACE` seconds at most."""
+    With ``index`` (:func:`~.process.index_options`; ``workers`` ≥ 1), the workers check the items
+    too: ``check(title, body, url, request_id)`` → a future of ``(fingerprints, verdict or the
+    index's error)``, and what no worker can check goes to ``check_here`` (same arguments, a future of
+    the same), with its request id: one that a worker committed before it died gets its answer back.
+    ``timeout``: seconds a call may go unanswered before its worker is killed and replaced;
+    ``stopping()`` (read by the watchdog) says that the crawl is stopping, when a call gets
+    :data:`STOPPING_GRACE` seconds at most. ``on_loop``: run on the asyncio loop running in the thread
+    that first submits (the reactor's: the pipeline submits from its coroutines), if there is one;
+    else (and by default: a caller that blocks on the futures) on a loop of the pool's own thread."""
 
     def __init__(self, workers: int, options: dict[str, Any], fallback: Callable[[Any, Any], Fingerprints],
                  index: dict[str, Any] | None = None,
                  check_here: Callable[[Any, Any, str | None, str], Future[Any]] | None = None,
-                 before_call: Callable[[], None] | None = None, timeout: float = 60.0,
-                 stopping: Callable[[], bool] | None = None) -> None:
+                 timeout: float = 60.0, stopping: Callable[[], bool] | None = None, on_loop: bool = False) -> None:
         self.workers = workers
-        self.died = 0  #: worker pools broken by a worker that died
+        self._on_loop = on_loop
+        self.died = 0  #: workers that died (or were killed)
         self.index_retries = 0  #: index retries in the workers (per item, as items see them)
-        self.stalled = 0  #: worker pools killed because a call went unanswered (counted in ``died`` too)
+        self.stalled = 0  #: workers killed because a call went unanswered (counted in ``died`` too)
+        self.calls = 0  #: calls sent to the workers
         self.timeout = timeout
         self._stopping = stopping
         self._stopping_since: float | None = None  # when stopping() was first seen true
@@ -153,55 +147,34 @@ class FingerprintPool:
         self._fallback = fallback
         self._index = index if workers else None
         self._check_here = check_here
-        self._before_call = before_call
         self._call = _check_many if self._index is not None else _fingerprint_many
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
-        self._lock = threading.Lock()  # replacing the worker pool
-        self._queue_lock = threading.Lock()
-        self._queue: list[_Job] = []  # items waiting for a call
+        self._queue: list[Job] = []  # items waiting for a worker
         self._submitted = itertools.count()
-        self._due_at = 0.0  # when the queued items go, full or not (time.monotonic)
-        self._in_flight = 0  # calls out
-        self._out: Counter[int] = Counter()  # calls out per worker pool (id)
-        self._broken_out: set[int] = set()  # broken pools with calls out: nothing goes until they are back
         self._stopped = False
-        self._dozing = True  # the timer sleeps until woken (else it looks at the queue every POLL)
-        self._due = threading.Condition(self._queue_lock)  # the timer: items queued, a call returned, stop
-        self._retired: list[WorkerPool] = []  # broken pools, finished at shutdown
-        self._calls: dict[int, tuple[WorkerPool, float]] = {}  # calls out: their pool, when sent
-        self._call_ids = itertools.count()
-        self._ready_at: dict[int, float] = {}  # worker pool (id) → when its workers were all started
-        self._made_at: dict[int, float] = {}  # worker pool (id) → when it was made
-        self._stalled_pools: set[int] = set()  # worker pools (id) the watchdog killed
-        self._executor: WorkerPool | None = self._start() if workers else None
-        self._timer = threading.Thread(target=self._send_when_due, name="simhash-linger", daemon=True)
-        if workers:
-            self._timer.start()
+        self._gave_up = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop driving the routes, once bound
+        self._loop_thread: int | None = None
+        self._own_thread: threading.Thread | None = None  # the pool's own loop, when no loop was running
+        self._attached = False  # the routes' handlers are on the loop
+        self._bind_lock = threading.Lock()
+        self._watching: asyncio.TimerHandle | None = None
+        self._made_at = time.perf_counter()
+        self._announced = False
+        self._every: list[Route] = []  # every route made, joined at shutdown
+        self._routes: list[Route] = [self._new_route() for _ in range(workers)]  # the live ones
+        self._finalizer = multiprocessing.util.Finalize(self, kill_routes, (self._every,), exitpriority=10)
 
-    def _start(self) -> WorkerPool:
-        """A new pool whose workers are spawned and warmed now (they start in parallel)."""
-        made = time.monotonic()
-        pool = WorkerPool(self.workers, _start_worker, (self._options, self._index))
-        self._made_at[id(pool)] = made
-        started, waiting, counting = time.perf_counter(), [self.workers], threading.Lock()
-
-        def ready(warmed: Future[int]) -> None:
-            with counting:
-                waiting[0] -= 1
-                if not waiting[0]:
-                    self._ready_at[id(pool)] = time.monotonic()
-            if not waiting[0] and not warmed.exception():
-                logger.info("scrapy-simhash: %d fingerprint worker process(es) ready in %.2f s",
-                            self.workers, time.perf_counter() - started)
-
-        for warmed in pool.started:
-            warmed.add_done_callback(ready)
-        return pool
+    def _new_route(self) -> Route:
+        route = Route(self._options, self._index)
+        self._every.append(route)
+        if self._attached:
+            self._attach(route)
+        return route
 
     def pids(self) -> list[int]:
-        """Process ids of the current workers (for tests and diagnostics)."""
-        executor = self._executor
-        return executor.pids() if executor is not None else []
+        """Process ids of the live workers (for tests and diagnostics)."""
+        return [route.pid for route in self._routes if route.pid is not None]
 
     @property
     def decides(self) -> bool:
@@ -224,168 +197,291 @@ class FingerprintPool:
         assert self.decides, "the pool has no index"
         return self._queue_up((title, body, url, request_id))
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until every live worker is ready (or ``timeout`` seconds): are they?"""
+        deadline = time.monotonic() + timeout
+
+        def ready() -> bool:
+            return all(route.ready_at is not None for route in self._routes)
+
+        if self._loop is None or threading.get_ident() == self._loop_thread:
+            self._drive(ready, deadline)
+        while not ready() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return ready()
+
+    # -- the loop -------------------------------------------------------------------------------
+
     def _queue_up(self, args: tuple[Any, ...]) -> Future[Any]:
-        if self._executor is None or not (_is_plain(args[0]) and _is_plain(args[1])):
+        if not self._routes or self._stopped or not (_is_plain(args[0]) and _is_plain(args[1])):
             return self._elsewhere(args)
         future: Future[Any] = Future()
-        with self._queue_lock:
-            self._queue.append((future, args, 0, next(self._submitted)))
-            if len(self._queue) == 1 or len(self._queue) == MAX_BATCH:  # the timer waits for them, or sends them now
-                self._due_at = time.monotonic() + (LINGER if len(self._queue) == 1 else 0.0)
-                if self._dozing:  # else it looks again within POLL: waking it from here costs the reactor more
-                    self._due.notify()
-            stopped = self._stopped
-        if stopped:  # the timer is gone
-            self._send()
+        job = (future, args, 0, next(self._submitted))
+        loop = self._bind()
+        if threading.get_ident() == self._loop_thread:
+            self._take(job)
+        else:
+            loop.call_soon_threadsafe(self._take, job)
         return future
 
-    def _send_when_due(self) -> None:
-        """The timer thread: sends the queued items once :data:`LINGER` has passed (until shutdown).
-        While items keep coming it looks at the queue every :data:`POLL` (a submit wakes nobody: a
-        thread woken from the reactor's thread tends to preempt it while it holds the GIL); after
-        :data:`DOZE` without any, it sleeps until the next submit or returned call wakes it."""
-        last = time.monotonic()
-        while True:
-            stuck = None
-            with self._due:
-                while True:
-                    if self._stopped:
-                        return
-                    now = time.monotonic()
-                    if self._queue:
-                        last = now
-                    waiting = (bool(self._queue) and self._in_flight < IN_FLIGHT * self.workers
-                               and not self._broken_out)
-                    delay = self._due_at - now
-                    if waiting and delay <= 0:
-                        break
-                    if self._calls and (stuck := self._overdue(now)) is not None:
-                        break
-                    self._dozing = not self._queue and now - last > DOZE
-                    self._due.wait((WATCH if self._calls else None) if self._dozing
-                                   else min(delay, POLL) if waiting else POLL)
-                    self._dozing = False
-            if stuck is not None:
-                self._kill_stuck(stuck)
-                continue
-            self._send()
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        """The loop that drives the routes: with ``on_loop``, the running one of the first thread that
+        submits (the reactor's), else the pool's own, on a thread."""
+        if self._loop is not None:
+            return self._loop
+        with self._bind_lock:
+            if self._loop is None:
+                try:
+                    if not self._on_loop:
+                        raise RuntimeError("the pool's own loop")
+                    self._loop = asyncio.get_running_loop()
+                except RuntimeError:
+                    self._loop = asyncio.new_event_loop()
+                    self._own_thread = threading.Thread(target=self._loop.run_forever, name="simhash-io", daemon=True)
+                    self._own_thread.start()
+                    self._loop.call_soon_threadsafe(self._attach_all)
+                else:
+                    self._loop_thread = threading.get_ident()
+                    self._attach_all()
+            return self._loop
 
-    def _overdue(self, now: float) -> WorkerPool | None:
-        """The current worker pool if one of its calls went unanswered past its time (under the queue
-        lock): ``timeout`` seconds from when it was sent or its pool was ready (made, until it is),
-        whichever is later; :data:`STOPPING_GRACE` seconds from when the crawl began to stop."""
-        executor = self._executor
-        if executor is None or id(executor) in self._stalled_pools:
-            return None
-        sent = [at for pool, at in self._calls.values() if pool is executor]
-        if not sent:
-            return None
-        if self._stopping_since is None and self._stopping is not None and self._stopping():
-            self._stopping_since = now
-        ready = self._ready_at.get(id(executor))
-        start = max(min(sent), ready) if ready is not None else self._made_at.get(id(executor), min(sent))
-        limit = start + self.timeout
-        if self._stopping_since is not None:
-            limit = min(limit, max(start, self._stopping_since) + STOPPING_GRACE)
-        return executor if now >= limit else None
+    def _attach_all(self) -> None:
+        """(On the loop's thread.) The routes' handlers on the loop."""
+        self._loop_thread = threading.get_ident()
+        if self._stopped:
+            return
+        self._attached = True
+        for route in self._routes:
+            self._attach(route)
+        self._pump()
 
-    def _kill_stuck(self, executor: WorkerPool) -> None:
-        """Kill a worker pool whose call went unanswered: it breaks, and its calls come back as those
-        of a pool whose worker died (:meth:`_returned`), their items sent again."""
-        with self._queue_lock:
-            if id(executor) in self._stalled_pools:
+    def _attach(self, route: Route) -> None:
+        assert self._loop is not None
+        self._loop.add_reader(route.fd, self._readable, route)
+        if route.unsent:
+            self._loop.add_writer(route.fd, self._writable, route)
+
+    def _detach(self, route: Route) -> None:
+        if self._attached and self._loop is not None:
+            self._loop.remove_reader(route.fd)
+            self._loop.remove_writer(route.fd)
+
+    def _take(self, job: Job) -> None:
+        """(On the loop's thread.) A submitted item: to a worker now if one can take it, else queued."""
+        if self._stopped or not self._routes:
+            self._in_process(job)
+            return
+        self._queue.append(job)
+        self._pump()
+
+    def _pump(self) -> None:
+        """Send the queued items to the ready workers with fewer than :data:`IN_FLIGHT` calls out (the
+        least busy first), up to :data:`MAX_BATCH` a call; with no worker left, check them here."""
+        while self._queue:
+            if not self._routes:
+                jobs, self._queue = self._queue, []
+                for job in jobs:
+                    self._in_process(job)
                 return
-            self._stalled_pools.add(id(executor))
-        with self._lock:
-            self.stalled += 1
-        logger.warning("scrapy-simhash: a fingerprint worker did not answer within %s s (stopped, or stuck?); "
-                       "its processes are killed and its items sent again",
-                       f"{STOPPING_GRACE:g}" if self._stopping_since is not None else f"{self.timeout:g}")
-        executor.kill()
+            free = [route for route in self._routes if route.ready_at is not None and len(route.calls) < IN_FLIGHT]
+            if not free:
+                break
+            route = min(free, key=lambda r: len(r.calls))
+            batch, self._queue[:MAX_BATCH] = self._queue[:MAX_BATCH], []
+            self._send(route, batch)
+        self._watch_soon()
 
-    def _send(self) -> None:
-        """Send the queued items, up to :data:`MAX_BATCH` a call, while fewer than :data:`IN_FLIGHT`
-        calls per worker are out and the items are due (:data:`LINGER`) or a call's worth (the
-        timer, a call's answer, or shutdown; not the submitter: ``before_call`` may write to the index)."""
-        while True:
-            with self._queue_lock:
-                executor = self._executor
-                if not self._queue or self._broken_out or (executor is not None and (
-                        self._in_flight >= IN_FLIGHT * self.workers
-                        or (len(self._queue) < MAX_BATCH and not self._stopped and time.monotonic() < self._due_at))):
-                    return
-                count = MAX_BATCH if executor is not None else len(self._queue)
-                batch, self._queue[:count] = self._queue[:count], []
-                if executor is not None:
-                    self._in_flight += 1
-                    self._out[id(executor)] += 1
-                    call = next(self._call_ids)
-                    self._calls[call] = (executor, time.monotonic())
-            if executor is None:  # shut down, or given up: in the crawl process
-                for future, args, *_ in batch:
-                    self._in_process(future, args)
-                continue
-            if self._before_call is not None:
-                self._before_call()
-            try:
-                sent = executor.submit(self._call, [args for _, args, *_ in batch])
-            except (BrokenProcessPool, RuntimeError):  # broken by another call's worker, not yet replaced
-                with self._queue_lock:
-                    self._in_flight -= 1
-                    del self._calls[call]
-                    self._queue[:0] = batch  # not these items' attempt: they never reached a worker
-                    self._queue.sort(key=_place)
-                    self._due_at = 0.0
-                    self._back(id(executor), broken=True)
-                self._replace(executor)
-                continue
-            sent.add_done_callback(partial(self._returned, batch, executor, call))
+    def _send(self, route: Route, batch: list[Job]) -> None:
+        route.calls.append((batch, time.monotonic()))
+        self.calls += 1
+        if not route.send(pickle.dumps((self._call, [args for _, args, *_ in batch]), pickle.HIGHEST_PROTOCOL)):
+            self._died(route)
+        elif route.unsent and self._attached and self._loop is not None:
+            self._loop.add_writer(route.fd, self._writable, route)
 
-    def _returned(self, batch: list[_Job], executor: WorkerPool, call: int,
-                  sent: Future[Any]) -> None:
-        """A worker's answer (on the worker pool's thread): each item's fingerprints, or why there are none."""
-        exc = sent.exception()
-        broken = isinstance(exc, BrokenProcessPool)  # its worker (or another one of its pool) died
-        if broken:
-            with self._queue_lock:
-                self._broken_out.add(id(executor))  # from now until its calls are all back, nothing goes
-            self._replace(executor)
-        with self._queue_lock:
-            self._in_flight -= 1
-            del self._calls[call]
-            if broken:
-                # Once more, to a fresh pool, in the order first sent (a worker that committed them
-                # before it died: their request ids get the same answers back, before any item checked
-                # after them), then in the crawl process.
-                self._queue[:0] = [(future, args, attempt + 1, place)
-                                   for future, args, attempt, place in batch if attempt < 1]
-                self._queue.sort(key=_place)
-                self._due_at = 0.0
-            self._back(id(executor), broken)
-            self._due.notify()  # items held back by the calls out may be due now
-        if broken:
-            batch = [job for job in batch if job[2] >= 1]
-        self._send()  # the next call first: the worker is idle
-        results: Any = sent.result() if exc is None else [None] * len(batch)
-        if self.decides and exc is None:
+    def _writable(self, route: Route) -> None:
+        if not route.flush():
+            self._died(route)
+        elif not route.unsent and self._attached and self._loop is not None:
+            self._loop.remove_writer(route.fd)
+
+    def _readable(self, route: Route) -> None:
+        messages = route.receive()
+        if messages is None:
+            self._died(route)
+            return
+        for message in messages:
+            self._answer(route, *pickle.loads(message))
+            if route.dead:
+                return
+
+    def _answer(self, route: Route, kind: str, value: Any) -> None:
+        """A worker's message: it is ready, its start failed, or a call's answer."""
+        if kind == "ready":
+            route.ready_at = time.monotonic()
+            if not self._announced and all(r.ready_at is not None for r in self._routes):
+                self._announced = True
+                logger.info("scrapy-simhash: %d fingerprint worker process(es) ready in %.2f s",
+                            self.workers, time.perf_counter() - self._made_at)
+            self._pump()
+            return
+        if kind == "failed":
+            route.failure = str(value)
+            return
+        batch, _ = route.calls.popleft()
+        self._pump()  # the next call first: the worker is idle
+        results: Any = value if kind == "answer" else [None] * len(batch)
+        if self.decides and kind == "answer":
             retried, results = results
             self.index_retries += retried
         for (future, args, *_), result in zip(batch, results, strict=True):
-            if result is None:  # it raised in the worker, or could not be sent: here it raises the same, or succeeds
-                self._in_process(future, args)
+            if result is None:  # it raised in the worker: here it raises the same, or succeeds
+                self._in_process((future, args, 0, 0))
             elif self.decides:
                 _settle(future, (Fingerprints(*result[0]), result[1]))
             else:
                 _settle(future, Fingerprints(*result))
 
-    def _back(self, executor: int, broken: bool) -> None:
-        """A call of this worker pool (id) is back (under the queue lock)."""
-        self._out[executor] -= 1
-        if broken and self._out[executor]:
-            self._broken_out.add(executor)
-        if not self._out[executor]:
-            del self._out[executor]
-            self._broken_out.discard(executor)
+    def _died(self, route: Route, counted: bool = True) -> None:
+        """A worker died (or was killed): its calls' items once more to the others or to a fresh one,
+        in the order first sent; then (or after too many deaths, or while stopping) in this process.
+        ``counted``: a death of its own (not one of the others ended when the front-end gives up)."""
+        if route.dead:
+            return
+        route.dead = True
+        self._detach(route)
+        route.close(kill=True)
+        self._routes.remove(route)
+        jobs = [job for batch, _ in route.calls for job in batch]
+        route.calls.clear()
+        if counted:
+            self.died += 1
+            if self._stopping_since is None and self._stopping is not None and self._stopping():
+                self._stopping_since = time.monotonic()
+            give_up = not self._gave_up and (self.died > MAX_RESTARTS or self._stopping_since is not None)
+            self._gave_up = self._gave_up or give_up
+            if not self._stopped:
+                logger.warning("scrapy-simhash: a fingerprint worker %s%s; %s",
+                               "was killed" if route.stalled else "died",
+                               f" ({route.failure})" if route.failure else "",
+                               "the rest of the crawl is fingerprinted in the crawl process" if self._gave_up
+                               else "its items are retried in a fresh worker")
+            if give_up:
+                for other in list(self._routes):
+                    self._died(other, counted=False)
+            elif not self._gave_up and not self._stopped:
+                self._routes.append(self._new_route())
+        again = not (self._gave_up or self._stopped)
+        self._queue[:0] = [(future, args, attempt + 1, place)
+                           for future, args, attempt, place in jobs if attempt < 1 and again]
+        self._queue.sort(key=_place)
+        for job in jobs:
+            if job[2] >= 1 or not again:
+                self._in_process(job)
+        self._pump()
+
+    # -- the watchdog ---------------------------------------------------------------------------
+
+    def _watch_soon(self) -> None:
+        if (self._watching is None and self._attached and self._loop is not None
+                and (self._queue or any(route.calls for route in self._routes))):
+            self._watching = self._loop.call_later(WATCH, self._watch_tick)
+
+    def _watch_tick(self) -> None:
+        self._watching = None
+        self._watch()
+        self._watch_soon()
+
+    def _watch(self) -> None:
+        """Kill the workers whose call went unanswered past its time: ``timeout`` seconds from when it
+        was sent or the worker was ready, whichever is later (from when it was made, while it is not
+        and items wait); :data:`STOPPING_GRACE` seconds from when the crawl began to stop."""
+        now = time.monotonic()
+        if self._stopping_since is None and self._stopping is not None and self._stopping():
+            self._stopping_since = now
+        for route in list(self._routes):
+            if route.calls:
+                start = max(route.calls[0][1], route.ready_at or route.made_at)
+            elif route.ready_at is None and self._queue:
+                start = route.made_at
+            else:
+                continue
+            limit = start + self.timeout
+            if self._stopping_since is not None:
+                limit = min(limit, max(start, self._stopping_since) + STOPPING_GRACE)
+            if now >= limit and not route.dead:
+                self._kill_stuck(route)
+
+    def _kill_stuck(self, route: Route) -> None:
+        self.stalled += 1
+        route.stalled = True
+        logger.warning("scrapy-simhash: a fingerprint worker did not answer within %s s (stopped, or stuck?); "
+                       "it is killed and its items sent again",
+                       f"{STOPPING_GRACE:g}" if self._stopping_since is not None else f"{self.timeout:g}")
+        self._died(route)
+
+    # -- without the loop -----------------------------------------------------------------------
+
+    def _drive(self, done: Callable[[], bool], deadline: float) -> None:
+        """Run the routes' handlers on this thread (the loop's, or none is bound, or it is detached)
+        until ``done()`` or the deadline, the watchdog included."""
+        with selectors.DefaultSelector() as selector:
+            while not done() and self._routes:
+                now = time.monotonic()
+                if now >= deadline:
+                    return
+                routes = list(self._routes)
+                for route in routes:
+                    selector.register(route.fd, selectors.EVENT_READ | (selectors.EVENT_WRITE if route.unsent else 0),
+                                      route)
+                try:
+                    events = selector.select(min(WATCH, deadline - now))
+                finally:
+                    for route in routes:
+                        with suppress(KeyError, ValueError, OSError):  # (a route that died meanwhile)
+                            selector.unregister(route.fd)
+                for key, mask in events:
+                    route = key.data
+                    if mask & selectors.EVENT_WRITE and not route.dead:
+                        self._writable(route)
+                    if mask & selectors.EVENT_READ and not route.dead:
+                        self._readable(route)
+                self._watch()
+
+    def _release_loop(self) -> None:
+        """Take the routes off the loop (stopping the pool's own), so that this thread drives them."""
+        loop = self._loop
+        if loop is None:
+            return
+        if self._watching is not None:
+            self._watching.cancel()
+            self._watching = None
+        if self._own_thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            self._own_thread.join()
+            for route in self._routes:
+                self._detach(route)
+            self._attached = False
+            loop.close()
+        elif threading.get_ident() == self._loop_thread or not loop.is_running():
+            for route in self._routes:
+                self._detach(route)
+            self._attached = False
+        else:
+            released = threading.Event()
+
+            def release() -> None:
+                for route in self._routes:
+                    self._detach(route)
+                self._attached = False
+                released.set()
+
+            loop.call_soon_threadsafe(release)
+            if not released.wait(STOPPING_GRACE):  # the loop no longer runs its callbacks
+                release()
+        self._loop_thread = threading.get_ident()
+
+    # -- elsewhere ------------------------------------------------------------------------------
 
     def _elsewhere(self, args: tuple[Any, ...]) -> Future[Any]:
         """What no worker does: fingerprinted (and checked) in the crawl process."""
@@ -394,7 +490,8 @@ class FingerprintPool:
             return self._check_here(*args)
         return self.here(*args)
 
-    def _in_process(self, future: Future[Any], args: tuple[Any, ...]) -> None:
+    def _in_process(self, job: Job) -> None:
+        future, args, *_ = job
         try:
             elsewhere = self._elsewhere(args)
         except RuntimeError as exc:  # the interpreter is exiting (the reactor was stopped): nobody waits
@@ -402,33 +499,26 @@ class FingerprintPool:
             return
         elsewhere.add_done_callback(partial(_copy, future))
 
-    def _replace(self, broken: WorkerPool) -> None:
-        """A fresh worker pool for a broken one (once per broken pool), or none after too many."""
-        with self._lock:
-            if self._executor is not broken:
-                return
-            self.died += 1
-            gave_up = self.died > MAX_RESTARTS or self._stopping_since is not None
-            logger.warning("scrapy-simhash: a fingerprint worker %s; %s",
-                           "was killed" if id(broken) in self._stalled_pools else "died",
-                           "the rest of the crawl is fingerprinted in the crawl process" if gave_up
-                           else "its items are retried in a fresh worker")
-            broken.kill()
-            self._retired.append(broken)
-            self._executor = None if gave_up else self._start()
-
     def shutdown(self) -> None:
-        """Finish the items submitted, then stop the workers (joined) and the threads."""
-        with self._due:
-            self._stopped = True  # from now on every queued item is due
-            self._due.notify()
-        if self._timer.is_alive():
-            self._timer.join()
-        self._send()  # what waited for the timer
-        with self._lock:
-            executor, self._executor = self._executor, None
-            executors = ([executor] if executor is not None else []) + self._retired
+        """Finish the items submitted (every worker answers its calls, or is killed after the grace
+        time and its items are checked here), then end the workers (joined) and the threads."""
+        self._release_loop()
+        if self._stopping_since is None and self._stopping is not None and self._stopping():
+            self._stopping_since = time.monotonic()
         grace = STOPPING_GRACE if self._stopping_since is not None else self.timeout
-        for each in executors:  # the broken ones too: none of their threads or processes outlives the pool
-            each.finish(timeout=grace)
+        self._drive(lambda: not self._queue and not any(route.calls for route in self._routes),
+                    time.monotonic() + grace)
+        self._stopped = True  # from now on, a worker that dies is not replaced and nothing is queued
+        for route in list(self._routes):
+            if route.calls:
+                self._kill_stuck(route)
+        jobs, self._queue = self._queue, []
+        for job in jobs:
+            self._in_process(job)
+        for route in self._routes:
+            route.close(kill=route.ready_at is None)  # a ready one reads the end of its socket and exits
+        for route in self._every:
+            route.join(grace)
+        self._routes = []
+        self._finalizer.cancel()
         self._local.shutdown(wait=True)

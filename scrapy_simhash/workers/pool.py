@@ -1,17 +1,15 @@
-"""The worker processes of the pipeline and of ``dedup --jobs``: one pool, started, watched and
-stopped the same way for both.
+"""The worker processes of ``dedup --jobs``, and what every worker process of the package shares.
 
-A :class:`WorkerPool` is a :class:`~concurrent.futures.ProcessPoolExecutor` with what a crawl or a
-command line needs around it. Its two front-ends are
-:class:`~scrapy_simhash.workers.fingerprints.FingerprintPool` (the pipeline: a future per item,
-items of a moment sent in one call) and :class:`InOrder` (``dedup --jobs``: tasks answered in input
-order).
+A :class:`WorkerPool` is a :class:`~concurrent.futures.ProcessPoolExecutor` with what a command line
+needs around it; :class:`InOrder` answers its tasks in input order. The pipeline's workers
+(:class:`~scrapy_simhash.workers.fingerprints.FingerprintPool`) have a socket each, driven by the
+reactor's loop, but start, take signals and exit as these do (:func:`bootstrap`, :func:`without_main`).
 
 Start: every worker is started, and runs its initializer, when the pool is made. Workers are spawned
 (a fresh interpreter) unless the caller says a fork is safe (no other thread in the process: a fork
 copies only the calling thread, and a lock another thread held stays locked in the child); a forked
 worker starts with the parent's engine already loaded. Spawned workers do not import the parent's
-``__main__`` (:func:`_without_main`).
+``__main__`` (:func:`without_main`).
 
 Signals: workers ignore ``SIGINT`` and ``SIGTERM``. Ctrl-C and systemd signal the whole process
 group, and the parent alone decides what they mean (the crawl finishes its items; ``dedup`` stops
@@ -20,9 +18,8 @@ however it went (``SIGKILL`` included): it never outlives it as an orphan.
 
 Worker death: a worker that dies (killed, out of memory, its initializer raised) breaks the pool at
 once: every call out fails with :class:`BrokenProcessPool`, and the other workers are killed (the
-dead one may have held a lock of the pool's queues, on which they would wait for ever). What a death
-means is the front-end's: the pipeline sends the items again to a fresh pool, ``dedup --jobs`` ends
-with an error (:class:`WorkerDied`).
+dead one may have held a lock of the pool's queues, on which they would wait for ever). ``dedup --jobs``
+then ends with an error (:class:`WorkerDied`).
 
 Finish: :meth:`WorkerPool.finish` lets the workers answer the calls out, then ends them; a pool that
 is broken, or whose workers do not answer and end within the given time (a worker stuck, or
@@ -76,7 +73,7 @@ class WorkerDied(Exception):
 # -- in a worker ----------------------------------------------------------------------------------
 
 
-def _bootstrap(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
+def bootstrap(initializer: Callable[..., None] | None, initargs: tuple[Any, ...]) -> None:
     """Every worker's initializer: the signals are the parent's, exit with the parent, a quick exit,
     then the front-end's ``initializer(*initargs)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -84,7 +81,7 @@ def _bootstrap(initializer: Callable[..., None] | None, initargs: tuple[Any, ...
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_with, args=(parent.sentinel,), daemon=True).start()
-    multiprocessing.util.Finalize(None, _exit_now, exitpriority=-100)  # the last thing at exit
+    multiprocessing.util.Finalize(None, exit_now, exitpriority=-100)  # the last thing at exit
     if initializer is not None:
         initializer(*initargs)
 
@@ -95,7 +92,7 @@ def _exit_with(parent_sentinel: int) -> None:
     os._exit(1)
 
 
-def _exit_now() -> None:
+def exit_now() -> None:
     """Once the pool let the worker go (its last answer written), exit without tearing its engine
     down object by object (tenths of a second that the parent's shutdown would wait for)."""
     for stream in (sys.stdout, sys.stderr):
@@ -112,7 +109,7 @@ def _ready() -> int:
 
 
 @contextmanager
-def _without_main() -> Iterator[None]:
+def without_main() -> Iterator[None]:
     """Spawn workers that do not import this process's ``__main__``, as :mod:`multiprocessing` does
     to find functions defined there: a pool's functions are all in modules. A crawl script with no
     ``if __name__ == "__main__"`` guard (Scrapy's "run from a script" examples) would otherwise run
@@ -126,7 +123,7 @@ def _without_main() -> Iterator[None]:
 
 
 class WorkerPool:
-    """``workers`` processes, each started with ``initializer(*initargs)`` (after :func:`_bootstrap`),
+    """``workers`` processes, each started with ``initializer(*initargs)`` (after :func:`bootstrap`),
     answering ``submit(fn, *args)``: a :class:`Future` of ``fn(*args)`` in a worker. ``fork``: fork the
     workers (only when no other thread runs); else spawn them. ``nice``: how much nicer than this
     process they run."""
@@ -140,13 +137,13 @@ class WorkerPool:
             extra = executors.EXTRA_QUEUED_CALLS
             setattr(executors, "EXTRA_QUEUED_CALLS", QUEUED_PER_WORKER * workers)  # noqa: B010
             try:
-                self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_bootstrap,
+                self._executor = ProcessPoolExecutor(workers, mp_context=context, initializer=bootstrap,
                                                      initargs=(initializer, initargs))
             finally:
                 setattr(executors, "EXTRA_QUEUED_CALLS", extra)  # noqa: B010
         # the executor's own dict, which shutdown() forgets: the workers to kill after it
         self._processes: MutableMapping[int, Any] = self._executor._processes
-        with _without_main():  # one process a submit while none is idle: every worker starts now
+        with without_main():  # one process a submit while none is idle: every worker starts now
             #: each worker's pid once it has started (or the error that broke the pool)
             self.started: list[Future[int]] = [self._executor.submit(_ready) for _ in range(workers)]
         if nice:

@@ -8,16 +8,19 @@ from __future__ import annotations
 import inspect
 import logging
 import os
+import pickle
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import fields
+from multiprocessing.connection import Connection
 from typing import Any
 
 from ..engine import Deduplicator, Verdict
 from ..fingerprint.fingerprinter import Fingerprinter, Fingerprints
 from ..index import SimhashIndexError
+from .pool import bootstrap, exit_now
 
 logger = logging.getLogger(__name__)
 
@@ -141,3 +144,34 @@ def decide_with_retries(dedup: Deduplicator, items: list[tuple[Fingerprints, str
             time.sleep(delay)
             delay *= 2
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def serve(conn: Connection, options: dict[str, Any], index: dict[str, Any] | None) -> None:
+    """A :class:`~.fingerprints.FingerprintPool` worker's life: started (:func:`_start_worker`, after
+    the pool's bootstrap: signals, exit with the parent), it says so on ``conn``, then answers each
+    call read there (``(function, items)``) until the crawl process closes its end."""
+    try:
+        bootstrap(_start_worker, (options, index))
+    except BaseException as exc:  # the crawl process logs it, and this worker's death
+        _tell(conn, "failed", f"{type(exc).__name__}: {exc}")
+        exit_now()
+    _tell(conn, "ready", os.getpid())
+    while True:
+        try:
+            call, items = pickle.loads(conn.recv_bytes())
+        except (EOFError, OSError):
+            break
+        try:
+            answer = ("answer", call(items))
+        except Exception as exc:  # each item of the call is checked in the crawl process, and raises there
+            answer = ("raised", f"{type(exc).__name__}: {exc}")
+        _tell(conn, *answer)
+    exit_now()
+
+
+def _tell(conn: Connection, kind: str, value: Any) -> None:
+    """Send one message to the crawl process; exit if it closed its end (nobody is left to answer)."""
+    try:
+        conn.send_bytes(pickle.dumps((kind, value), pickle.HIGHEST_PROTOCOL))
+    except OSError:
+        exit_now()
