@@ -215,10 +215,10 @@ async def test_a_worker_killed_mid_crawl_loses_no_item(tmp_path: Path, monkeypat
     assert not any(running(pid) for pid in killed + after)
 
 
-def check_then_die(items: list[Any]) -> Any:
+def check_then_die(items: list[Any], fates: Any = ([], [])) -> Any:
     """In a worker: check a call's items (committed), then, the first time in the test (its marker
     file), die before answering."""
-    answer = worker_process._check_many(items)
+    answer = worker_process._check_many(items, fates)
     try:
         Path(os.environ["SIMHASH_TEST_DIE_MARKER"]).touch(exist_ok=False)
     except FileExistsError:

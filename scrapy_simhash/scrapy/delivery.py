@@ -254,27 +254,44 @@ class DeliveryTracker:
             if not future.done():
                 future.set_result(fate)
 
+    @property
+    def releases_waiting(self) -> bool:
+        """Is a release among the fates not written yet?"""
+        return self._releases > 0
+
+    def take(self) -> tuple[list[int], list[int]]:
+        """The fates that arrived, to be written (here by :meth:`apply`, or by a worker with its next
+        call): the entry ids delivered and released. Say what became of them with :meth:`written`."""
+        with self._lock:
+            fates, self._fates, self._releases = self._fates, [], 0
+        return [e for fate, e in fates if fate == "deliver"], [e for fate, e in fates if fate == "release"]
+
+    def written(self, delivered: list[int], released: list[int], ok: bool) -> None:
+        """Fates :meth:`take` gave: written (the copies waiting for the released entries are told), or
+        not (queued again, for the next write)."""
+        with self._lock:
+            if not ok:
+                self._fates[:0] = [("deliver", e) for e in delivered] + [("release", e) for e in released]
+                self._releases += len(released)
+                return
+            for entry_id in released:
+                self._releasing.discard(entry_id)
+                self._tell(entry_id, "release")
+
     def apply(self, index: BandIndex, *, if_released: bool = False) -> int:
         """Deliver or release the entries whose fates arrived (``if_released``: only if a release is
         among them); returns how many were released. On an index error the fates stay queued (tried
         again later) and the error is raised."""
-        with self._lock:
-            if if_released and not self._releases:
-                return 0
-            fates, self._fates, self._releases = self._fates, [], 0
-        if not fates:
+        if if_released and not self._releases:
             return 0
-        released = [e for fate, e in fates if fate == "release"]
+        delivered, released = self.take()
+        if not delivered and not released:
+            return 0
         try:
-            index.deliver([e for fate, e in fates if fate == "deliver"])
+            index.deliver(delivered)
             count = index.release(released)
         except BaseException:
-            with self._lock:
-                self._fates[:0] = fates
-                self._releases += sum(fate == "release" for fate, _ in fates)
+            self.written(delivered, released, ok=False)
             raise
-        with self._lock:
-            for entry_id in released:
-                self._releasing.discard(entry_id)
-                self._tell(entry_id, "release")
+        self.written(delivered, released, ok=True)
         return count

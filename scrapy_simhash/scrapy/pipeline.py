@@ -31,11 +31,10 @@ are passed on untouched and counted (``simhash/skipped/no_text``, ``simhash/skip
 
 Fingerprinting (jieba, the costly part) and the check-and-add run on ``SIMHASH_WORKERS`` processes
 (:mod:`.workers`; by default the cores there are minus one), so the crawl process keeps its core for
-downloads, parsing and the reactor; the pool's end of their sockets runs on the reactor's loop (no
-thread of the pool beside it). An item that finds a worker free goes at once; the items that arrive
-while the workers are busy go in one call, are checked in one transaction (one fsync for all) and come
-back together, each passed on only once its transaction is committed; the index serializes the
-workers' transactions, so two copies of one story in flight at once are checked one after the other
+downloads, parsing and the reactor, which alone drives their sockets. An item that finds a worker free
+goes at once; the items that arrive while the workers are busy go in one call, are checked in one
+transaction (one fsync for all) and come back together, each passed on only once committed; the
+index serializes the workers' transactions, so two copies of one story in flight at once are checked one after the other
 and cannot both pass. With ``SIMHASH_WORKERS = 0`` (and for values no worker can take) fingerprints
 are made on a thread of the crawl process and checked on another, in the order they complete; the
 items that queue up for that index thread while it commits go in its next transaction together (up
@@ -95,10 +94,7 @@ Fields that cannot be read as text (numbers, nested lists, dicts) are passed on 
 it is parsed, so one item costs at most one cut-size body of work in a fingerprint worker
 (docs/decisions/0016-input-cut.md). HTML is parsed by lxml's HTML parser: nesting deeper than
 libxml2's limit (256 levels) is cut (the text below it is ignored, no recursion error), and DTD
-entities are never expanded ("billion laughs" stays its own size). ``tests/test_fuzz.py`` holds
-a 50 MB body, 100,000-deep nesting, billion laughs and 2 million entity references, each in a
-fresh process, to: cut before parsing, under 60 s, under 150 MB of extra peak RSS beyond the
-input itself, under 1 GB for the whole process, and billion laughs to under 100 characters of text.
+entities are never expanded ("billion laughs" stays its own size; ``tests/test_fuzz.py``).
 """
 
 from __future__ import annotations
@@ -293,8 +289,10 @@ class SimhashPipeline:
             workers, fingerprinter_options(options), self.dedup.fingerprint,
             index=index_options(index_url, options, self.dedup.owner, self.index_retries, self.index_retry_delay,
                                 getattr(self.dedup.index, "identity", None)) if workers else None,
-            check_here=self._check_here,
+            check_here=self._check_here, fates=self._delivery,
             timeout=value(s, "SIMHASH_WORKER_TIMEOUT"), stopping=self._engine_stopping, on_loop=True)
+        if self._fingerprints.decides:
+            self._delivery.stop()  # the workers write the fates, with their calls: no flusher here
         self._index = GroupCommit(self._decide_with_retries, max_batch=INDEX_BATCH, name="simhash-index")
         self._places = Places(max_awaiting(s))
         self._run = RunRecorder.start(index, getattr(spider, "name", None), self.stats,
@@ -340,6 +338,7 @@ class SimhashPipeline:
         if self._fingerprints is not None:
             self._fingerprints.shutdown()  # finishes the work in progress, joins the workers
             self.stats.set_value("simhash/workers_died", self._fingerprints.died)
+            self._count_released(self._fingerprints.released)
             if self._fingerprints.index_retries:
                 self.stats.inc_value("simhash/index_retries", self._fingerprints.index_retries)
         if self._index is not None:
@@ -535,17 +534,18 @@ class SimhashPipeline:
 
     def _item_dropped(self, item: Any, exception: BaseException | None = None, **kwargs: Any) -> None:
         if not isinstance(exception, SimhashDrop):  # our own drops carry no pending entry
-            self._delivery.fate(item, "release")
+            self._item_error(item)
 
     def _item_error(self, item: Any, **kwargs: Any) -> None:
         self._delivery.fate(item, "release")
+        if self._fingerprints is not None:  # its copies may wait: to the index with a call now
+            self._fingerprints.nudge()
 
-    def _flush_fates(self, if_released: bool = False) -> None:
-        """The delivery flusher, and the pool before each call to a worker (``if_released``: only if a
-        release arrived, so that a copy dropped downstream no longer blocks the items of the call):
-        record the fates that arrived (an error leaves them queued)."""
+    def _flush_fates(self) -> None:
+        """The delivery flusher (without workers; they write the fates with their calls): record the
+        fates that arrived (an error leaves them queued)."""
         try:
-            self._apply_fates(if_released=if_released)
+            self._apply_fates()
         except (SimhashIndexError, sqlite3.Error) as exc:
             logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again "
                            "with the next ones", exc)
@@ -554,7 +554,9 @@ class SimhashPipeline:
         """Deliver or release the entries whose items' fates arrived (index thread, flusher, or at close)."""
         if self.dedup is None:
             return
-        released = self._delivery.apply(self.dedup.index, if_released=if_released)
+        self._count_released(self._delivery.apply(self.dedup.index, if_released=if_released))
+
+    def _count_released(self, released: int) -> None:
         if released:
             self.stats.inc_value("simhash/released", released)
             logger.info("scrapy-simhash: %d item(s) dropped after this pipeline: their entries were released, "

@@ -69,7 +69,7 @@ from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
 from contextlib import suppress
 from functools import partial
 from operator import itemgetter
-from typing import Any
+from typing import Any, Protocol
 
 from ..fingerprint.fingerprinter import Fingerprints
 from .process import _check_many, _fingerprint_many
@@ -91,6 +91,18 @@ WATCH = 0.5
 #: Seconds a call out may still take once the crawl is stopping. See docs/decisions/0410-worker-timeout.md.
 STOPPING_GRACE = 3.0
 _place = itemgetter(3)
+
+
+class Fates(Protocol):
+    """What became of new items downstream (:class:`~scrapy_simhash.scrapy.delivery.DeliveryTracker`):
+    the worker that takes the next call writes it to the index before it checks the call's items."""
+
+    @property
+    def releases_waiting(self) -> bool: ...
+
+    def take(self) -> tuple[list[int], list[int]]: ...
+
+    def written(self, delivered: list[int], released: list[int], ok: bool) -> None: ...
 
 
 def _is_plain(value: Any) -> bool:
@@ -126,15 +138,19 @@ class FingerprintPool:
     the same), with its request id: one that a worker committed before it died gets its answer back.
     ``timeout``: seconds a call may go unanswered before its worker is killed and replaced;
     ``stopping()`` (read by the watchdog) says that the crawl is stopping, when a call gets
-    :data:`STOPPING_GRACE` seconds at most. ``on_loop``: run on the asyncio loop running in the thread
+    :data:`STOPPING_GRACE` seconds at most. ``fates``: what became of new items downstream, carried by
+    the calls (each worker writes them before it checks the call's items; a release goes at once, in
+    a call of its own if no item does: :meth:`nudge`). ``on_loop``: run on the asyncio loop running in the thread
     that first submits (the reactor's: the pipeline submits from its coroutines), if there is one;
     else (and by default: a caller that blocks on the futures) on a loop of the pool's own thread."""
 
     def __init__(self, workers: int, options: dict[str, Any], fallback: Callable[[Any, Any], Fingerprints],
                  index: dict[str, Any] | None = None,
                  check_here: Callable[[Any, Any, str | None, str], Future[Any]] | None = None,
-                 timeout: float = 60.0, stopping: Callable[[], bool] | None = None, on_loop: bool = False) -> None:
+                 timeout: float = 60.0, stopping: Callable[[], bool] | None = None, on_loop: bool = False,
+                 fates: Fates | None = None) -> None:
         self.workers = workers
+        self.released = 0  #: entries released by the workers (their items dropped downstream)
         self._on_loop = on_loop
         self.died = 0  #: workers that died (or were killed)
         self.index_retries = 0  #: index retries in the workers (per item, as items see them)
@@ -147,6 +163,7 @@ class FingerprintPool:
         self._fallback = fallback
         self._index = index if workers else None
         self._check_here = check_here
+        self._fates = fates if self._index is not None else None
         self._call = _check_many if self._index is not None else _fingerprint_many
         self._local = ThreadPoolExecutor(1, thread_name_prefix="simhash-fingerprint")
         self._queue: list[Job] = []  # items waiting for a worker
@@ -289,12 +306,28 @@ class FingerprintPool:
             route = min(free, key=lambda r: len(r.calls))
             batch, self._queue[:MAX_BATCH] = self._queue[:MAX_BATCH], []
             self._send(route, batch)
+        if not self._queue and self._fates is not None and self._fates.releases_waiting:
+            idle = [route for route in self._routes if route.ready_at is not None and not route.calls]
+            if idle:  # a copy may wait for this release: written now, in a call of its own
+                self._send(idle[0], [])
         self._watch_soon()
 
+    def nudge(self) -> None:
+        """A fate arrived (a release): carry it with a call now if a worker is idle."""
+        if self._loop is None or self._stopped:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._pump()
+        else:
+            self._loop.call_soon_threadsafe(self._pump)
+
     def _send(self, route: Route, batch: list[Job]) -> None:
-        route.calls.append((batch, time.monotonic()))
+        items = [args for _, args, *_ in batch]
+        fates = self._fates.take() if self._fates is not None else ([], [])
+        route.calls.append((batch, time.monotonic(), fates))
         self.calls += 1
-        if not route.send(pickle.dumps((self._call, [args for _, args, *_ in batch]), pickle.HIGHEST_PROTOCOL)):
+        if not route.send(pickle.dumps((self._call, (items, fates) if self.decides else (items,)),
+                                       pickle.HIGHEST_PROTOCOL)):
             self._died(route)
         elif route.unsent and self._attached and self._loop is not None:
             self._loop.add_writer(route.fd, self._writable, route)
@@ -328,12 +361,15 @@ class FingerprintPool:
         if kind == "failed":
             route.failure = str(value)
             return
-        batch, _ = route.calls.popleft()
-        self._pump()  # the next call first: the worker is idle
+        batch, _, fates = route.calls.popleft()
         results: Any = value if kind == "answer" else [None] * len(batch)
-        if self.decides and kind == "answer":
-            retried, results = results
-            self.index_retries += retried
+        if self.decides:
+            released = None
+            if kind == "answer":
+                retried, results, released = results
+                self.index_retries += retried
+            self._fates_written(fates, released)
+        self._pump()  # the next call first: the worker is idle
         for (future, args, *_), result in zip(batch, results, strict=True):
             if result is None:  # it raised in the worker: here it raises the same, or succeeds
                 self._in_process((future, args, 0, 0))
@@ -352,7 +388,9 @@ class FingerprintPool:
         self._detach(route)
         route.close(kill=True)
         self._routes.remove(route)
-        jobs = [job for batch, _ in route.calls for job in batch]
+        jobs = [job for batch, *_ in route.calls for job in batch]
+        for _, _, fates in route.calls:
+            self._fates_written(fates, None)  # (written again with the next call: it does no harm)
         route.calls.clear()
         if counted:
             self.died += 1
@@ -379,6 +417,12 @@ class FingerprintPool:
             if job[2] >= 1 or not again:
                 self._in_process(job)
         self._pump()
+
+    def _fates_written(self, fates: tuple[list[int], list[int]], released: int | None) -> None:
+        """A call's fates are written (``released``: how many entries that released), or not (None)."""
+        if self._fates is not None and (fates[0] or fates[1]):
+            self._fates.written(*fates, ok=released is not None)
+            self.released += released or 0
 
     # -- the watchdog ---------------------------------------------------------------------------
 

@@ -101,12 +101,16 @@ def _fingerprint_many(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, ...] | No
     return [_fingerprint(title, body) for title, body in pairs]
 
 
-def _check_many(items: list[tuple[Any, Any, str | None, str]]) -> tuple[int, list[Any]]:
-    """Fingerprint and check-and-add each ``(title, body, url, request id)`` of one call, in one
-    transaction (:func:`decide_with_retries`): how many times the index was retried, and per item
-    ``(fingerprint fields, verdict)``, ``(fields, the index's error)``, or None if fingerprinting
-    raised (the crawl process then checks that item itself)."""
+def _check_many(items: list[tuple[Any, Any, str | None, str]],
+                fates: tuple[list[int], list[int]] = ([], [])) -> tuple[int, list[Any], int | None]:
+    """Write the ``fates`` (entry ids delivered and released downstream: a copy released meanwhile no
+    longer blocks these items), then fingerprint and check-and-add each ``(title, body, url, request
+    id)`` of one call, in one transaction (:func:`decide_with_retries`): how many times the index was
+    retried, per item ``(fingerprint fields, verdict)``, ``(fields, the index's error)``, or None if
+    fingerprinting raised (the crawl process then checks that item itself), and how many entries the
+    fates released (None if they could not be written: the crawl process keeps them for later)."""
     assert _dedup is not None, "worker not started with an index"
+    released = _write_fates(*fates)
     fps = [_fingerprint(title, body) for title, body, _, _ in items]
     decided = [(Fingerprints(*f), url, request_id) for f, (_, _, url, request_id) in zip(fps, items, strict=True)
                if f is not None]
@@ -123,7 +127,21 @@ def _check_many(items: list[tuple[Any, Any, str | None, str]]) -> tuple[int, lis
                                                            _index["retry_delay"], retrying))
     except Exception as exc:  # the index failed the batch (after its retries): each item says why
         verdicts = iter([exc] * len(decided))
-    return retries, [None if f is None else (f, next(verdicts)) for f in fps]
+    return retries, [None if f is None else (f, next(verdicts)) for f in fps], released
+
+
+def _write_fates(delivered: list[int], released: list[int]) -> int | None:
+    """Deliver and release these entries; how many were released, or None if the index failed."""
+    assert _dedup is not None, "worker not started with an index"
+    if not delivered and not released:
+        return 0
+    try:
+        _dedup.index.deliver(delivered)
+        return _dedup.index.release(released)
+    except (SimhashIndexError, sqlite3.Error) as exc:
+        logger.warning("scrapy-simhash: could not record what became of some items yet (%s); tried again with "
+                       "the next ones", exc)
+        return None
 
 
 def decide_with_retries(dedup: Deduplicator, items: list[tuple[Fingerprints, str | None, str]], retries: int,
@@ -149,7 +167,7 @@ def decide_with_retries(dedup: Deduplicator, items: list[tuple[Fingerprints, str
 def serve(conn: Connection, options: dict[str, Any], index: dict[str, Any] | None) -> None:
     """A :class:`~.fingerprints.FingerprintPool` worker's life: started (:func:`_start_worker`, after
     the pool's bootstrap: signals, exit with the parent), it says so on ``conn``, then answers each
-    call read there (``(function, items)``) until the crawl process closes its end."""
+    call read there (``(function, arguments)``) until the crawl process closes its end."""
     try:
         bootstrap(_start_worker, (options, index))
     except BaseException as exc:  # the crawl process logs it, and this worker's death
@@ -158,11 +176,11 @@ def serve(conn: Connection, options: dict[str, Any], index: dict[str, Any] | Non
     _tell(conn, "ready", os.getpid())
     while True:
         try:
-            call, items = pickle.loads(conn.recv_bytes())
+            call, args = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             break
         try:
-            answer = ("answer", call(items))
+            answer = ("answer", call(*args))
         except Exception as exc:  # each item of the call is checked in the crawl process, and raises there
             answer = ("raised", f"{type(exc).__name__}: {exc}")
         _tell(conn, *answer)

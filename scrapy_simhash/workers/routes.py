@@ -69,7 +69,8 @@ class Route:
         self.pid = self.process.pid
         self.made_at = time.monotonic()
         self.ready_at: float | None = None
-        self.calls: deque[tuple[list[Job], float]] = deque()  # sent, unanswered: answers come in this order
+        #: calls sent, unanswered (answers come in this order): their items, when sent, the fates they carry
+        self.calls: deque[tuple[list[Job], float, tuple[list[int], list[int]]]] = deque()
         self.received = bytearray()
         self.unsent = bytearray()
         self.dead = False
