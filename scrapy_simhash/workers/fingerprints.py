@@ -82,9 +82,9 @@ logger = logging.getLogger(__name__)
 MAX_RESTARTS = 3
 #: Most items in one call to a worker. See docs/decisions/0400-crawl-calls.md.
 MAX_BATCH = 16
-#: Calls out per worker at a time (one being worked on, one waiting in its socket); items that arrive
-#: meanwhile go together in the next call. See docs/decisions/0400-crawl-calls.md.
-IN_FLIGHT = 2
+#: Calls out per worker at a time; items that arrive meanwhile go together in the next call. See
+#: docs/decisions/0400-crawl-calls.md.
+IN_FLIGHT = 1
 #: Seconds between two looks of the watchdog while calls are out; see the module docstring (Stalls)
 #: and docs/decisions/0410-worker-timeout.md.
 WATCH = 0.5
