@@ -150,13 +150,13 @@ class FingerprintPool:
                  timeout: float = 60.0, stopping: Callable[[], bool] | None = None, on_loop: bool = False,
                  fates: Fates | None = None) -> None:
         self.workers = workers
-        self.released = 0  #: entries released by the workers (their items dropped downstream)
-        self._on_loop = on_loop
         self.died = 0  #: workers that died (or were killed)
-        self.index_retries = 0  #: index retries in the workers (per item, as items see them)
         self.stalled = 0  #: workers killed because a call went unanswered (counted in ``died`` too)
+        self.index_retries = 0  #: index retries in the workers (per item, as items see them)
+        self.released = 0  #: entries released by the workers (their items dropped downstream)
         self.calls = 0  #: calls sent to the workers
         self.timeout = timeout
+        self._on_loop = on_loop
         self._stopping = stopping
         self._stopping_since: float | None = None  # when stopping() was first seen true
         self._options = options
@@ -248,17 +248,17 @@ class FingerprintPool:
             return self._loop
         with self._bind_lock:
             if self._loop is None:
-                try:
-                    if not self._on_loop:
-                        raise RuntimeError("the pool's own loop")
-                    self._loop = asyncio.get_running_loop()
-                except RuntimeError:
+                running = None
+                if self._on_loop:
+                    with suppress(RuntimeError):
+                        running = asyncio.get_running_loop()
+                if running is None:
                     self._loop = asyncio.new_event_loop()
                     self._own_thread = threading.Thread(target=self._loop.run_forever, name="simhash-io", daemon=True)
                     self._own_thread.start()
                     self._loop.call_soon_threadsafe(self._attach_all)
                 else:
-                    self._loop_thread = threading.get_ident()
+                    self._loop = running
                     self._attach_all()
             return self._loop
 
