@@ -13,6 +13,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import fields
 from multiprocessing.connection import Connection
 from typing import Any
@@ -168,6 +169,9 @@ def serve(conn: Connection, options: dict[str, Any], index: dict[str, Any] | Non
     """A :class:`~.fingerprints.FingerprintPool` worker's life: started (:func:`_start_worker`, after
     the pool's bootstrap: signals, exit with the parent), it says so on ``conn``, then answers each
     call read there (``(function, arguments)``) until the crawl process closes its end."""
+    if hasattr(os, "sched_setscheduler"):  # woken by a call, never preempt the reactor that sent it
+        with suppress(OSError):
+            os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     try:
         bootstrap(_start_worker, (options, index))
     except BaseException as exc:  # the crawl process logs it, and this worker's death
