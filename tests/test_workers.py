@@ -363,6 +363,18 @@ async def test_a_pool_on_the_submitters_loop_runs_no_thread() -> None:
     assert threads == [], threads
 
 
+@pytest.mark.skipif(not hasattr(os, "sched_getscheduler"), reason="no scheduling policies here")
+def test_workers_run_as_batch_processes() -> None:
+    """A worker woken by a call must not preempt the reactor that wrote it: it runs under SCHED_BATCH."""
+    here = Fingerprinter()
+    pool = FingerprintPool(2, {}, here.fingerprint)
+    try:
+        assert pool.wait_ready(120)
+        assert [os.sched_getscheduler(pid) for pid in pool.pids()] == [os.SCHED_BATCH] * 2
+    finally:
+        pool.shutdown()
+
+
 def test_shutdown_sends_the_items_still_waiting_at_once() -> None:
     """Items still waiting for the worker when the pool shuts down (it is starting) are fingerprinted
     by it then."""
