@@ -15,7 +15,8 @@ process's end is driven by the event loop the items come from (the asyncio react
 the pool runs beside the reactor, none takes the GIL from it): a call is pickled and written as the
 item arrives, the answer read when the socket is readable, and the items' futures settled there.
 Without a running asyncio loop (a plain thread, another Twisted reactor) the pool runs its own loop
-on a thread.
+on a thread. Workers run under ``SCHED_BATCH`` where there is one: woken by a call, a worker does not
+preempt the reactor that wrote it.
 
 Calls: an item that finds a ready worker with fewer than :data:`IN_FLIGHT` calls out goes at once,
 alone; items that arrive while every worker has that many go together (up to :data:`MAX_BATCH`) as
@@ -23,7 +24,9 @@ soon as a call comes back. An idle pipeline answers a lone item without a batch 
 load the items of a moment share one call and one transaction (one fsync). Only plain data goes out:
 an item's title and body (``str``, ``bytes``, ``None`` or a list of them), its URL and request id;
 the :class:`~scrapy_simhash.fingerprint.fingerprinter.Fingerprints` fields and the verdict come back.
-Any other value is fingerprinted and checked in the crawl process, as with 0 workers.
+Any other value is fingerprinted and checked in the crawl process, as with 0 workers. What became of
+new items downstream (``fates``: delivered, released) rides with the next call, and its worker writes
+it before it checks the call's items; a release with no item to carry it goes in a call of its own.
 
 Start-up: workers are spawned when the pool is made (``fork`` is unsafe once Twisted's reactor and
 the pipeline's threads run) and warmed there (the engine built, the jieba dictionary loaded, one
