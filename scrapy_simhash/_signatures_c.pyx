@@ -11,10 +11,11 @@ object, an encoded copy and a hex string each in Python."""
 from cpython.dict cimport PyDict_GetItem, PyDict_Next
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_4BYTE_KIND, PyUnicode_FromKindAndData
-from libc.stdint cimport uint8_t, uint64_t
+from libc.stdint cimport uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 
 cdef extern from "Python.h":
+    Py_UCS4 Py_UNICODE_TOLOWER(Py_UCS4 c) noexcept
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
     object PyUnicode_FromStringAndSize(const char *data, Py_ssize_t size)
 
@@ -133,15 +134,27 @@ cdef inline bint _closer(Py_UCS4 c) noexcept:
 
 cdef void _piece(dict found, str text, Py_ssize_t lo, Py_ssize_t hi, Py_UCS4 *buf, bint sentence) except *:
     """``text[lo:hi]`` without whitespace, lower-cased, into ``found``: 0 for a sentence, else
-    ``_LINE_BIT`` unless it is there already."""
+    ``_LINE_BIT`` unless it is there already. ASCII letters are lower-cased here; ``str.lower`` runs
+    only on a piece with another character that has a lower case (its full mapping: ``İ`` → ``i̇``)."""
     cdef Py_ssize_t i, n = 0
     cdef Py_UCS4 c
+    cdef bint cased = False
     for i in range(lo, hi):
         c = text[i]
-        if not c.isspace():
-            buf[n] = c
-            n += 1
-    key = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, n).lower()
+        if <uint32_t> c < 128:
+            if c.isspace():
+                continue
+            if 65 <= <uint32_t> c <= 90:  # A-Z
+                c = <Py_UCS4> (<uint32_t> c + 32)
+        elif c.isspace():
+            continue
+        elif not cased and Py_UNICODE_TOLOWER(c) != c:
+            cased = True
+        buf[n] = c
+        n += 1
+    key = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, buf, n)
+    if cased:
+        key = key.lower()
     if sentence:
         found[key] = 0
     elif PyDict_GetItem(found, key) == NULL:
