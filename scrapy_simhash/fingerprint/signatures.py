@@ -146,13 +146,12 @@ def _number_hashes_python(numbers: Iterable[str]) -> list[str]:
     return [blake2b(n.encode("ascii", "replace"), digest_size=4).hexdigest() for n in numbers]
 
 
-# the compiled scans and hashes (the same pieces and hashes, tests/test_compiled_engine.py)
+# the compiled scans and hashes (the same pieces and hashes, tests/test_compiled_engine.py); a module
+# built from an older source, without the hashes, leaves them to Python
 _pieces = _pieces_python if _signatures_c is None else _signatures_c.sentence_pieces
 _non_space = _non_space_python if _signatures_c is None else _signatures_c.non_space
-_sentence_hashes: Callable[[str, int], list[str]] = (
-    _sentence_hashes_python if _signatures_c is None else _signatures_c.sentence_hashes)
-_number_hashes: Callable[[Iterable[str]], list[str]] = (
-    _number_hashes_python if _signatures_c is None else _signatures_c.number_hashes)
+_sentence_hashes: Callable[[str, int], list[str]] = getattr(_signatures_c, "sentence_hashes", _sentence_hashes_python)
+_number_hashes: Callable[[Iterable[str]], list[str]] = getattr(_signatures_c, "number_hashes", _number_hashes_python)
 
 
 def is_line(digest: str) -> bool:
