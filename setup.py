@@ -2,10 +2,11 @@
 
 Every ``scrapy_simhash/_*_c.pyx`` is compiled to an extension module of its own when Cython (a build
 requirement) and a C compiler are there: ``_segment_c`` (the segmenter), ``_vocabulary_c`` (the words,
-TF-IDF and the bit vote of a text), ``_signatures_c`` (the sentence pieces), ``_text_c`` (the text
-passes); they share C-level types through their ``.pxd`` files. Each extension is optional, so without
-a compiler the build goes on and the pure-Python code, which gives the same fingerprints, runs instead
-(``scrapy_simhash/_compiled.py`` uses the compiled modules only when all of them are there).
+TF-IDF and the bit vote of a text), ``_signatures_c`` (the sentence pieces and the signatures' hashes),
+``_text_c`` (the text passes); they share C-level types through their ``.pxd`` files. Each extension is
+optional, so without a compiler the build goes on and the pure-Python code, which gives the same
+fingerprints, runs instead (``scrapy_simhash/_compiled.py`` uses the compiled modules only when all of
+them are there).
 ``SCRAPY_SIMHASH_PURE_PYTHON=1`` skips them. ``-ffp-contract=off``: no fused multiply-add (the
 fingerprints depend on every rounding of the Python code's arithmetic, done in the same order).
 """

@@ -6,7 +6,7 @@ compiler was there at install (setup.py builds every ``scrapy_simhash/_*_c.pyx``
 - ``_segment_c``: the segmenter (jieba's route and HMM, the cut of a text; :mod:`.fingerprint.segment`);
 - ``_vocabulary_c``: the feature words, TF-IDF and bit vote of a text (:mod:`.fingerprint.features`,
   :mod:`.fingerprint.simhash`);
-- ``_signatures_c``: the sentence pieces (:mod:`.fingerprint.signatures`);
+- ``_signatures_c``: the sentence pieces and the signatures' hashes (:mod:`.fingerprint.signatures`);
 - ``_text_c``: the text passes (:mod:`.text.normalize`, :mod:`.text.hints`).
 
 Every module with a compiled path imports its module from here, and here they are all or none: each

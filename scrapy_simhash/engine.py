@@ -259,7 +259,10 @@ class Deduplicator:
 
     def decide(self, fps: Fingerprints, url: str | None = None, seen_at: float | None = None) -> Verdict:
         """One atomic check-and-add of already computed fingerprints."""
-        return self.decide_many([(fps, url)], seen_at=seen_at)[0]
+        if not fps.usable:
+            return Verdict("skipped", reason="no_text")
+        query = self._query(fps, url, time.time() if seen_at is None else seen_at, None)
+        return self._verdict(fps, self.index.check_and_add_many([query], flagged=self._flagged)[0])
 
     def decide_many(
         self,

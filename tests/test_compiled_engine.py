@@ -7,9 +7,11 @@ and the signatures' date pre-check changes no output."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import itertools
 import json
 import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -160,6 +162,29 @@ def test_the_compiled_sentence_cut_is_the_python_one(text: str) -> None:
         assert _signatures_c.sentence_pieces(given_text) == signatures._pieces_python(text)
         assert _signatures_c.non_space(given_text) == signatures._non_space_python(text)
         assert normalize._changed_chars(given_text) == normalize._changed_chars_python(text)
+        for min_chars in (0, 3, signatures.MIN_SENTENCE_CHARS):
+            assert _outcome(_signatures_c.sentence_hashes, given_text, min_chars) == _outcome(
+                signatures._sentence_hashes_python, text, min_chars)
+
+
+def _outcome(hashes: Any, *args: Any) -> Any:
+    """The hashes, in order, or the type of the error raised (a lone surrogate cannot be UTF-8 encoded)."""
+    try:
+        return hashes(*args)
+    except UnicodeEncodeError as exc:
+        return type(exc)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.binary(max_size=400), st.integers(1, 64))
+def test_the_compiled_hash_is_blake2b(data: bytes, digest_size: int) -> None:
+    assert _signatures_c.blake2b_hex(data, digest_size) == hashlib.blake2b(data, digest_size=digest_size).hexdigest()
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.lists(st.text(st.sampled_from([*"0123456789.,", "١", "²", "\ud800", "中"]), max_size=12), max_size=20))
+def test_the_compiled_number_hashes_are_the_python_ones(numbers: list[str]) -> None:
+    assert _signatures_c.number_hashes(numbers) == signatures._number_hashes_python(numbers)
 
 
 @settings(max_examples=3000, deadline=None)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import random
+import re
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,13 @@ from typing import Any
 import jieba
 import pytest
 import pytest_twisted
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scrapy_simhash import Deduplicator
 from scrapy_simhash.index import ParameterMismatch
 from scrapy_simhash.text.normalize import normalize_body
-from scrapy_simhash.text.similarity import char_key, reordered, same_text
+from scrapy_simhash.text.similarity import MIN_KEY_CHARS, char_key, reordered, same_text
 from tests.conftest import crawl_settings, read_jsonl, run_crawl
 from tests.test_index_protocol import redis_server_url, with_prefix
 
@@ -123,6 +127,15 @@ def test_the_character_check_is_one_function() -> None:
     assert ka is not None and kb is not None
     assert same_text(ka, kb)[0] is False
     assert same_text(ka, ka)[0] is True
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), min_size=150, max_size=900), st.sampled_from([100, 200, 1000]))
+def test_an_ascii_text_is_refused_by_its_count_as_by_its_key(text: str, limit: int) -> None:
+    """The ASCII early answer of ``char_key`` (its letters and digits counted) is the key's own."""
+    key = re.sub(r"[\W_]+", "", unicodedata.normalize("NFKC", text).lower())
+    expected = None if len(text) >= 4 * limit or not MIN_KEY_CHARS <= len(key) < limit else key
+    assert char_key(text, limit) == expected
 
 
 def reviews(n: int) -> list[str]:

@@ -11,6 +11,7 @@ the other.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from hashlib import blake2b
 
 from .._compiled import _signatures_c
@@ -108,15 +109,21 @@ def sentence_signature(text: str) -> tuple[str, ...]:
     hash, so the sample of an original and the text of its repost agree on which sentences count,
     however the repost was cut, padded or reordered.
     """
+    hashes = _sentence_hashes(text, MIN_SENTENCE_CHARS)
+    hashes.sort()
+    return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
+
+
+def _sentence_hashes_python(text: str, min_chars: int) -> list[str]:
+    """The hashes of :func:`sentence_signature`, unsorted."""
     # the digest's hex digits with the first one's top bit set (a line) or cleared (a sentence): equal
     # lengths of lowercase hex sort as the numbers do, so no conversion to int and back
     hashes = []
     for x, bit in _pieces(text).items():
-        if len(x) >= MIN_SENTENCE_CHARS and "=" not in x:
+        if len(x) >= min_chars and "=" not in x:
             h = blake2b(x.encode("utf-8"), digest_size=8).hexdigest()
             hashes.append((_AS_LINE if bit else _AS_SENTENCE)[h[0]] + h[1:])
-    hashes.sort()
-    return tuple(hashes[:SENTENCES_CHECKED]) if len(hashes) >= 2 else ()
+    return hashes
 
 
 def _pieces_python(text: str) -> dict[str, int]:
@@ -134,8 +141,17 @@ def _non_space_python(text: str) -> int:
     return len(_SPACE.sub("", text))
 
 
+def _number_hashes_python(numbers: Iterable[str]) -> list[str]:
+    """The hash of each number of :func:`number_signature`, as 8 hex digits."""
+    return [blake2b(n.encode("ascii", "replace"), digest_size=4).hexdigest() for n in numbers]
+
+
+# the compiled scans and hashes (the same pieces and hashes, tests/test_compiled_engine.py); a module
+# built from an older source, without the hashes, leaves them to Python
 _pieces = _pieces_python if _signatures_c is None else _signatures_c.sentence_pieces
 _non_space = _non_space_python if _signatures_c is None else _signatures_c.non_space
+_sentence_hashes: Callable[[str, int], list[str]] = getattr(_signatures_c, "sentence_hashes", _sentence_hashes_python)
+_number_hashes: Callable[[Iterable[str]], list[str]] = getattr(_signatures_c, "number_hashes", _number_hashes_python)
 
 
 def is_line(digest: str) -> bool:
@@ -168,5 +184,5 @@ def number_signature(text: str) -> str:
     """
     found = {n.replace(",", "") for n in _numbers(text)}
     # 8 lowercase hex digits each: sorted as strings, sorted as the numbers are
-    hashes = sorted([blake2b(n.encode("ascii", "replace"), digest_size=4).hexdigest() for n in found])
+    hashes = sorted(_number_hashes(found))
     return " ".join(hashes[:NUMBERS_MAX])

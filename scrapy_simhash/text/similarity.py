@@ -44,6 +44,9 @@ MIN_KEY_CHARS = 4
 STATEMENT_CHARS = 60
 
 _DROP = re.compile(r"[\W_]+")  # whitespace, punctuation, symbols: not what a text says
+#: The ASCII bytes :data:`_DROP` removes (every one but letters and digits): an ASCII text is its own
+#: NFKC form, so its key is its letters and digits, lower-cased.
+_ASCII_DROPPED = bytes(b for b in range(128) if not chr(b).isalnum())
 
 
 def char_key(text: str, limit: int = SHORT_TEXT_CHARS, least: int = MIN_KEY_CHARS) -> str | None:
@@ -53,6 +56,8 @@ def char_key(text: str, limit: int = SHORT_TEXT_CHARS, least: int = MIN_KEY_CHAR
     (not a short text)."""
     if len(text) >= 4 * limit:  # not short, whatever its spaces and punctuation (a fast answer for articles)
         return None
+    if len(text) >= limit and text.isascii() and len(text.encode("ascii").translate(None, _ASCII_DROPPED)) >= limit:
+        return None  # its letters and digits alone are too many: the key's length, counted without building it
     key = _DROP.sub("", unicodedata.normalize("NFKC", text).lower())
     if len(key) < least or len(key) >= limit:
         return None

@@ -60,7 +60,7 @@ def keys_of(ns: int, digests: Iterable[str]) -> list[int]:
 
 def pack_prefixes(digests: Sequence[str]) -> bytes | None:
     """``entry.sentences`` for a sample (sorted hex hashes): their prefixes (None: no sample)."""
-    return b"".join(bytes.fromhex(h[: 2 * PREFIX_BYTES]) for h in digests) or None
+    return bytes.fromhex("".join([h[: 2 * PREFIX_BYTES] for h in digests])) or None
 
 
 _FIRST = "SELECT key FROM sentence WHERE key >= ? AND key <= ? ORDER BY key LIMIT 1"

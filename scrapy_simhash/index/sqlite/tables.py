@@ -201,6 +201,12 @@ class Rows:
             for tier in TIERS
         }
         self._fold = any(width > vbits for tier in TIERS for _, width in tiers[tier].parts)
+        # per tier, each part's (key base, shift, value mask, flip masks): the probes' arithmetic
+        self._probe_parts = {
+            tier: tuple((base, shift, (1 << width) - 1, masks) for base, (shift, width), masks
+                        in zip(self._base[tier], tiers[tier].parts, tiers[tier].flips, strict=True))
+            for tier in TIERS
+        }
         self.key_range = ((ns << (1 + BAND_NUMBER_BITS)) << vbits, ((ns + 1) << (1 + BAND_NUMBER_BITS)) << vbits)
         below = 1 + sqlite_dense.PATH_BITS + sqlite_dense.HASH_BITS
         self.key_range_below = (ns << below, (ns + 1) << below)  # its band2 keys
@@ -236,10 +242,9 @@ class Rows:
         in the order of :meth:`.bands.TierBands.probe`."""
         if self._fold:
             return self._keys(tier, self.tiers[tier].probe(fp))
-        layout, keys = self.tiers[tier], []
-        for base, (shift, width), masks in zip(self._base[tier], layout.parts, layout.flips, strict=True):
-            key = base | ((fp >> shift) & ((1 << width) - 1))
-            keys += [key ^ mask for mask in masks]  # the mask stays inside the value bits
+        keys: list[int] = []
+        for base, shift, value_mask, masks in self._probe_parts[tier]:
+            keys += map((base | ((fp >> shift) & value_mask)).__xor__, masks)  # the mask stays inside the value bits
         return keys
 
     def band_rows(self, tfp: int | None, bfp: int | None,

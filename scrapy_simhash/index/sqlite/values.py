@@ -64,7 +64,7 @@ def unpack_hashes(blob: bytes | None, size: int) -> tuple[str, ...]:
 
 def pack_numbers(signature: str | None) -> bytes | None:
     """A number signature (8-hex-digit hashes, space-separated) as a BLOB of 4-byte hashes."""
-    return None if signature is None else b"".join(bytes.fromhex(h) for h in signature.split())
+    return None if signature is None else bytes.fromhex(signature)  # fromhex skips the spaces between hashes
 
 
 def unpack_numbers(blob: bytes | None) -> str | None:
