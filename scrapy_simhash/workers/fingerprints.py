@@ -12,8 +12,9 @@ checked one after the other. Without an index the pool only fingerprints (``subm
 
 Transport: each worker is a process with one socket to the crawl process (a *route*). The crawl
 process's end is driven by the event loop the items come from (the asyncio reactor's: no thread of
-the pool runs beside the reactor, none takes the GIL from it): a call is pickled and written as the
-item arrives, the answer read when the socket is readable, and the items' futures settled there.
+the pool runs beside the reactor, none takes the GIL from it): a call is encoded (:mod:`.messages`:
+JSON, never pickle) and written as the item arrives, the answer read when the socket is readable,
+and the items' futures settled there.
 Without a running asyncio loop (a plain thread, another Twisted reactor) the pool runs its own loop
 on a thread. Workers run under ``SCHED_BATCH`` where there is one: woken by a call, a worker does not
 preempt the reactor that wrote it.
@@ -63,7 +64,6 @@ import itertools
 import logging
 import multiprocessing
 import multiprocessing.util
-import pickle
 import selectors
 import threading
 import time
@@ -75,6 +75,7 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from ..fingerprint.fingerprinter import Fingerprints
+from . import messages
 from .process import _check_many, _fingerprint_many
 from .routes import Job, Route, kill_routes
 
@@ -329,8 +330,7 @@ class FingerprintPool:
         fates = self._fates.take() if self._fates is not None else ([], [])
         route.calls.append((batch, time.monotonic(), fates))
         self.calls += 1
-        if not route.send(pickle.dumps((self._call, (items, fates) if self.decides else (items,)),
-                                       pickle.HIGHEST_PROTOCOL)):
+        if not route.send(messages.call(self._call, (items, fates) if self.decides else (items,))):
             self._died(route)
         elif route.unsent and self._attached and self._loop is not None:
             self._loop.add_writer(route.fd, self._writable, route)
@@ -342,12 +342,12 @@ class FingerprintPool:
             self._loop.remove_writer(route.fd)
 
     def _readable(self, route: Route) -> None:
-        messages = route.receive()
-        if messages is None:
+        received = route.receive()
+        if received is None:
             self._died(route)
             return
-        for message in messages:
-            self._answer(route, *pickle.loads(message))
+        for message in received:
+            self._answer(route, *messages.read_answer(message))
             if route.dead:
                 return
 
@@ -377,9 +377,9 @@ class FingerprintPool:
             if result is None:  # it raised in the worker: here it raises the same, or succeeds
                 self._in_process((future, args, 0, 0))
             elif self.decides:
-                _settle(future, (Fingerprints(*result[0]), result[1]))
+                _settle(future, (messages.fingerprints(result[0]), result[1]))
             else:
-                _settle(future, Fingerprints(*result))
+                _settle(future, messages.fingerprints(result))
 
     def _died(self, route: Route, counted: bool = True) -> None:
         """A worker died (or was killed): its calls' items once more to the others or to a fresh one,

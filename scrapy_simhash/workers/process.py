@@ -8,24 +8,22 @@ from __future__ import annotations
 import inspect
 import logging
 import os
-import pickle
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from dataclasses import fields
 from multiprocessing.connection import Connection
 from typing import Any
 
 from ..engine import Deduplicator, Verdict
 from ..fingerprint.fingerprinter import Fingerprinter, Fingerprints
 from ..index import SimhashIndexError
+from . import messages
 from .pool import bootstrap, exit_now
 
 logger = logging.getLogger(__name__)
 
-_FIELDS = tuple(f.name for f in fields(Fingerprints))
 _FINGERPRINTER_OPTIONS = frozenset(inspect.signature(Fingerprinter).parameters)
 _SAMPLE = ("江城地铁十二号线今日开通 Harbour city opens tidal plant",
            "<p>本报讯 2023年6月18日上午9时，江城地铁十二号线正式开通运营，全长38公里。</p>"
@@ -94,7 +92,7 @@ def _fingerprint(title: Any, body: Any) -> tuple[Any, ...] | None:
         fps = _fingerprinter.fingerprint(title, body)
     except Exception:
         return None
-    return tuple(getattr(fps, name) for name in _FIELDS)
+    return tuple(getattr(fps, name) for name in messages.FINGERPRINT_FIELDS)
 
 
 def _fingerprint_many(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, ...] | None]:
@@ -180,7 +178,7 @@ def serve(conn: Connection, options: dict[str, Any], index: dict[str, Any] | Non
     _tell(conn, "ready", os.getpid())
     while True:
         try:
-            call, args = pickle.loads(conn.recv_bytes())
+            call, args = messages.read_call(conn.recv_bytes())
         except (EOFError, OSError):
             break
         try:
@@ -194,6 +192,10 @@ def serve(conn: Connection, options: dict[str, Any], index: dict[str, Any] | Non
 def _tell(conn: Connection, kind: str, value: Any) -> None:
     """Send one message to the crawl process; exit if it closed its end (nobody is left to answer)."""
     try:
-        conn.send_bytes(pickle.dumps((kind, value), pickle.HIGHEST_PROTOCOL))
+        data = messages.answer(kind, value)
+    except TypeError as exc:  # a value no message may hold: the crawl process checks the call's items itself
+        data = messages.answer("raised", str(exc))
+    try:
+        conn.send_bytes(data)
     except OSError:
         exit_now()

@@ -1,8 +1,8 @@
 """One worker process of the pipeline and the crawl process's end of its socket.
 
-Messages are pickled and framed as :class:`multiprocessing.connection.Connection` frames them, so the
-worker reads and writes with ``recv_bytes``/``send_bytes`` (:func:`~.process.serve`) while the crawl
-process reads and writes the socket without blocking, from its event loop
+Messages (:mod:`.messages`) are framed as :class:`multiprocessing.connection.Connection` frames
+them, so the worker reads and writes with ``recv_bytes``/``send_bytes`` (:func:`~.process.serve`)
+while the crawl process reads and writes the socket without blocking, from its event loop
 (:class:`~.fingerprints.FingerprintPool`).
 """
 
