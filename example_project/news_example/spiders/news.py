@@ -11,12 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections import deque
-from collections.abc import AsyncIterator, Iterable, Iterator
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import scrapy
@@ -26,12 +22,10 @@ from scrapy.exceptions import DontCloseSpider
 from scrapy.http import Response
 from twisted.python.failure import Failure
 
+from news_example.bundled import BundledSiteSpider
 from news_example.items import NewsItem
 
 logger = logging.getLogger(__name__)
-
-#: The bundled site, served when no ``start_url`` is given (``NEWS_SITE_DIR`` overrides).
-SITE_DIR = Path(__file__).resolve().parents[2] / "site"
 
 #: CSS selectors per portal: ``list`` (article links on a list page), ``title``, ``body`` (the element
 #: holding the article text: its HTML is passed on as is) and ``published``.
@@ -70,37 +64,7 @@ SELECTORS: dict[str, dict[str, str]] = {
 }
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    """Static files, without a stderr line per request (Scrapy already logs every response)."""
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class LocalSite:
-    """A directory served over HTTP on 127.0.0.1, on a free port, from a daemon thread."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self._server: ThreadingHTTPServer | None = None
-
-    def start(self) -> str:
-        """Start serving; return the base URL (``http://127.0.0.1:<port>/``)."""
-        handler = partial(_QuietHandler, directory=str(self.directory))
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="news-site", daemon=True).start()
-        return f"http://127.0.0.1:{self._server.server_address[1]}/"
-
-    def stop(self) -> None:
-        """Stop serving and free the port."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-
-class NewsSpider(scrapy.Spider):
+class NewsSpider(BundledSiteSpider):
     """Crawl news portals: list pages → articles → :class:`~news_example.items.NewsItem`.
 
     Arguments (``-a name=value``): ``start_url`` (list page URLs, comma-separated; default: the
@@ -112,11 +76,11 @@ class NewsSpider(scrapy.Spider):
 
     def __init__(self, start_url: str | None = None, portal: str | None = None,
                  sequential: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_url = start_url
+        super().__init__(start_url, **kwargs)
         self.portal = portal or "default"
         self._sequential_arg = sequential
-        self.site: LocalSite | None = None
+        self.selectors: dict[str, dict[str, str]] = dict(SELECTORS)  # with NEWS_SELECTORS, in from_crawler
+        self.sequential = True  # NEWS_SEQUENTIAL or the argument, in from_crawler
         self._lists: deque[tuple[str, str]] = deque()  # (url, portal) still to fetch, in order
         self._articles: deque[tuple[str, str]] = deque()
         self._seen: set[str] = set()
@@ -131,35 +95,14 @@ class NewsSpider(scrapy.Spider):
             if spider._sequential_arg is None
             else spider._sequential_arg.strip().lower() in ("1", "true", "yes", "on")
         )
-        spider.site_dir = Path(settings.get("NEWS_SITE_DIR") or SITE_DIR)
         for signal in (signals.item_scraped, signals.item_dropped, signals.item_error):
             crawler.signals.connect(spider._item_done, signal=signal)
         crawler.signals.connect(spider._idle, signal=signals.spider_idle)
-        crawler.signals.connect(spider._closed, signal=signals.spider_closed)
         return spider
 
-    # -- start ----------------------------------------------------------------------------------
+    # -- start page, list pages and articles -------------------------------------------------
 
-    async def start(self) -> AsyncIterator[scrapy.Request]:
-        for request in self._start():
-            yield request
-
-    def start_requests(self) -> Iterator[scrapy.Request]:  # Scrapy < 2.13 calls this instead of start()
-        yield from self._start()
-
-    def _start(self) -> Iterator[scrapy.Request]:
-        if self.start_url:
-            urls = [u.strip() for u in self.start_url.split(",") if u.strip()]
-        else:
-            if not (self.site_dir / "index.html").is_file():
-                raise FileNotFoundError(f"bundled site not found: {self.site_dir / 'index.html'}")
-            self.site = LocalSite(self.site_dir)
-            urls = [self.site.start()]
-            logger.info("Serving the bundled news site %s at %s", self.site_dir, urls[0])
-        for url in urls:
-            yield scrapy.Request(url, callback=self.parse_start, dont_filter=True)
-
-    def parse_start(self, response: Response) -> Iterable[scrapy.Request]:
+    def parse(self, response: Response, **kwargs: Any) -> Iterable[scrapy.Request]:
         """A page with ``a.portal[data-portal]`` links (the bundled home page) lists portals;
         any other start page is a list page of ``self.portal``."""
         portals = response.css("a.portal[data-portal]")
@@ -170,8 +113,6 @@ class NewsSpider(scrapy.Spider):
             yield from self._release()
         else:
             yield from self.parse_list(response, self.portal)
-
-    # -- list pages and articles ----------------------------------------------------------------
 
     def parse_list(self, response: Response, portal: str) -> Iterable[scrapy.Request]:
         """Queue the article links of a list page, in page order."""
@@ -238,11 +179,6 @@ class NewsSpider(scrapy.Spider):
             self.crawler.engine.crawl(request)
         if requests:
             raise DontCloseSpider
-
-    def _closed(self, spider: scrapy.Spider) -> None:
-        if self.site is not None:
-            self.site.stop()
-            self.site = None
 
     def _selectors(self, portal: str) -> dict[str, str]:
         if portal not in self.selectors:

@@ -15,17 +15,14 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncIterator, Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
-import scrapy
-from scrapy import signals
 from scrapy.crawler import Crawler
 from scrapy.http import Response
 
+from news_example.bundled import BundledSiteSpider
 from news_example.items import ReviewItem
-from news_example.spiders.news import SITE_DIR, LocalSite
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ SELECTORS: dict[str, str] = {
 }
 
 
-class ReviewsSpider(scrapy.Spider):
+class ReviewsSpider(BundledSiteSpider):
     """Crawl product pages: every review becomes a :class:`~news_example.items.ReviewItem`.
 
     Arguments (``-a name=value``): ``start_url`` (product page URLs, comma-separated; default: the
@@ -60,40 +57,18 @@ class ReviewsSpider(scrapy.Spider):
         "FEEDS": {"reviews.jsonl": {"format": "jsonlines", "encoding": "utf8", "overwrite": True}},
     }
 
+    start_page = PRODUCT_PAGE
+
     def __init__(self, start_url: str | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.start_url = start_url
-        self.site: LocalSite | None = None
+        super().__init__(start_url, **kwargs)
         self.selectors: dict[str, str] = dict(SELECTORS)
-        self.site_dir: Path = SITE_DIR
 
     @classmethod
     def from_crawler(cls, crawler: Crawler, *args: Any, **kwargs: Any) -> ReviewsSpider:
         spider = super().from_crawler(crawler, *args, **kwargs)
         assert isinstance(spider, ReviewsSpider)
         spider.selectors = {**SELECTORS, **crawler.settings.getdict("REVIEW_SELECTORS")}
-        spider.site_dir = Path(crawler.settings.get("NEWS_SITE_DIR") or SITE_DIR)
-        crawler.signals.connect(spider._closed, signal=signals.spider_closed)
         return spider
-
-    async def start(self) -> AsyncIterator[scrapy.Request]:
-        for request in self._start():
-            yield request
-
-    def start_requests(self) -> Iterator[scrapy.Request]:  # Scrapy < 2.13 calls this instead of start()
-        yield from self._start()
-
-    def _start(self) -> Iterator[scrapy.Request]:
-        if self.start_url:
-            urls = [u.strip() for u in self.start_url.split(",") if u.strip()]
-        else:
-            if not (self.site_dir / PRODUCT_PAGE).is_file():
-                raise FileNotFoundError(f"bundled product page not found: {self.site_dir / PRODUCT_PAGE}")
-            self.site = LocalSite(self.site_dir)
-            urls = [self.site.start() + PRODUCT_PAGE]
-            logger.info("Serving the bundled product page at %s", urls[0])
-        for url in urls:
-            yield scrapy.Request(url, callback=self.parse, dont_filter=True)
 
     def parse(self, response: Response, **kwargs: Any) -> Iterable[ReviewItem]:
         """One item per review, in page order; its URL is the page's with the review's anchor."""
@@ -112,11 +87,6 @@ class ReviewsSpider(scrapy.Spider):
                 author=_clean(" ".join(review.css(sel["author"]).getall())) or None,
                 posted=review.css(sel["posted"]).get(),
             )
-
-    def _closed(self, spider: scrapy.Spider) -> None:
-        if self.site is not None:
-            self.site.stop()
-            self.site = None
 
 
 def _clean(text: str) -> str:
